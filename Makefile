@@ -1,0 +1,52 @@
+# `make run`: set up and start everything on the embedded default (SQLite + filesystem broker).
+# `make test`: set up and run the whole suite (PostgreSQL, Redis, Celery worker, Chromium).
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+MANAGE := $(PY) manage.py
+PORT ?= 8000
+# Django 6 needs Python 3.12+: take the first interpreter that qualifies.
+PYTHON ?= $(shell for p in python3.13 python3.12 python3 $(wildcard $(HOME)/.pyenv/versions/3.1[2-9]*/bin/python3); do \
+	$$p -c 'import sys; sys.exit(sys.version_info < (3, 12))' >/dev/null 2>&1 && { echo $$p; break; }; done)
+TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/simia
+TEST_BROKER_URL ?= redis://127.0.0.1:6379/14
+
+.PHONY: install run worker test lint bench clean
+
+$(VENV)/.installed: pyproject.toml
+	@test -n "$(PYTHON)" || { echo "Python 3.12 or newer is required"; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --upgrade pip
+	$(VENV)/bin/pip install --quiet -e '.[test]'
+	touch $@
+
+install: $(VENV)/.installed
+
+run: install
+	$(MANAGE) migrate --noinput
+	$(MANAGE) collectstatic --noinput --verbosity 0
+	$(MANAGE) demo_data
+	$(MANAGE) ensure_admin
+	@echo "Simia Web on http://127.0.0.1:$(PORT)/  (Ctrl-C stops the web server and the worker)"
+	@trap 'kill 0' INT TERM EXIT; \
+	$(VENV)/bin/celery -A simia_web worker --pool threads --concurrency 8 --loglevel WARNING & \
+	$(MANAGE) runserver --noreload 127.0.0.1:$(PORT)
+
+worker: install
+	$(VENV)/bin/celery -A simia_web worker --pool threads --concurrency 32 --loglevel INFO
+
+chromium:
+	@command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; }
+
+lint: install
+	$(VENV)/bin/ruff check .
+
+test: install chromium
+	$(VENV)/bin/ruff check .
+	DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) $(VENV)/bin/pytest -p no:cacheprovider $(PYTEST_ARGS)
+
+bench: install
+	DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) $(PY) bench/rollout_throughput.py
+
+clean:
+	rm -rf $(VENV) var

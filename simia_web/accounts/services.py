@@ -1,0 +1,23 @@
+from django.db import transaction
+from rest_framework.authtoken.models import Token
+
+from simia_web.core.services import audit_record
+
+from .models import Role, User
+
+
+@transaction.atomic
+def user_create(*, username: str, role: str, password: str, actor=None, email: str = "") -> User:
+    if role not in Role.values:
+        raise ValueError(f"Unknown role {role!r}; choose one of {', '.join(Role.values)}.")
+    user = User(username=username, role=role, email=email, is_staff=role == Role.ADMIN, is_superuser=role == Role.ADMIN)
+    user.set_password(password)
+    user.full_clean(exclude=["password"])
+    user.save()
+    audit_record(actor=actor, action="user.create", target=user, data={"role": role})
+    return user
+
+
+def user_token(*, user: User) -> str:
+    token, _ = Token.objects.get_or_create(user=user)
+    return token.key

@@ -1,0 +1,130 @@
+from django.conf import settings
+from django.db import models
+
+
+class Provenance(models.Model):
+    """Where a generated or imported row came from."""
+
+    job = models.ForeignKey("jobs.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    provenance = models.JSONField(default=dict, blank=True)
+    content_hash = models.CharField(max_length=64, blank=True, db_index=True)
+    version = models.PositiveIntegerField(default=1)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        abstract = True
+
+
+class DomainSource(models.TextChoices):
+    MANUAL = "manual", "Manual"
+    SYNTHESIZED = "synthesized", "Synthesized"
+    TAU2 = "tau2", "τ²-bench import"
+    SEEDS = "seeds", "Seed import"
+    DEMO = "demo", "Demo data"
+
+
+class Domain(Provenance):
+    name = models.SlugField(max_length=80, unique=True)
+    description = models.TextField(blank=True)
+    policy = models.TextField(blank=True)
+    state_schema = models.JSONField(default=dict, blank=True)
+    initial_state = models.JSONField(default=dict, blank=True)
+    state_errors = models.JSONField(default=list, blank=True)
+    source = models.CharField(max_length=16, choices=DomainSource.choices, default=DomainSource.MANUAL)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self):
+        return self.name
+
+
+class ApiKind(models.TextChoices):
+    READ = "read", "Read-only"
+    WRITE = "write", "State-changing"
+
+
+class Api(Provenance):
+    """A tool of a domain: its JSON Schema parameters, return schema, and the state it touches."""
+
+    domain = models.ForeignKey(Domain, on_delete=models.CASCADE, related_name="apis")
+    name = models.CharField(max_length=120)
+    description = models.TextField(blank=True)
+    parameters = models.JSONField(default=dict)
+    returns = models.JSONField(default=dict, blank=True)
+    kind = models.CharField(max_length=8, choices=ApiKind.choices, default=ApiKind.READ)
+    touches = models.JSONField(default=list, blank=True)
+    valid = models.BooleanField(default=True, db_index=True)
+    errors = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        ordering = ["domain_id", "name", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["domain", "name"], condition=models.Q(valid=True), name="api_unique_valid_name"
+            )
+        ]
+
+    def __str__(self):
+        return f"{self.domain_id}:{self.name}"
+
+    def as_tool(self) -> dict:
+        """The OpenAI function-tool schema for this API."""
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
+        }
+
+
+class TaskStatus(models.TextChoices):
+    VALID = "valid", "Valid"
+    DUPLICATE = "duplicate", "Near-duplicate"
+    REJECTED = "rejected", "Rejected"
+
+
+class Task(Provenance):
+    domain = models.ForeignKey(Domain, on_delete=models.CASCADE, related_name="tasks")
+    external_id = models.CharField(max_length=80, blank=True)
+    instruction = models.TextField()
+    user_scenario = models.JSONField(default=dict, blank=True)
+    apis_needed = models.JSONField(default=list, blank=True)
+    expected_outcome = models.TextField(blank=True)
+    expected_actions = models.JSONField(default=list, blank=True)
+    difficulty = models.CharField(max_length=16, blank=True)
+    status = models.CharField(max_length=16, choices=TaskStatus.choices, default=TaskStatus.VALID, db_index=True)
+    errors = models.JSONField(default=list, blank=True)
+    duplicate_of = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL)
+
+    class Meta:
+        ordering = ["domain_id", "id"]
+
+    def __str__(self):
+        return f"task {self.pk} ({self.domain_id})"
+
+
+class SeedFormat(models.TextChoices):
+    TAU2 = "tau2", "τ²-bench"
+    SHAREGPT = "sharegpt", "ShareGPT"
+    OPENAI = "openai", "OpenAI chat"
+
+
+class Seed(Provenance):
+    """An imported trajectory in the canonical format, used as the pattern for amplification."""
+
+    domain = models.ForeignKey(Domain, on_delete=models.CASCADE, related_name="seeds")
+    source_format = models.CharField(max_length=16, choices=SeedFormat.choices)
+    source_name = models.CharField(max_length=300, blank=True)
+    source_record = models.PositiveIntegerField(default=0)
+    messages = models.JSONField(default=list)
+    tools = models.JSONField(default=list, blank=True)
+    usable = models.BooleanField(default=True, db_index=True)
+    problems = models.JSONField(default=list, blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+
+    class Meta:
+        ordering = ["domain_id", "id"]
+        constraints = [models.UniqueConstraint(fields=["domain", "content_hash"], name="seed_unique_content")]
+
+    def __str__(self):
+        return f"seed {self.pk} ({self.domain_id})"

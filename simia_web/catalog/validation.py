@@ -1,0 +1,73 @@
+"""Deterministic validation of synthesized or edited APIs, state schemas and tasks."""
+
+import re
+
+import jsonschema
+
+SNAKE_CASE = re.compile(r"^[a-z][a-z0-9_]{1,63}$")
+Validator = jsonschema.Draft202012Validator
+
+
+def schema_problems(schema, label: str) -> list[str]:
+    if not isinstance(schema, dict):
+        return [f"{label} must be a JSON object"]
+    try:
+        Validator.check_schema(schema)
+    except jsonschema.exceptions.SchemaError as exc:
+        return [f"{label} is not a valid JSON Schema: {exc.message}"]
+    return []
+
+
+def api_problems(api: dict) -> list[str]:
+    """Problems of one API spec: name, description, parameters schema, required ⊆ properties, returns."""
+    problems = []
+    name = api.get("name", "")
+    if not isinstance(name, str) or not SNAKE_CASE.match(name):
+        problems.append(f"name {name!r} is not snake_case")
+    if api.get("kind") not in {"read", "write"}:
+        problems.append(f"kind must be read or write, not {api.get('kind')!r}")
+    parameters = api.get("parameters")
+    found = schema_problems(parameters, "parameters")
+    problems += found
+    if not found:
+        if parameters.get("type") != "object":
+            problems.append("parameters must describe an object")
+        properties = parameters.get("properties") or {}
+        missing = [r for r in parameters.get("required") or [] if r not in properties]
+        if missing:
+            problems.append(f"required names unknown properties: {', '.join(missing)}")
+    if api.get("returns") not in (None, {}):
+        problems += schema_problems(api.get("returns"), "returns")
+    if not isinstance(api.get("touches", []), list):
+        problems.append("touches must be a list of state collections")
+    return problems
+
+
+def api_set_problems(apis: list[dict]) -> tuple[dict[int, list[str]], list[str]]:
+    """Per-API problems (by position) plus problems of the set (duplicate names, read/write coverage)."""
+    per_api = {i: api_problems(api) for i, api in enumerate(apis)}
+    seen: dict[str, int] = {}
+    for i, api in enumerate(apis):
+        name = api.get("name")
+        if name in seen:
+            per_api[i].append(f"duplicate name {name!r} (first at #{seen[name]})")
+        else:
+            seen[name] = i
+    valid = [api for i, api in enumerate(apis) if not per_api[i]]
+    set_problems = []
+    if not any(a.get("kind") == "read" for a in valid):
+        set_problems.append("no valid read-only API")
+    if not any(a.get("kind") == "write" for a in valid):
+        set_problems.append("no valid state-changing API")
+    return per_api, set_problems
+
+
+def state_problems(state_schema, initial_state) -> list[str]:
+    problems = schema_problems(state_schema, "state schema")
+    if problems:
+        return problems
+    error = jsonschema.exceptions.best_match(Validator(state_schema).iter_errors(initial_state))
+    if error is not None:
+        where = "/".join(str(p) for p in error.absolute_path) or "(root)"
+        problems.append(f"initial state breaks the state schema at {where}: {error.message}")
+    return problems

@@ -1,0 +1,22 @@
+"""Canonical JSON: one encoding for hashing, storage comparison and file output."""
+
+import hashlib
+from typing import Any
+
+import orjson
+
+
+def canonical_bytes(value: Any) -> bytes:
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
+
+
+def content_hash(value: Any) -> str:
+    return hashlib.sha256(canonical_bytes(value)).hexdigest()
+
+
+def dumps(value: Any) -> str:
+    return orjson.dumps(value).decode()
+
+
+def loads(text: str | bytes) -> Any:
+    return orjson.loads(text)

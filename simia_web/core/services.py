@@ -1,0 +1,66 @@
+"""Audit and revision writes shared by every app."""
+
+from typing import Any
+
+import jsonpatch
+from django.contrib.contenttypes.models import ContentType
+from django.db import models
+
+from .models import AuditEvent, Revision
+
+
+class VersionConflict(Exception):
+    """A save was based on a version that someone else has already replaced."""
+
+    def __init__(self, obj: models.Model, expected: int):
+        self.obj = obj
+        self.expected = expected
+        super().__init__(
+            f"{obj._meta.verbose_name} {obj.pk} was changed by someone else "
+            f"(you edited version {expected}, it is now version {obj.version})."
+        )
+
+
+def audit_record(*, actor, action: str, target: models.Model, data: dict | None = None) -> AuditEvent:
+    return AuditEvent.objects.create(
+        actor=actor if getattr(actor, "pk", None) else None,
+        action=action,
+        target_type=target._meta.label_lower,
+        target_id=str(target.pk),
+        data=data or {},
+    )
+
+
+def revision_record(*, obj: models.Model, data: dict[str, Any], author=None, note: str = "") -> Revision:
+    """Store `data` as revision `obj.version`, with the JSON Patch from the previous revision."""
+    content_type = ContentType.objects.get_for_model(obj)
+    previous = (
+        Revision.objects.filter(content_type=content_type, object_id=obj.pk, version__lt=obj.version)
+        .order_by("-version")
+        .first()
+    )
+    changes = jsonpatch.make_patch(previous.data, data).patch if previous else []
+    return Revision.objects.create(
+        content_type=content_type,
+        object_id=obj.pk,
+        version=obj.version,
+        data=data,
+        changes=changes,
+        author=author if getattr(author, "pk", None) else None,
+        note=note[:300],
+    )
+
+
+def versioned_update(*, obj: models.Model, expected_version: int, fields: dict[str, Any]) -> int:
+    """Compare-and-set update: write `fields` and bump the version only if nobody saved in between.
+
+    Raises VersionConflict (with obj refreshed to the current row) when the version moved.
+    """
+    model = type(obj)
+    updated = model.objects.filter(pk=obj.pk, version=expected_version).update(
+        version=models.F("version") + 1, **fields
+    )
+    obj.refresh_from_db()
+    if not updated:
+        raise VersionConflict(obj, expected_version)
+    return obj.version

@@ -1,0 +1,38 @@
+"""Shared by the management commands that queue jobs: `--wait` with a progress bar and a summary."""
+
+import json
+import time
+
+from django.core.management.base import CommandError
+from tqdm import tqdm
+
+from .models import Job, JobStatus
+from .selectors import job_progress, job_summary
+
+
+def job_wait(job: Job, stdout, poll: float = 0.5) -> Job:
+    """Block until the job ends, drawing progress; raise CommandError unless it succeeded."""
+    bar = tqdm(total=0, unit="unit", file=stdout, dynamic_ncols=True, desc=f"job {job.pk}")
+    while True:
+        job.refresh_from_db()
+        progress = job_progress(job)
+        total = sum(s["total"] for s in progress.values())
+        finished = sum(s["done"] + s["failed"] + s["cancelled"] for s in progress.values())
+        bar.total = max(total, 1)
+        bar.n = finished
+        bar.set_postfix_str(f"{job.status} {job.stage}".strip())
+        bar.refresh()
+        if not job.is_active:
+            break
+        time.sleep(poll)
+    bar.close()
+    summary = job.summary or job_summary(job)
+    stdout.write(f"Job {job.pk} {job.status}.")
+    stdout.write(json.dumps(summary, indent=2, sort_keys=True, default=str))
+    if job.status != JobStatus.SUCCEEDED:
+        raise CommandError(f"job {job.pk} {job.status}: {job.error or 'see the job page'}")
+    return job
+
+
+def job_queued_message(job: Job) -> str:
+    return f"Queued job {job.pk} ({job.kind}). Follow it at /jobs/{job.pk}/ or with --wait."

@@ -1,0 +1,72 @@
+from django.conf import settings
+from django.db import models
+
+
+class JobKind(models.TextChoices):
+    SYNTHESIZE = "synthesize", "Synthesis (domains → APIs → tasks → rollouts)"
+    ROLLOUT = "rollout", "Rollouts on existing tasks"
+    AMPLIFY = "amplify", "Seed amplification"
+    EXPORT = "export", "Dataset export"
+
+
+class JobStatus(models.TextChoices):
+    QUEUED = "queued", "Queued"
+    RUNNING = "running", "Running"
+    SUCCEEDED = "succeeded", "Succeeded"
+    FAILED = "failed", "Failed"
+    CANCELLED = "cancelled", "Cancelled"
+
+
+ACTIVE_JOB_STATUSES = (JobStatus.QUEUED, JobStatus.RUNNING)
+
+
+class Job(models.Model):
+    kind = models.CharField(max_length=16, choices=JobKind.choices)
+    params = models.JSONField(default=dict)
+    status = models.CharField(max_length=16, choices=JobStatus.choices, default=JobStatus.QUEUED, db_index=True)
+    stage = models.CharField(max_length=32, blank=True)
+    error = models.TextField(blank=True)
+    summary = models.JSONField(default=dict, blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-id"]
+
+    def __str__(self):
+        return f"job {self.pk} {self.kind} {self.status}"
+
+    @property
+    def is_active(self) -> bool:
+        return self.status in ACTIVE_JOB_STATUSES
+
+
+class UnitStatus(models.TextChoices):
+    PENDING = "pending", "Pending"
+    DONE = "done", "Done"
+    FAILED = "failed", "Failed"
+    CANCELLED = "cancelled", "Cancelled"
+
+
+class JobUnit(models.Model):
+    """One planned piece of work (a domain, a task, a rollout). Its key makes redelivery harmless."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="units")
+    stage = models.CharField(max_length=32)
+    key = models.CharField(max_length=200)
+    params = models.JSONField(default=dict)
+    status = models.CharField(max_length=16, choices=UnitStatus.choices, default=UnitStatus.PENDING)
+    attempts = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True)
+    result = models.JSONField(default=dict, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [models.UniqueConstraint(fields=["job", "key"], name="unit_unique_key")]
+        indexes = [models.Index(fields=["job", "stage", "status"])]
+
+    def __str__(self):
+        return f"{self.job_id}:{self.key} {self.status}"

@@ -1,0 +1,174 @@
+"""Job lifecycle: create, plan stages, execute units exactly once, advance, cancel, recover."""
+
+import logging
+import traceback
+
+from django.db import transaction
+from django.utils import timezone
+
+from simia_web.core.services import audit_record
+
+from .models import Job, JobStatus, JobUnit, UnitStatus
+from .pipelines import pipeline_for
+
+logger = logging.getLogger(__name__)
+
+
+class JobError(Exception):
+    pass
+
+
+def _enqueue_units(unit_ids: list[int]) -> None:
+    from .tasks import unit_execute
+
+    for unit_id in unit_ids:
+        unit_execute.delay(unit_id)
+
+
+def job_create(*, kind: str, params: dict, actor=None) -> Job:
+    from .tasks import job_start
+
+    pipeline_for(kind)  # unknown kinds fail here, before anything is written
+    with transaction.atomic():
+        job = Job.objects.create(kind=kind, params=params, created_by=actor if getattr(actor, "pk", None) else None)
+        audit_record(actor=actor, action="job.create", target=job, data={"kind": kind, "params": params})
+        transaction.on_commit(lambda: job_start.delay(job.pk))
+    return job
+
+
+def _plan_stage(job: Job, after_stage: str | None) -> list[int]:
+    """Create the next stage's units (idempotently); finish the job when there is none."""
+    planned = pipeline_for(job.kind).plan(job, after_stage)
+    if planned is None:
+        _job_finish(job)
+        return []
+    stage, plans = planned
+    for plan in plans:
+        JobUnit.objects.get_or_create(job=job, key=plan.key, defaults={"stage": plan.stage, "params": plan.params})
+    job.stage = stage
+    job.save(update_fields=["stage"])
+    pending = list(job.units.filter(stage=stage, status=UnitStatus.PENDING).values_list("id", flat=True))
+    if not pending and not plans:
+        return _plan_stage(job, stage)  # an empty stage: move straight on
+    return pending
+
+
+def _job_finish(job: Job) -> None:
+    from .selectors import job_summary
+
+    failed_units = job.units.filter(status=UnitStatus.FAILED).count()
+    done_units = job.units.filter(status=UnitStatus.DONE).count()
+    job.status = JobStatus.FAILED if failed_units and not done_units else JobStatus.SUCCEEDED
+    if job.status == JobStatus.FAILED and not job.error:
+        job.error = f"all {failed_units} units failed"
+    job.finished_at = timezone.now()
+    job.summary = job_summary(job)
+    job.save(update_fields=["status", "error", "finished_at", "summary"])
+    audit_record(actor=None, action=f"job.{job.status}", target=job, data={"failed_units": failed_units})
+
+
+def job_start(*, job_id: int) -> None:
+    with transaction.atomic():
+        job = Job.objects.select_for_update().get(pk=job_id)
+        if job.status != JobStatus.QUEUED:
+            return
+        job.status = JobStatus.RUNNING
+        job.started_at = timezone.now()
+        job.save(update_fields=["status", "started_at"])
+        try:
+            unit_ids = _plan_stage(job, None)
+        except Exception as exc:  # a planning bug or bad parameters must end the job, not hang it
+            logger.exception("job %s: planning failed", job_id)
+            job.status, job.error, job.finished_at = JobStatus.FAILED, f"planning failed: {exc}", timezone.now()
+            job.save(update_fields=["status", "error", "finished_at"])
+            return
+        transaction.on_commit(lambda: _enqueue_units(unit_ids))
+
+
+def unit_execute(*, unit_id: int) -> None:
+    """Run one unit. Safe to call any number of times: only the first finished run writes."""
+    unit = JobUnit.objects.select_related("job").filter(pk=unit_id).first()
+    if unit is None or unit.status != UnitStatus.PENDING or unit.job.status != JobStatus.RUNNING:
+        return
+    JobUnit.objects.filter(pk=unit_id).update(attempts=unit.attempts + 1)
+    pipeline = pipeline_for(unit.job.kind)
+    writer = None
+    error = ""
+    try:
+        writer = pipeline.run(unit.job, unit)
+    except Exception as exc:
+        logger.exception("unit %s failed", unit_id)
+        error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=5)}"
+    with transaction.atomic():
+        locked = JobUnit.objects.select_for_update().get(pk=unit_id)
+        if locked.status != UnitStatus.PENDING:
+            return  # another delivery finished it, or the job was cancelled
+        if writer is not None:
+            try:
+                with transaction.atomic():
+                    locked.result = writer() or {}
+            except Exception as exc:
+                logger.exception("unit %s: writing the result failed", unit_id)
+                error = f"{type(exc).__name__}: {exc}"
+        locked.status = UnitStatus.FAILED if error else UnitStatus.DONE
+        locked.error = error[:8000]
+        locked.finished_at = timezone.now()
+        locked.save(update_fields=["status", "error", "result", "finished_at"])
+    job_advance(job_id=unit.job_id, stage=unit.stage)
+
+
+def job_advance(*, job_id: int, stage: str) -> None:
+    """When the last unit of `stage` ends, plan the next stage or finish the job."""
+    with transaction.atomic():
+        job = Job.objects.select_for_update().get(pk=job_id)
+        if job.status != JobStatus.RUNNING or job.stage != stage:
+            return
+        if job.units.filter(stage=stage, status=UnitStatus.PENDING).exists():
+            return
+        try:
+            unit_ids = _plan_stage(job, stage)
+        except Exception as exc:
+            logger.exception("job %s: planning after %s failed", job_id, stage)
+            job.status, job.error, job.finished_at = JobStatus.FAILED, f"planning failed: {exc}", timezone.now()
+            job.save(update_fields=["status", "error", "finished_at"])
+            return
+        transaction.on_commit(lambda: _enqueue_units(unit_ids))
+
+
+def job_cancel(*, job: Job, actor=None) -> Job:
+    with transaction.atomic():
+        job = Job.objects.select_for_update().get(pk=job.pk)
+        if not job.is_active:
+            raise JobError(f"Job {job.pk} is {job.status}; only queued or running jobs can be cancelled.")
+        cancelled = job.units.filter(status=UnitStatus.PENDING).update(
+            status=UnitStatus.CANCELLED, finished_at=timezone.now()
+        )
+        job.status = JobStatus.CANCELLED
+        job.finished_at = timezone.now()
+        job.save(update_fields=["status", "finished_at"])
+        audit_record(actor=actor, action="job.cancel", target=job, data={"cancelled_units": cancelled})
+    return job
+
+
+def job_retry(*, job: Job, actor=None) -> Job:
+    """Queue a new job with the same parameters (the old one is kept as it was)."""
+    if job.is_active:
+        raise JobError(f"Job {job.pk} is still {job.status}; cancel it first.")
+    return job_create(kind=job.kind, params=job.params, actor=actor)
+
+
+def jobs_recover() -> int:
+    """Re-queue the work of unfinished jobs, e.g. after a worker was killed. Returns messages sent."""
+    from .tasks import job_start
+
+    sent = 0
+    for job in Job.objects.filter(status=JobStatus.QUEUED):
+        job_start.delay(job.pk)
+        sent += 1
+    for job in Job.objects.filter(status=JobStatus.RUNNING):
+        pending = list(job.units.filter(stage=job.stage, status=UnitStatus.PENDING).values_list("id", flat=True))
+        _enqueue_units(pending)
+        sent += len(pending)
+        if not pending:
+            job_advance(job_id=job.pk, stage=job.stage)
+    return sent

@@ -1,0 +1,96 @@
+from django.db import models
+
+
+class StructuredMode(models.TextChoices):
+    AUTO = "auto", "Auto (json_schema, falling back)"
+    JSON_SCHEMA = "json_schema", "response_format json_schema"
+    JSON_OBJECT = "json_object", "response_format json_object"
+    PROMPT = "prompt", "Schema in the prompt only"
+
+
+class ToolMode(models.TextChoices):
+    AUTO = "auto", "Auto (native, falling back)"
+    NATIVE = "native", "Native tool calls"
+    PROMPT = "prompt", "Tool calls as JSON in the prompt"
+
+
+class Stage(models.TextChoices):
+    API_SYNTHESIS = "api_synthesis", "API synthesis"
+    TASK_SYNTHESIS = "task_synthesis", "Task synthesis"
+    AGENT = "agent", "Agent"
+    SIMULATOR = "simulator", "Simulator"
+    USER_SIMULATOR = "user_simulator", "User simulator"
+    JUDGE = "judge", "Judge"
+    AMPLIFY = "amplify", "Amplification"
+
+
+class EndpointProfile(models.Model):
+    """An OpenAI-compatible endpoint. The API key is read from an environment variable, never stored."""
+
+    name = models.CharField(max_length=80, unique=True)
+    base_url = models.URLField(max_length=300, blank=True, help_text="Empty means the OpenAI default.")
+    api_key_env = models.CharField(max_length=80, default="OPENAI_API_KEY")
+    model = models.CharField(max_length=120)
+    temperature = models.FloatField(default=0.7)
+    max_tokens = models.PositiveIntegerField(default=2048)
+    timeout_seconds = models.FloatField(default=60)
+    max_concurrency = models.PositiveIntegerField(default=8)
+    structured_mode = models.CharField(max_length=16, choices=StructuredMode.choices, default=StructuredMode.AUTO)
+    tool_mode = models.CharField(max_length=16, choices=ToolMode.choices, default=ToolMode.AUTO)
+    price_input_per_mtok = models.DecimalField(max_digits=10, decimal_places=4, null=True, blank=True)
+    price_output_per_mtok = models.DecimalField(max_digits=10, decimal_places=4, null=True, blank=True)
+    cache_enabled = models.BooleanField(default=False)
+    is_default = models.BooleanField(default=False)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["is_default"], condition=models.Q(is_default=True), name="one_default_profile"
+            )
+        ]
+
+    def __str__(self):
+        return f"{self.name} ({self.model})"
+
+
+class StageRoute(models.Model):
+    """Which profile a pipeline stage uses when the job does not say."""
+
+    stage = models.CharField(max_length=32, choices=Stage.choices, unique=True)
+    profile = models.ForeignKey(EndpointProfile, on_delete=models.CASCADE)
+
+    def __str__(self):
+        return f"{self.stage} → {self.profile.name}"
+
+
+class LLMCall(models.Model):
+    """One HTTP attempt against an endpoint (or a cache hit), with what it cost."""
+
+    stage = models.CharField(max_length=32, choices=Stage.choices, db_index=True)
+    profile = models.ForeignKey(EndpointProfile, null=True, on_delete=models.SET_NULL)
+    model = models.CharField(max_length=120)
+    job = models.ForeignKey("jobs.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="llm_calls")
+    request_hash = models.CharField(max_length=64, db_index=True)
+    prompt_version = models.CharField(max_length=40, blank=True)
+    request = models.JSONField()
+    response = models.JSONField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    error_kind = models.CharField(max_length=40, blank=True, db_index=True)
+    attempt = models.PositiveSmallIntegerField(default=1)
+    mode = models.CharField(max_length=16, blank=True)
+    tokens_in = models.PositiveIntegerField(default=0)
+    tokens_out = models.PositiveIntegerField(default=0)
+    latency_ms = models.PositiveIntegerField(default=0)
+    cost = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
+    cache_hit = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["-id"]
+
+    def __str__(self):
+        return f"{self.stage} {self.model} #{self.pk}"
+
+    @property
+    def ok(self) -> bool:
+        return not self.error

@@ -1,0 +1,29 @@
+from django.conf import settings
+from django.db import IntegrityError
+
+from .models import EndpointProfile, StageRoute
+
+
+def profile_default() -> EndpointProfile:
+    """The default profile, created from OPENAI_BASE_URL / SIMIA_MODEL the first time it is needed."""
+    profile = EndpointProfile.objects.filter(is_default=True).first()
+    if profile:
+        return profile
+    try:
+        return EndpointProfile.objects.create(
+            name="default",
+            base_url=settings.OPENAI_BASE_URL,
+            api_key_env=settings.OPENAI_API_KEY_ENV,
+            model=settings.SIMIA_MODEL,
+            is_default=True,
+        )
+    except IntegrityError:  # another worker created it first
+        return EndpointProfile.objects.get(is_default=True)
+
+
+def profile_for_stage(stage: str, profile_id: int | None = None) -> EndpointProfile:
+    """The profile a job asked for, else the stage's route, else the default."""
+    if profile_id:
+        return EndpointProfile.objects.get(pk=profile_id)
+    route = StageRoute.objects.select_related("profile").filter(stage=stage).first()
+    return route.profile if route else profile_default()

@@ -1,0 +1,86 @@
+"""The LLM judge: per-criterion scores, pass/fail, rationale and the messages it relied on."""
+
+import json
+
+from simia_web.llm.client import LLMClient, LLMError
+from simia_web.llm.models import Stage
+
+PROMPT_VERSION = "judge-v1"
+CRITERIA = ("task_completed", "tool_use_correct", "simulator_consistent", "policy_followed", "final_answer_grounded")
+PASS_THRESHOLD = 0.7
+
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "scores": {
+            "type": "object",
+            "properties": {c: {"type": "number", "minimum": 0, "maximum": 1} for c in CRITERIA},
+            "required": list(CRITERIA),
+        },
+        "passed": {"type": "boolean"},
+        "confidence": {"type": "number", "minimum": 0, "maximum": 1},
+        "rationale": {"type": "string"},
+        "cited_messages": {"type": "array", "items": {"type": "integer", "minimum": 0}},
+    },
+    "required": ["scores", "passed", "confidence", "rationale", "cited_messages"],
+}
+
+
+def judge_messages(*, messages: list[dict], tools: list[dict], task: str, policy: str) -> list[dict]:
+    numbered = [{"index": i, **m} for i, m in enumerate(messages)]
+    return [
+        {
+            "role": "system",
+            "content": "You are a strict reviewer of tool-calling agent conversations used as training data. "
+            "Score each criterion from 0 to 1: " + ", ".join(CRITERIA) + ". A conversation passes only if the "
+            "task was completed correctly, tools were used with valid arguments, tool results are consistent with "
+            "each other, the policy was followed and the final answer is grounded in tool results. Cite the "
+            "indices of the messages that decided your verdict.",
+        },
+        {
+            "role": "user",
+            "content": json.dumps(
+                {"task": task, "policy": policy[:6000], "tools": tools, "conversation": numbered}, ensure_ascii=False
+            ),
+        },
+    ]
+
+
+def judge_run(*, client: LLMClient, messages: list[dict], tools: list[dict], task: str, policy: str) -> dict:
+    """A verdict dict for curation.services.verdict_record; an LLM failure becomes a verdict with `error`."""
+    assert client.stage == Stage.JUDGE
+    try:
+        reply = client.structured(
+            messages=judge_messages(messages=messages, tools=tools, task=task, policy=policy),
+            schema=SCHEMA,
+            schema_name="judge_verdict",
+            prompt_version=PROMPT_VERSION,
+        )
+    except LLMError as exc:
+        return {
+            "passed": None,
+            "scores": {},
+            "score": None,
+            "confidence": None,
+            "rationale": "",
+            "cited_messages": [],
+            "error": str(exc)[:2000],
+            "profile": client.profile,
+            "model": client.profile.model,
+        }
+    answer = reply.data
+    scores = answer["scores"]
+    score = sum(scores[c] for c in CRITERIA) / len(CRITERIA)
+    cited = [i for i in answer["cited_messages"] if i < len(messages)]
+    return {
+        # The judge's own flag is overruled by a low average: both must agree to pass.
+        "passed": bool(answer["passed"]) and score >= PASS_THRESHOLD,
+        "scores": scores,
+        "score": round(score, 4),
+        "confidence": answer["confidence"],
+        "rationale": answer["rationale"],
+        "cited_messages": cited,
+        "profile": client.profile,
+        "model": client.profile.model,
+        "llm_call": reply.last_call,
+    }

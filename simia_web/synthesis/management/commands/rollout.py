@@ -1,0 +1,34 @@
+from django.core.exceptions import ValidationError
+from django.core.management.base import BaseCommand, CommandError
+
+from simia_web.jobs.cli import job_queued_message, job_wait
+from simia_web.synthesis.services import rollout_queue
+
+
+class Command(BaseCommand):
+    help = "Queue K rollouts on each of a domain's existing valid tasks."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--domain", required=True)
+        parser.add_argument("--tasks", type=int, default=None, help="Use only the first N valid tasks.")
+        parser.add_argument("--rollouts", type=int, default=1)
+        parser.add_argument("--max-steps", type=int, default=12)
+        parser.add_argument("--max-errors", type=int, default=3)
+        parser.add_argument("--user-turns", type=int, default=0)
+        parser.add_argument("--wait", action="store_true")
+
+    def handle(self, *args, **opts):
+        try:
+            job = rollout_queue(
+                domain=opts["domain"],
+                tasks=opts["tasks"],
+                rollouts=opts["rollouts"],
+                max_steps=opts["max_steps"],
+                max_errors=opts["max_errors"],
+                user_turns=opts["user_turns"],
+            )
+        except ValidationError as exc:
+            raise CommandError("; ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items())) from exc
+        self.stdout.write(job_queued_message(job))
+        if opts["wait"]:
+            job_wait(job, self.stdout)

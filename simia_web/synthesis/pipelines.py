@@ -1,0 +1,151 @@
+"""The synthesize and rollout job kinds: their stages, units and what each unit writes."""
+
+from simia_web.catalog.models import Domain, Task, TaskStatus
+from simia_web.catalog.services import apis_store, tasks_store
+from simia_web.curation.models import TrajectoryKind
+from simia_web.curation.services import trajectory_create
+from simia_web.jobs.models import JobKind
+from simia_web.jobs.pipelines import UnitPlan, pipeline_register
+from simia_web.llm.client import LLMError, client_for_stage
+from simia_web.llm.models import Stage
+
+from .generation import apis_generate, tasks_generate
+from .rollout import RolloutLimits, api_specs, rollout_run
+
+
+def _limits(params: dict) -> RolloutLimits:
+    return RolloutLimits(
+        max_steps=params.get("max_steps", 12),
+        max_errors=params.get("max_errors", 3),
+        user_turns=params.get("user_turns", 0),
+    )
+
+
+def _rollout_units(task_ids: list[int], rollouts: int) -> list[UnitPlan]:
+    return [
+        UnitPlan("rollout", f"rollout:{task_id}:{k}", {"task": task_id, "sample": k})
+        for task_id in task_ids
+        for k in range(rollouts)
+    ]
+
+
+def _rollout_writer(job, unit):
+    task = Task.objects.select_related("domain").get(pk=unit.params["task"])
+    outcome = rollout_run(
+        task=task,
+        limits=_limits(job.params),
+        job_id=job.pk,
+        profiles=job.params.get("profiles", {}),
+        sample=f"{job.pk}:{unit.key}",
+    )
+
+    def write():
+        trajectory = trajectory_create(
+            kind=TrajectoryKind.ROLLOUT,
+            job=job,
+            unit=unit,
+            violations=outcome["violations"],
+            verdict=outcome["verdict"],
+            **outcome["fields"],
+        )
+        return {"trajectory": trajectory.pk, "status": trajectory.status}
+
+    return write
+
+
+class SynthesizePipeline:
+    kind = JobKind.SYNTHESIZE
+
+    def plan(self, job, stage):
+        params = job.params
+        if stage is None:
+            return "api_synthesis", [
+                UnitPlan("api_synthesis", f"apis:{name}", {"domain": name}) for name in params["domains"]
+            ]
+        if stage == "api_synthesis":
+            return "task_synthesis", [
+                UnitPlan("task_synthesis", f"tasks:{name}", {"domain": name}) for name in params["domains"]
+            ]
+        if stage == "task_synthesis":
+            task_ids = list(Task.objects.filter(job=job, status=TaskStatus.VALID).values_list("id", flat=True))
+            return "rollout", _rollout_units(task_ids, params["rollouts"])
+        return None
+
+    def run(self, job, unit):
+        if unit.stage == "rollout":
+            return _rollout_writer(job, unit)
+        domain = Domain.objects.get(name=unit.params["domain"])
+        profiles = job.params.get("profiles", {})
+        if unit.stage == "api_synthesis":
+            client = client_for_stage(Stage.API_SYNTHESIS, job_id=job.pk, profile_id=profiles.get(Stage.API_SYNTHESIS))
+            reply = apis_generate(
+                client=client,
+                domain_name=domain.name,
+                description=domain.description,
+                policy=domain.policy,
+                count=job.params["apis"],
+            )
+            provenance = {
+                "stage": unit.stage,
+                "llm_calls": reply.call_ids,
+                "model": client.profile.model,
+                "profile": client.profile.name,
+                "prompt_version": "apis-v1",
+            }
+
+            def write():
+                stored = apis_store(
+                    domain=domain,
+                    apis=reply.data["apis"],
+                    state_schema=reply.data["state_schema"],
+                    initial_state=reply.data["initial_state"],
+                    job=job,
+                    provenance=provenance,
+                )
+                return {"apis": len(stored), "valid": sum(a.valid for a in stored)}
+
+            return write
+        client = client_for_stage(Stage.TASK_SYNTHESIS, job_id=job.pk, profile_id=profiles.get(Stage.TASK_SYNTHESIS))
+        apis = list(domain.apis.filter(valid=True))
+        if not apis:
+            raise LLMError("no_valid_apis", f"domain {domain.name} has no valid APIs to write tasks for")
+        reply = tasks_generate(
+            client=client,
+            domain_name=domain.name,
+            policy=domain.policy,
+            apis=[{"name": n, **s} for n, s in api_specs(apis).items()],
+            state=domain.initial_state,
+            count=job.params["tasks"],
+        )
+        provenance = {
+            "stage": unit.stage,
+            "llm_calls": reply.call_ids,
+            "model": client.profile.model,
+            "profile": client.profile.name,
+            "prompt_version": "tasks-v1",
+        }
+
+        def write():
+            stored = tasks_store(domain=domain, tasks=reply.data["tasks"], job=job, provenance=provenance)
+            return {"tasks": len(stored), "valid": sum(t.status == TaskStatus.VALID for t in stored)}
+
+        return write
+
+
+class RolloutPipeline:
+    kind = JobKind.ROLLOUT
+
+    def plan(self, job, stage):
+        if stage is not None:
+            return None
+        tasks = Task.objects.filter(domain__name=job.params["domain"], status=TaskStatus.VALID).order_by("id")
+        if job.params.get("tasks"):
+            tasks = tasks[: job.params["tasks"]]
+        return "rollout", _rollout_units(list(tasks.values_list("id", flat=True)), job.params["rollouts"])
+
+    def run(self, job, unit):
+        return _rollout_writer(job, unit)
+
+
+pipeline_register(SynthesizePipeline())
+pipeline_register(RolloutPipeline())

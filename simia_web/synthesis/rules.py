@@ -1,0 +1,149 @@
+"""Deterministic checks shared by rollouts, amplification, seed pre-filtering and RL sessions.
+
+Each finding is a Violation with a stable code, the message index it concerns and a detail.
+"""
+
+from dataclasses import asdict, dataclass
+
+import jsonschema
+
+from simia_web.curation.canonical import message_text, parse_arguments, tool_schemas
+
+ROLES = {"system", "user", "assistant", "tool"}
+DEFAULT_MIN_MESSAGES = 3
+DEFAULT_MAX_MESSAGES = 200
+
+
+@dataclass(frozen=True)
+class Violation:
+    code: str
+    message_index: int | None
+    detail: str
+    fixed: bool = False
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def argument_violations(schema: dict, arguments: dict, index: int | None, tool: str) -> list[Violation]:
+    """Schema problems of one call's arguments: missing_required, unknown_parameter, wrong_type, ..."""
+    found = []
+    properties = schema.get("properties")
+    if isinstance(properties, dict):
+        for name in arguments:
+            if name not in properties:
+                found.append(Violation("unknown_parameter", index, f"{tool}: unknown parameter {name!r}"))
+    try:
+        errors = list(jsonschema.Draft202012Validator(schema).iter_errors(arguments))
+    except jsonschema.exceptions.SchemaError as exc:  # the tool's own schema is broken
+        return [Violation("tool_schema_invalid", index, f"{tool}: {exc.message}")]
+    for error in errors:
+        if error.validator == "additionalProperties":
+            continue  # reported above as unknown_parameter
+        code = {"required": "missing_required", "type": "wrong_type"}.get(error.validator, "arguments_invalid")
+        where = "/".join(str(p) for p in error.absolute_path)
+        found.append(Violation(code, index, f"{tool}: {where + ': ' if where else ''}{error.message}"))
+    return found
+
+
+def call_violations(call: dict, schemas: dict[str, dict], index: int | None) -> list[Violation]:
+    """Problems of a single tool call: the same check the rollout makes before asking the simulator."""
+    name = (call.get("function") or {}).get("name", "")
+    if name not in schemas:
+        return [Violation("unknown_tool", index, f"no tool named {name!r}")]
+    arguments, error = parse_arguments(call)
+    if error:
+        return [Violation("arguments_not_json", index, f"{name}: {error}")]
+    return argument_violations(schemas[name], arguments, index, name)
+
+
+def merge_consecutive_assistant(messages: list[dict]) -> tuple[list[dict], list[Violation]]:
+    """Merge back-to-back text-only assistant turns (safe: no tool calls involved); record each merge."""
+    merged: list[dict] = []
+    fixes = []
+    for message in messages:
+        previous = merged[-1] if merged else None
+        if (
+            previous is not None
+            and message.get("role") == "assistant" == previous.get("role")
+            and not message.get("tool_calls")
+            and not previous.get("tool_calls")
+        ):
+            previous["content"] = "\n\n".join(t for t in (message_text(previous), message_text(message)) if t)
+            fixes.append(Violation("consecutive_assistant", len(merged) - 1, "merged two assistant turns", True))
+            continue
+        merged.append(dict(message))
+    return merged, fixes
+
+
+def rules_check(
+    messages: list[dict],
+    tools: list[dict],
+    *,
+    min_messages: int = DEFAULT_MIN_MESSAGES,
+    max_messages: int = DEFAULT_MAX_MESSAGES,
+    require_final_answer: bool = True,
+) -> list[Violation]:
+    """Every rule over a whole conversation. The messages are not changed."""
+    schemas = tool_schemas(tools)
+    found: list[Violation] = []
+    open_calls: dict[str, int] = {}
+    previous_role = None
+    if not (min_messages <= len(messages) <= max_messages):
+        found.append(
+            Violation("length_out_of_bounds", None, f"{len(messages)} messages; allowed {min_messages}..{max_messages}")
+        )
+    for index, message in enumerate(messages):
+        role = message.get("role")
+        if role not in ROLES:
+            found.append(Violation("roles_out_of_order", index, f"unknown role {role!r}"))
+            continue
+        if role == "system" and index > 0 and previous_role != "system":
+            found.append(Violation("roles_out_of_order", index, "system message after the conversation started"))
+        if role == "assistant" and previous_role in {None, "system"}:
+            found.append(Violation("roles_out_of_order", index, "assistant speaks before the user"))
+        if role == "tool":
+            call_id = message.get("tool_call_id")
+            if call_id in open_calls:
+                del open_calls[call_id]
+            else:
+                found.append(Violation("result_without_call", index, f"tool result for unknown call {call_id!r}"))
+        elif open_calls and role != "tool":
+            for call_id, call_index in open_calls.items():
+                found.append(Violation("call_without_result", call_index, f"call {call_id!r} has no result"))
+            open_calls.clear()
+        if role == "assistant" and previous_role == "assistant" and not message.get("tool_calls"):
+            found.append(Violation("consecutive_assistant", index, "two assistant turns in a row"))
+        if role in {"user", "assistant"} and not message_text(message).strip() and not message.get("tool_calls"):
+            found.append(Violation("empty_message", index, f"empty {role} message"))
+        for call in message.get("tool_calls") or []:
+            open_calls[call.get("id", "")] = index
+            found.extend(call_violations(call, schemas, index))
+        previous_role = role
+    for call_id, call_index in open_calls.items():
+        found.append(Violation("call_without_result", call_index, f"call {call_id!r} has no result"))
+    if require_final_answer:
+        last = messages[-1] if messages else {}
+        if last.get("role") != "assistant" or last.get("tool_calls") or not message_text(last).strip():
+            found.append(
+                Violation(
+                    "no_final_answer",
+                    len(messages) - 1 if messages else None,
+                    "the conversation does not end with a non-empty assistant answer",
+                )
+            )
+    return found
+
+
+def shingles(text: str, size: int = 3) -> set[tuple[str, ...]]:
+    words = text.lower().split()
+    if len(words) < size:
+        return {tuple(words)} if words else set()
+    return {tuple(words[i : i + size]) for i in range(len(words) - size + 1)}
+
+
+def similarity(a: set, b: set) -> float:
+    """Jaccard similarity of two shingle sets."""
+    if not a and not b:
+        return 1.0
+    return len(a & b) / len(a | b)

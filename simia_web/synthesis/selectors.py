@@ -1,0 +1,16 @@
+from django.db.models import Count
+
+from simia_web.catalog.models import Api, Domain, Seed, Task
+from simia_web.curation.models import Trajectory
+from simia_web.jobs.models import Job
+
+
+def stats() -> dict:
+    return {
+        "domains": Domain.objects.count(),
+        "apis": Api.objects.filter(valid=True).count(),
+        "tasks": Task.objects.count(),
+        "seeds": Seed.objects.count(),
+        "trajectories": dict(Trajectory.objects.values_list("status").annotate(n=Count("id")).order_by()),
+        "jobs": dict(Job.objects.values_list("status").annotate(n=Count("id")).order_by()),
+    }

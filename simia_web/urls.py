@@ -1,0 +1,26 @@
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from simia_web.accounts.permissions import IsMember
+
+# Each app owns its pages (urls.py) and its REST endpoints (api_urls.py).
+APPS = ["accounts", "catalog", "jobs", "curation", "exports", "environments", "llm"]
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("api/schema/", SpectacularAPIView.as_view(permission_classes=[IsMember]), name="api-schema"),
+    path(
+        "api/docs/",
+        SpectacularSwaggerView.as_view(url_name="api-schema", permission_classes=[IsMember]),
+        name="api-docs",
+    ),
+]
+for app in APPS:
+    urlpatterns += [
+        path("", include(f"simia_web.{app}.urls")),
+        path("api/v1/", include(f"simia_web.{app}.api_urls")),
+    ]

@@ -1,0 +1,156 @@
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+from simia_web.accounts.models import Role
+from simia_web.accounts.services import user_create
+from simia_web.llm import client as llm_client
+from simia_web.llm.models import EndpointProfile
+
+from .support.llm_stub import StubLLM
+from .support.scripts import pipeline_responder
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED_DATA = ROOT.parent / "shared" / "data"
+PASSWORD = "correct-horse-9"
+
+
+@pytest.fixture(autouse=True)
+def _fast_llm_retries(settings):
+    settings.SIMIA_LLM_BACKOFF_BASE = 0.01
+    llm_client._downgrades.clear()
+
+
+@pytest.fixture
+def llm_stub(db):
+    """A scripted OpenAI-compatible server, set as the default endpoint profile."""
+    stub = StubLLM(responder=pipeline_responder()).start()
+    EndpointProfile.objects.update(is_default=False)
+    stub.profile = EndpointProfile.objects.create(
+        name="stub",
+        base_url=stub.url,
+        model="stub-model",
+        is_default=True,
+        timeout_seconds=5,
+        max_concurrency=32,
+        price_input_per_mtok=1,
+        price_output_per_mtok=2,
+    )
+    yield stub
+    stub.stop()
+
+
+@pytest.fixture
+def users(db):
+    return {role: user_create(username=role, role=role, password=PASSWORD) for role in Role.values}
+
+
+@pytest.fixture
+def client_for(client, users):
+    def login(role: str):
+        client.force_login(users[role])
+        return client
+
+    return login
+
+
+def _database_url() -> str:
+    db = settings.DATABASES["default"]
+    if db["ENGINE"].endswith("sqlite3"):
+        return f"sqlite:///{db['NAME']}"
+    user, host, port = db.get("USER") or "postgres", db.get("HOST") or "127.0.0.1", db.get("PORT") or 5432
+    return f"postgres://{user}@{host}:{port}/{db['NAME']}"
+
+
+class WorkerProcess:
+    """A real `celery worker` process on the test database and broker."""
+
+    def __init__(self, env: dict, concurrency: int = 8):
+        self.env = env
+        self.concurrency = concurrency
+        self.proc = None
+
+    def start(self):
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "simia_web",
+                "worker",
+                "--pool",
+                "threads",
+                "--concurrency",
+                str(self.concurrency),
+                "--loglevel",
+                "WARNING",
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+            ],
+            cwd=ROOT,
+            env=self.env,
+            start_new_session=True,
+        )
+        return self
+
+    def kill(self, sig=signal.SIGKILL):
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, sig)
+            self.proc.wait(timeout=30)
+
+    def stop(self):
+        self.kill(signal.SIGTERM)
+
+
+def redis_broker_url(worker_id: str = "") -> str:
+    return os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/14")
+
+
+@pytest.fixture
+def celery_worker(transactional_db, settings):
+    """Start a worker subprocess against the test database and the broker in CELERY_BROKER_URL."""
+    from simia_web.celery import app
+
+    broker = settings.CELERY_BROKER_URL
+    if broker.startswith("redis://"):
+        import redis
+
+        redis.Redis.from_url(broker).flushdb()
+    env = {
+        **os.environ,
+        "DATABASE_URL": _database_url(),
+        "CELERY_BROKER_URL": broker,
+        "SIMIA_LLM_BACKOFF_BASE": "0.01",
+        "CELERY_VISIBILITY_TIMEOUT": "5",
+        "SIMIA_RECOVER_ON_WORKER_START": "0",
+    }
+    workers = []
+
+    def start(concurrency: int = 8, **extra_env):
+        worker = WorkerProcess({**env, **extra_env}, concurrency).start()
+        workers.append(worker)
+        return worker
+
+    start.env = env
+    yield start
+    for worker in workers:
+        worker.stop()
+    app.pool.force_close_all()
+
+
+def wait_for(predicate, timeout: float = 60, interval: float = 0.2, message: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {message}")

@@ -1,0 +1,187 @@
+"""An OpenAI-compatible chat-completions server on loopback whose answers the tests script.
+
+The real `openai` client talks to it over HTTP, so retries, timeouts, fallbacks and parsing are
+exercised exactly as against a real endpoint. A responder answers each request; faults queued
+with `inject` are served first (optionally only for one stage, read from the X-Simia-Stage header).
+"""
+
+import contextlib
+import json
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class Reply:
+    content: Any = None  # a dict/list is sent as JSON text
+    tool_calls: list[dict] | None = None  # [{"name": ..., "arguments": {...} or "raw string"}]
+    finish_reason: str = "stop"
+    status: int = 200
+    error_message: str = ""
+    delay: float = 0.0
+    raw_body: str | None = None  # send exactly this body (for broken responses)
+    headers: dict = field(default_factory=dict)
+
+
+@dataclass
+class Request:
+    stage: str
+    body: dict
+
+    @property
+    def messages(self) -> list[dict]:
+        return self.body.get("messages", [])
+
+    @property
+    def schema_name(self) -> str | None:
+        rf = self.body.get("response_format") or {}
+        return (rf.get("json_schema") or {}).get("name")
+
+    def user_payload(self) -> Any:
+        """The JSON document in the last user message (the app sends its inputs that way)."""
+        for message in reversed(self.messages):
+            if message.get("role") == "user":
+                try:
+                    return json.loads(message.get("content") or "")
+                except ValueError:
+                    return None
+        return None
+
+
+class StubLLM:
+    def __init__(self, responder: Callable[[Request], Reply] | None = None, latency: float = 0.0):
+        self.responder = responder or (lambda request: Reply(content={}))
+        self.latency = latency
+        self.requests: list[Request] = []
+        self.reject_json_schema = False
+        self.reject_tools = False
+        self._faults: deque[tuple[str | None, Reply]] = deque()
+        self._lock = threading.Lock()
+        self._in_flight = 0
+        self.max_in_flight = 0
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                length = int(self.headers.get("content-length", 0))
+                body = json.loads(self.rfile.read(length) or b"{}")
+                request = Request(stage=self.headers.get("x-simia-stage", ""), body=body)
+                stub._enter()
+                try:
+                    reply = stub._reply_for(request)
+                    time.sleep(stub.latency + reply.delay)
+                    self._send(reply, body)
+                finally:
+                    stub._leave()
+
+            def _send(self, reply: Reply, body: dict):
+                if reply.raw_body is not None:
+                    payload = reply.raw_body.encode()
+                elif reply.status != 200:
+                    payload = json.dumps(
+                        {"error": {"message": reply.error_message or "stub error", "type": "invalid_request_error"}}
+                    ).encode()
+                else:
+                    payload = json.dumps(_completion(reply, body.get("model", "stub"))).encode()
+                self.send_response(reply.status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(payload)))
+                for key, value in reply.headers.items():
+                    self.send_header(key, value)
+                self.end_headers()
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # the client hung up
+                    self.wfile.write(payload)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.server.request_queue_size = 128
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def start(self) -> "StubLLM":
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def inject(self, *replies: Reply, stage: str | None = None) -> None:
+        """Serve these replies (in order) before the responder, to requests of `stage` (or any)."""
+        with self._lock:
+            self._faults.extend((stage, r) for r in replies)
+
+    def stage_requests(self, stage: str) -> list[Request]:
+        return [r for r in self.requests if r.stage == stage]
+
+    def _enter(self):
+        with self._lock:
+            self._in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self._in_flight)
+
+    def _leave(self):
+        with self._lock:
+            self._in_flight -= 1
+
+    def _reply_for(self, request: Request) -> Reply:
+        with self._lock:
+            self.requests.append(request)
+            rf_type = (request.body.get("response_format") or {}).get("type")
+            if self.reject_json_schema and rf_type == "json_schema":
+                return Reply(status=400, error_message="response_format json_schema is not supported by this server")
+            if self.reject_tools and request.body.get("tools"):
+                return Reply(status=400, error_message="tools are not supported by this model")
+            for i, (stage, reply) in enumerate(self._faults):
+                if stage is None or stage == request.stage:
+                    del self._faults[i]
+                    return reply
+        return self.responder(request)
+
+
+def _completion(reply: Reply, model: str) -> dict:
+    content = reply.content
+    if content is not None and not isinstance(content, str):
+        content = json.dumps(content)
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if reply.tool_calls:
+        message["tool_calls"] = [
+            {
+                "id": f"call_{uuid.uuid4().hex[:10]}",
+                "type": "function",
+                "function": {
+                    "name": call["name"],
+                    "arguments": call["arguments"]
+                    if isinstance(call["arguments"], str)
+                    else json.dumps(call["arguments"]),
+                },
+            }
+            for call in reply.tool_calls
+        ]
+    prompt_tokens = 100
+    completion_tokens = max(1, len(content or "") // 4)
+    return {
+        "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "message": message, "finish_reason": reply.finish_reason}],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        },
+    }

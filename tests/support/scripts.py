@@ -1,0 +1,124 @@
+"""Scripted LLM behaviour for a whole domain-first job: valid APIs, tasks, agent turns, simulator, judge."""
+
+from .llm_stub import Reply, Request
+
+APIS = {
+    "apis": [
+        {
+            "name": "get_order",
+            "description": "Look up an order by id.",
+            "parameters": {"type": "object", "properties": {"order_id": {"type": "string"}}, "required": ["order_id"]},
+            "returns": {"type": "object"},
+            "kind": "read",
+            "touches": ["orders"],
+        },
+        {
+            "name": "cancel_order",
+            "description": "Cancel a pending order.",
+            "parameters": {
+                "type": "object",
+                "properties": {"order_id": {"type": "string"}, "reason": {"type": "string"}},
+                "required": ["order_id", "reason"],
+            },
+            "returns": {"type": "object"},
+            "kind": "write",
+            "touches": ["orders"],
+        },
+        {
+            "name": "BadName",
+            "description": "An invalid API the validator must reject.",
+            "parameters": {"type": "object", "properties": {}, "required": ["missing"]},
+            "kind": "read",
+        },
+    ],
+    "state_schema": {
+        "type": "object",
+        "properties": {
+            "orders": {
+                "type": "object",
+                "additionalProperties": {
+                    "type": "object",
+                    "properties": {"status": {"enum": ["pending", "cancelled", "delivered"]}},
+                    "required": ["status"],
+                },
+            }
+        },
+        "required": ["orders"],
+    },
+    "initial_state": {"orders": {"W1": {"status": "pending"}, "W2": {"status": "delivered"}}},
+}
+
+
+def tasks_answer(count: int) -> dict:
+    tasks = [
+        {
+            "instruction": f"Please cancel my order W1, reason number {i}: I ordered the wrong size by mistake {i}.",
+            "apis_needed": ["get_order", "cancel_order"],
+            "expected_outcome": "W1 is cancelled",
+            "difficulty": "easy",
+        }
+        for i in range(count)
+    ]
+    tasks.append(
+        {
+            "instruction": "Teleport my parcel.",
+            "apis_needed": ["teleport"],
+            "expected_outcome": "-",
+            "difficulty": "hard",
+        }
+    )
+    return {"tasks": tasks}
+
+
+JUDGE_PASS = {
+    "scores": {
+        c: 0.9
+        for c in (
+            "task_completed",
+            "tool_use_correct",
+            "simulator_consistent",
+            "policy_followed",
+            "final_answer_grounded",
+        )
+    },
+    "passed": True,
+    "confidence": 0.8,
+    "rationale": "Cancelled as asked.",
+    "cited_messages": [2, 4],
+}
+
+
+def agent_reply(request: Request) -> Reply:
+    last = request.messages[-1]
+    if last.get("role") == "tool" or (last.get("role") == "user" and "[tool result" in (last.get("content") or "")):
+        return Reply(content="Your order W1 has been cancelled.")
+    return Reply(tool_calls=[{"name": "cancel_order", "arguments": {"order_id": "W1", "reason": "wrong size"}}])
+
+
+def simulator_reply(request: Request) -> Reply:
+    return Reply(
+        content={
+            "response": {"order_id": "W1", "status": "cancelled"},
+            "patch": [{"op": "replace", "path": "/orders/W1/status", "value": "cancelled"}],
+        }
+    )
+
+
+def pipeline_responder():
+    def respond(request: Request) -> Reply:
+        stage = request.stage
+        if stage == "api_synthesis":
+            return Reply(content=APIS)
+        if stage == "task_synthesis":
+            return Reply(content=tasks_answer(request.user_payload()["number_of_tasks"]))
+        if stage == "agent":
+            return agent_reply(request)
+        if stage == "simulator":
+            return simulator_reply(request)
+        if stage == "judge":
+            return Reply(content=JUDGE_PASS)
+        if stage == "user_simulator":
+            return Reply(content={"message": "Thanks, that's all.", "done": True})
+        return Reply(status=500, error_message=f"no script for stage {stage!r}")
+
+    return respond

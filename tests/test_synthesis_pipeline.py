@@ -1,0 +1,93 @@
+"""The domain-first pipeline end to end, executed in-process against the scripted LLM server."""
+
+import pytest
+
+from simia_web.catalog.models import Api, Domain, Task, TaskStatus
+from simia_web.curation.models import Trajectory, TrajectoryStatus
+from simia_web.jobs.models import JobStatus
+from simia_web.llm.models import LLMCall
+from simia_web.synthesis.services import rollout_queue, synthesis_queue
+
+from .support.llm_stub import Reply
+
+
+@pytest.fixture
+def eager(settings, transactional_db):
+    settings.CELERY_TASK_ALWAYS_EAGER = True
+    from simia_web.celery import app
+
+    app.conf.task_always_eager = True
+    yield
+    app.conf.task_always_eager = False
+
+
+def test_synthesis_job_runs_every_stage(eager, llm_stub):
+    job = synthesis_queue(domains=["shop"], apis=3, tasks=2, rollouts=2)
+    job.refresh_from_db()
+    assert job.status == JobStatus.SUCCEEDED, job.error
+    domain = Domain.objects.get(name="shop")
+    assert set(Api.objects.filter(domain=domain, valid=True).values_list("name", flat=True)) == {
+        "get_order",
+        "cancel_order",
+    }
+    bad = Api.objects.get(domain=domain, valid=False)
+    assert any("snake_case" in e for e in bad.errors) and any("required" in e for e in bad.errors)
+    assert domain.initial_state["orders"]["W1"]["status"] == "pending"
+    assert Task.objects.filter(domain=domain, status=TaskStatus.VALID).count() == 2
+    rejected = Task.objects.get(domain=domain, status=TaskStatus.REJECTED)
+    assert "teleport" in rejected.errors[0]
+    trajectories = Trajectory.objects.filter(job=job)
+    assert trajectories.count() == 4
+    t = trajectories.first()
+    assert t.status == TrajectoryStatus.JUDGED_PASS
+    assert t.termination_reason == "final_answer"
+    assert t.final_state["orders"]["W1"]["status"] == "cancelled"
+    assert t.steps["3"]["patch"][0]["path"] == "/orders/W1/status"
+    assert [m["role"] for m in t.messages] == ["system", "user", "assistant", "tool", "assistant"]
+    assert t.verdicts.get().score == pytest.approx(0.9)
+    assert job.summary["trajectories"] == {"judged_pass": 4}
+    assert job.summary["tokens_in"] > 0 and job.summary["cost"] > 0
+    assert LLMCall.objects.filter(job=job, error="").count() == job.summary["llm_calls"]
+
+
+def test_invalid_tool_call_gets_structured_error_without_simulator(eager, llm_stub):
+    synthesis_queue(domains=["shop"], apis=3, tasks=1, rollouts=1)
+    before = len(llm_stub.stage_requests("simulator"))
+    llm_stub.inject(Reply(tool_calls=[{"name": "cancel_order", "arguments": {"order_id": 5}}]), stage="agent")
+    job = rollout_queue(domain="shop", rollouts=1, tasks=1)
+    t = Trajectory.objects.get(job=job)
+    assert "invalid_tool_call" in t.messages[3]["content"]
+    assert t.steps["3"]["rejected"] is True
+    # The invalid call never reached the simulator.
+    assert len(llm_stub.stage_requests("simulator")) == before
+
+
+def test_faults_are_retried_recorded_and_never_crash(eager, llm_stub):
+    llm_stub.reject_json_schema = True
+    llm_stub.inject(
+        Reply(status=429, error_message="slow down"),
+        Reply(status=500, error_message="boom"),
+        stage="agent",
+    )
+    llm_stub.inject(Reply(content="this is not json"), Reply(content={"response": {}}), stage="simulator")
+    llm_stub.inject(Reply(content={"scores": {}}, finish_reason="length"), stage="judge")
+    job = synthesis_queue(domains=["shop"], apis=3, tasks=1, rollouts=1)
+    job.refresh_from_db()
+    assert job.status == JobStatus.SUCCEEDED
+    kinds = set(LLMCall.objects.filter(job=job).exclude(error_kind="").values_list("error_kind", flat=True))
+    assert {"unsupported_mode", "rate_limited", "server_error", "invalid_json", "schema_invalid", "truncated"} <= kinds
+    t = Trajectory.objects.get(job=job)
+    # The simulator's garbage was recorded on the step; the rollout went on.
+    assert any("simulator failed" in e for e in t.steps["3"]["errors"])
+    assert LLMCall.objects.filter(job=job, mode="json_object").exists()
+
+
+def test_timeouts_are_retried(eager, llm_stub):
+    llm_stub.profile.timeout_seconds = 0.5
+    llm_stub.profile.save()
+    llm_stub.inject(Reply(delay=1.5, content="late"), stage="judge")
+    job = synthesis_queue(domains=["shop"], apis=3, tasks=1, rollouts=1)
+    job.refresh_from_db()
+    assert job.status == JobStatus.SUCCEEDED
+    assert LLMCall.objects.filter(job=job, error_kind="timeout").count() == 1
+    assert Trajectory.objects.get(job=job).status == TrajectoryStatus.JUDGED_PASS
