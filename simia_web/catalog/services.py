@@ -1,13 +1,20 @@
 """Writes to domains, APIs and tasks."""
 
+from django.contrib.contenttypes.models import ContentType
+from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.utils import timezone
 
 from simia_web.core.jsonutil import content_hash
-from simia_web.core.services import audit_record
-from simia_web.synthesis.rules import shingles, similarity
+from simia_web.core.models import Revision
+from simia_web.core.services import audit_record, revision_record, versioned_update
+from simia_web.formats import FormatError
+from simia_web.formats.common import tools_list
+from simia_web.formats.openai import openai_messages_to_canonical
+from simia_web.synthesis.rules import rules_check, shingles, similarity
 
-from .models import Api, Domain, DomainSource, Task, TaskStatus
-from .validation import api_set_problems, state_problems
+from .models import Api, Domain, DomainSource, Seed, Task, TaskStatus
+from .validation import api_problems, api_set_problems, state_problems
 
 NEAR_DUPLICATE_THRESHOLD = 0.8
 
@@ -103,3 +110,183 @@ def tasks_store(*, domain: Domain, tasks: list[dict], job=None, provenance: dict
             known.append((task.pk, words))
         created.append(task)
     return created
+
+
+# --- Edits with revisions -------------------------------------------------------------------------
+# Seeds, APIs and tasks are edited by annotators before more data is generated from them. Every
+# edit is a compare-and-set on `version`, stores a Revision (full snapshot plus JSON Patch from the
+# previous one) and an audit event, all in one transaction.
+
+
+def seed_snapshot(seed: Seed) -> dict:
+    return {"messages": seed.messages, "tools": seed.tools}
+
+
+def api_snapshot(api: Api) -> dict:
+    return {
+        "name": api.name,
+        "description": api.description,
+        "parameters": api.parameters,
+        "returns": api.returns,
+        "kind": api.kind,
+    }
+
+
+def task_snapshot(task: Task) -> dict:
+    return {
+        "instruction": task.instruction,
+        "expected_outcome": task.expected_outcome,
+        "apis_needed": task.apis_needed,
+        "difficulty": task.difficulty,
+        "user_scenario": task.user_scenario,
+        "expected_actions": task.expected_actions,
+    }
+
+
+SNAPSHOTS = {Seed: seed_snapshot, Api: api_snapshot, Task: task_snapshot}
+
+
+def revision_initial(*, obj, actor=None, note: str = "created") -> Revision:
+    """Revision 1 (or the current version) of a new row, so later edits have a base to diff from."""
+    return revision_record(obj=obj, data=SNAPSHOTS[type(obj)](obj), author=actor, note=note)
+
+
+def _revision_base(obj, actor) -> None:
+    """Rows made before revisions existed (e.g. synthesized ones) get their current state recorded first."""
+    content_type = ContentType.objects.get_for_model(obj)
+    if not Revision.objects.filter(content_type=content_type, object_id=obj.pk, version=obj.version).exists():
+        revision_initial(obj=obj, actor=None, note="state before the first edit")
+
+
+def _edit_commit(*, obj, expected_version: int, actor, fields: dict, note: str, action: str):
+    _revision_base(obj, actor)
+    versioned_update(obj=obj, expected_version=expected_version, fields={**fields, "updated_at": timezone.now()})
+    revision = revision_record(obj=obj, data=SNAPSHOTS[type(obj)](obj), author=actor, note=note)
+    audit_record(
+        actor=actor,
+        action=action,
+        target=obj,
+        data={"version": obj.version, "changes": revision.changes, "note": note[:300]},
+    )
+    return obj
+
+
+def seed_problems_compute(messages: list[dict], tools: list[dict]) -> list[dict]:
+    """The deterministic rules over a seed; any unfixed finding makes it unusable for amplification."""
+    return [v.as_dict() for v in rules_check(messages, tools)]
+
+
+@transaction.atomic
+def seed_update(*, seed: Seed, expected_version: int, actor, messages=None, tools=None, note: str = "") -> Seed:
+    """Edit a seed's messages and/or tools. Structure errors refuse the edit; rule findings are kept
+    on the seed (usable=False with its problems) so an annotator can save work in progress."""
+    new_messages = seed.messages if messages is None else messages
+    new_tools = seed.tools if tools is None else tools
+    try:
+        new_messages = openai_messages_to_canonical(new_messages)
+        new_tools = tools_list(new_tools)
+    except FormatError as exc:
+        raise ValidationError({"messages" if exc.field.startswith("messages") else "tools": str(exc)}) from None
+    digest = content_hash({"messages": new_messages, "tools": new_tools})
+    twin = Seed.objects.filter(domain_id=seed.domain_id, content_hash=digest).exclude(pk=seed.pk).first()
+    if twin is not None:
+        raise ValidationError({"messages": f"identical to seed {twin.pk} of this domain"})
+    problems = seed_problems_compute(new_messages, new_tools)
+    fields = {
+        "messages": new_messages,
+        "tools": new_tools,
+        "content_hash": digest,
+        "problems": problems,
+        "usable": not problems,
+    }
+    return _edit_commit(
+        obj=seed, expected_version=expected_version, actor=actor, fields=fields, note=note, action="seed.update"
+    )
+
+
+@transaction.atomic
+def api_update(
+    *,
+    api: Api,
+    expected_version: int,
+    actor,
+    description=None,
+    parameters=None,
+    returns=None,
+    kind=None,
+    note: str = "",
+) -> Api:
+    """Edit an API's description, parameter/return schemas or kind; an invalid result is refused."""
+    spec = {
+        "name": api.name,
+        "description": api.description if description is None else description,
+        "parameters": api.parameters if parameters is None else parameters,
+        "returns": api.returns if returns is None else returns,
+        "kind": api.kind if kind is None else kind,
+        "touches": api.touches,
+    }
+    if not isinstance(spec["description"], str):
+        raise ValidationError({"description": "must be text"})
+    problems = api_problems(spec)
+    if problems:
+        raise ValidationError({"api": problems})
+    if not api.valid and Api.objects.filter(domain_id=api.domain_id, name=api.name, valid=True).exists():
+        raise ValidationError({"name": f"the domain already has a valid API named {api.name!r}"})
+    fields = {
+        "description": spec["description"],
+        "parameters": spec["parameters"],
+        "returns": spec["returns"] or {},
+        "kind": spec["kind"],
+        "valid": True,
+        "errors": [],
+        "content_hash": content_hash(spec),
+    }
+    return _edit_commit(
+        obj=api, expected_version=expected_version, actor=actor, fields=fields, note=note, action="api.update"
+    )
+
+
+@transaction.atomic
+def task_update(
+    *,
+    task: Task,
+    expected_version: int,
+    actor,
+    instruction=None,
+    expected_outcome=None,
+    apis_needed=None,
+    difficulty=None,
+    note: str = "",
+) -> Task:
+    """Edit a task; a rejected task whose problems are fixed becomes valid again."""
+    errors = {}
+    new_instruction = task.instruction if instruction is None else instruction
+    if not isinstance(new_instruction, str) or not new_instruction.strip():
+        errors["instruction"] = "must not be empty"
+    new_outcome = task.expected_outcome if expected_outcome is None else expected_outcome
+    if not isinstance(new_outcome, str):
+        errors["expected_outcome"] = "must be text"
+    new_needed = task.apis_needed if apis_needed is None else apis_needed
+    if not isinstance(new_needed, list) or not all(isinstance(n, str) for n in new_needed):
+        errors["apis_needed"] = "must be a list of API names"
+    else:
+        known = set(task.domain.apis.filter(valid=True).values_list("name", flat=True))
+        unknown = [n for n in new_needed if n not in known]
+        if unknown:
+            errors["apis_needed"] = f"unknown APIs: {', '.join(unknown)}"
+    new_difficulty = task.difficulty if difficulty is None else difficulty
+    if not isinstance(new_difficulty, str) or len(new_difficulty) > 16:
+        errors["difficulty"] = "must be text of at most 16 characters"
+    if errors:
+        raise ValidationError(errors)
+    fields = {
+        "instruction": new_instruction.strip(),
+        "expected_outcome": new_outcome,
+        "apis_needed": new_needed,
+        "difficulty": new_difficulty,
+    }
+    if task.status == TaskStatus.REJECTED:
+        fields.update(status=TaskStatus.VALID, errors=[])
+    return _edit_commit(
+        obj=task, expected_version=expected_version, actor=actor, fields=fields, note=note, action="task.update"
+    )

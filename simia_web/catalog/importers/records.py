@@ -1,0 +1,28 @@
+"""ShareGPT and OpenAI chat record files → seed specs in the canonical format."""
+
+from simia_web.formats import FormatError, openai_record_to_canonical, sharegpt_record_to_canonical
+
+from .errors import Collected, ImportIssue
+from .reading import records_read
+
+CONVERTERS = {"sharegpt": sharegpt_record_to_canonical, "openai": openai_record_to_canonical}
+
+
+def seed_specs_read(source, name: str, format: str) -> tuple[list[dict], list[ImportIssue]]:
+    """[{"messages", "tools", "record"(number), "line"}] and the problems that refuse the file."""
+    try:
+        records = records_read(source, name)
+    except Collected as exc:
+        return [], [exc.issue]
+    if not records:
+        return [], [ImportIssue(name, None, "", "the file holds no records")]
+    convert = CONVERTERS[format]
+    specs, issues = [], []
+    for record in records:
+        try:
+            messages, tools = convert(record.value)
+        except FormatError as exc:
+            issues.append(ImportIssue(name, record.line, exc.field, exc.message, record.number))
+            continue
+        specs.append({"messages": messages, "tools": tools, "record": record.number, "line": record.line})
+    return specs, issues

@@ -1,0 +1,266 @@
+"""Simia-SFT amplification: each unit turns one seed into one new trajectory in a single LLM call.
+
+A job of `count` outputs has exactly `count` units, and every unit stores exactly one trajectory,
+whatever happens: an LLM failure is stored as a trajectory with an `llm_error` violation.
+"""
+
+import json
+import random
+import secrets
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+
+from simia_web.catalog.models import Domain, Seed
+from simia_web.curation.canonical import message_text
+from simia_web.curation.models import Trajectory, TrajectoryKind
+from simia_web.curation.services import trajectory_create
+from simia_web.jobs.models import Job, JobKind
+from simia_web.jobs.pipelines import UnitPlan, pipeline_register
+from simia_web.jobs.services import job_create
+from simia_web.llm.client import LLMError, client_for_stage
+from simia_web.llm.models import Stage
+
+from .amplify_rules import NEAR_DUPLICATE_THRESHOLD, amplified_check, near_duplicate_violations
+from .judge import judge_run
+from .rules import DEFAULT_MAX_MESSAGES, DEFAULT_MIN_MESSAGES, Violation
+
+PROMPT_VERSION = "amplify-v1"
+STRATEGIES = ("round_robin", "random")
+MAX_COUNT = 100_000
+
+# Loose on purpose: a malformed conversation must reach the rules (which name the mistake) rather
+# than be refused by the schema and retried away.
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "messages": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "role": {"type": "string"},
+                    "content": {"type": ["string", "null"]},
+                    "tool_calls": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "properties": {
+                                "id": {"type": "string"},
+                                "type": {"type": "string"},
+                                "function": {
+                                    "type": "object",
+                                    "properties": {
+                                        "name": {"type": "string"},
+                                        "arguments": {"type": ["string", "object"]},
+                                    },
+                                    "required": ["name", "arguments"],
+                                },
+                            },
+                            "required": ["id", "function"],
+                        },
+                    },
+                    "tool_call_id": {"type": "string"},
+                },
+                "required": ["role"],
+            },
+        }
+    },
+    "required": ["messages"],
+}
+
+INSTRUCTIONS = (
+    "You write training data for tool-calling agents. Given a seed conversation, the tools and the domain "
+    "policy, write ONE new, complete conversation of the same kind in the same format: a different user, "
+    "different names, ids and values, a different but realistic request (or mix of requests), and the agent "
+    "solving it by calling the tools. Write every turn yourself, including each tool's output, which must be "
+    "realistic and consistent with the calls and with each other. Rules: OpenAI chat messages; keep the "
+    "seed's system message if it has one; the user speaks first; an assistant turn either answers in text or "
+    "calls tools (tool_calls with a unique id, a tool name from the list and arguments as a JSON string that "
+    "matches the tool's parameters schema); every call is followed by one `tool` message with its "
+    "tool_call_id; the agent follows the policy; the conversation ends with an assistant answer. Do not copy "
+    'the seed. Reply with a JSON object {"messages": [...]}.'
+)
+
+
+def amplify_prompt(*, seed_messages: list[dict], tools: list[dict], policy: str, variation: int) -> list[dict]:
+    payload = {
+        "policy": policy[:8000],
+        "tools": tools,
+        "seed_conversation": seed_messages,
+        "variation": variation,
+    }
+    return [
+        {"role": "system", "content": INSTRUCTIONS},
+        {"role": "user", "content": json.dumps(payload, ensure_ascii=False)},
+    ]
+
+
+def _bounded_int(value, name: str, low: int, high: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        raise ValidationError({name: f"must be a whole number from {low} to {high}"})
+    return value
+
+
+def amplification_queue(
+    *,
+    count: int,
+    domain: str | None = None,
+    seed_ids: list[int] | None = None,
+    strategy: str = "round_robin",
+    rng_seed: int | None = None,
+    actor=None,
+    min_messages: int = DEFAULT_MIN_MESSAGES,
+    max_messages: int = DEFAULT_MAX_MESSAGES,
+    profiles: dict | None = None,
+) -> Job:
+    """Queue a job writing exactly `count` trajectories from the usable seeds selected."""
+    _bounded_int(count, "count", 1, MAX_COUNT)
+    if strategy not in STRATEGIES:
+        raise ValidationError({"strategy": f"must be one of {', '.join(STRATEGIES)}"})
+    seeds = Seed.objects.filter(usable=True)
+    if domain:
+        if not Domain.objects.filter(name=domain).exists():
+            raise ValidationError({"domain": f"no domain named {domain!r}"})
+        seeds = seeds.filter(domain__name=domain)
+    if seed_ids:
+        found = set(Seed.objects.filter(pk__in=seed_ids).values_list("id", "usable"))
+        missing = sorted(set(seed_ids) - {pk for pk, _ in found})
+        if missing:
+            raise ValidationError({"seed": f"no seed with id {', '.join(map(str, missing))}"})
+        unusable = sorted(pk for pk, usable in found if not usable)
+        if unusable:
+            raise ValidationError(
+                {"seed": f"seeds {', '.join(map(str, unusable))} fail the rules (see their problems)"}
+            )
+        seeds = seeds.filter(pk__in=seed_ids)
+    chosen = list(seeds.order_by("id").values_list("id", flat=True))
+    if not chosen:
+        raise ValidationError({"seed": "no usable seed matches; import seeds first or fix their problems"})
+    if strategy == "random" and rng_seed is None:
+        rng_seed = secrets.randbelow(2**32)
+    params = {
+        "count": count,
+        "domain": domain,
+        "seeds": chosen,
+        "strategy": strategy,
+        "rng_seed": rng_seed,
+        "min_messages": _bounded_int(min_messages, "min_messages", 1, 1000),
+        "max_messages": _bounded_int(max_messages, "max_messages", min_messages, 1000),
+        "near_duplicate": NEAR_DUPLICATE_THRESHOLD,
+        "profiles": {k: int(v) for k, v in (profiles or {}).items() if v},
+    }
+    with transaction.atomic():
+        return job_create(kind=JobKind.AMPLIFY, params=params, actor=actor)
+
+
+def seed_order(params: dict) -> list[int]:
+    """The seed of each output, reproducible from the job's params."""
+    seeds, count = params["seeds"], params["count"]
+    if params["strategy"] == "random":
+        rng = random.Random(params["rng_seed"])
+        return [rng.choice(seeds) for _ in range(count)]
+    return [seeds[i % len(seeds)] for i in range(count)]
+
+
+def _first_user_text(messages: list[dict]) -> str:
+    return next((message_text(m) for m in messages if m.get("role") == "user"), "")
+
+
+def _siblings(job, seed_id: int, exclude_unit) -> list[tuple[str, list[dict]]]:
+    rows = Trajectory.objects.filter(job=job, seed_id=seed_id).exclude(unit=exclude_unit).values_list("pk", "messages")
+    return [(f"trajectory {pk} of this job", messages) for pk, messages in rows]
+
+
+def amplify_unit_run(job: Job, unit):
+    params = job.params
+    seed = Seed.objects.select_related("domain").get(pk=unit.params["seed"])
+    tools = seed.tools or [api.as_tool() for api in seed.domain.apis.filter(valid=True)]
+    profiles = params.get("profiles", {})
+    client = client_for_stage(Stage.AMPLIFY, job_id=job.pk, profile_id=profiles.get(Stage.AMPLIFY))
+    provenance = {
+        "stage": "amplify",
+        "prompt_version": PROMPT_VERSION,
+        "model": client.profile.model,
+        "profile": client.profile.name,
+        "seed": seed.pk,
+        "seed_version": seed.version,
+        "strategy": params["strategy"],
+        "rng_seed": params.get("rng_seed"),
+        "output": unit.params["index"],
+    }
+    fields = {"domain": seed.domain, "seed": seed, "seed_version": seed.version, "tools": tools}
+    verdict = None
+    try:
+        reply = client.structured(
+            messages=amplify_prompt(
+                seed_messages=seed.messages, tools=tools, policy=seed.domain.policy, variation=unit.params["index"]
+            ),
+            schema=SCHEMA,
+            schema_name="amplified_trajectory",
+            prompt_version=PROMPT_VERSION,
+            cache_salt=f"{job.pk}:{unit.key}",
+        )
+    except LLMError as exc:
+        provenance.update(error=str(exc)[:2000], llm_calls=[])
+        messages, violations = [], [Violation("llm_error", None, str(exc)[:2000])]
+        fields["termination_reason"] = "llm_error"
+    else:
+        provenance["llm_calls"] = reply.call_ids
+        messages, violations = amplified_check(
+            reply.data["messages"],
+            tools,
+            seed_label=f"seed {seed.pk}",
+            seed_messages=seed.messages,
+            min_messages=params["min_messages"],
+            max_messages=params["max_messages"],
+            threshold=params["near_duplicate"],
+        )
+        violations += near_duplicate_violations(messages, _siblings(job, seed.pk, unit), params["near_duplicate"])
+        fields["termination_reason"] = "amplified"
+        if not any(not v.fixed for v in violations):
+            judge = client_for_stage(Stage.JUDGE, job_id=job.pk, profile_id=profiles.get(Stage.JUDGE))
+            verdict = judge_run(
+                client=judge,
+                messages=messages,
+                tools=tools,
+                task="Serve the user's requests in this conversation. The first was: " + _first_user_text(messages),
+                policy=seed.domain.policy,
+            )
+
+    def write():
+        found = list(violations)
+        if messages and not any(v.code == "near_duplicate" for v in found):
+            # Outputs of the same seed that landed while this one was being judged.
+            found += near_duplicate_violations(messages, _siblings(job, seed.pk, unit), params["near_duplicate"])
+        trajectory = trajectory_create(
+            kind=TrajectoryKind.AMPLIFIED,
+            job=job,
+            unit=unit,
+            messages=messages,
+            provenance=provenance,
+            violations=found,
+            verdict=verdict,
+            **fields,
+        )
+        return {"trajectory": trajectory.pk, "status": trajectory.status}
+
+    return write
+
+
+class AmplifyPipeline:
+    kind = JobKind.AMPLIFY
+
+    def plan(self, job, stage):
+        if stage is not None:
+            return None
+        return "amplify", [
+            UnitPlan("amplify", f"amplify:{i}", {"seed": seed_id, "index": i})
+            for i, seed_id in enumerate(seed_order(job.params))
+        ]
+
+    def run(self, job, unit):
+        return amplify_unit_run(job, unit)
+
+
+pipeline_register(AmplifyPipeline())
