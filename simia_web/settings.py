@@ -158,16 +158,23 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
     _broker_dir = VAR_DIR / "broker"
     (_broker_dir / "out").mkdir(parents=True, exist_ok=True)
     (_broker_dir / "processed").mkdir(parents=True, exist_ok=True)
+    (_broker_dir / "control").mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_broker_dir / "out"),
         "data_folder_out": str(_broker_dir / "out"),
         "processed_folder": str(_broker_dir / "processed"),
+        "control_folder": str(_broker_dir / "control"),
         "store_processed": False,
     }
 else:
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         # A unit whose worker died is delivered again after this many seconds.
         "visibility_timeout": int(os.environ.get("CELERY_VISIBILITY_TIMEOUT", "3600")),
+        # How often workers sweep for such messages: about interval x throttle seconds.
+        "unacked_restore_interval": int(os.environ.get("CELERY_RESTORE_INTERVAL", "10")),
+        "unacked_restore_throttle": int(os.environ.get("CELERY_RESTORE_THROTTLE", "10")),
+        # A worker killed during a sweep holds its lock until this expires.
+        "unacked_mutex_expire": int(os.environ.get("CELERY_RESTORE_LOCK_EXPIRE", "300")),
     }
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_RESULT_BACKEND = None

@@ -117,7 +117,6 @@ def redis_broker_url(worker_id: str = "") -> str:
 @pytest.fixture
 def celery_worker(transactional_db, settings):
     """Start a worker subprocess against the test database and the broker in CELERY_BROKER_URL."""
-    from simia_web.celery import app
 
     broker = settings.CELERY_BROKER_URL
     if broker.startswith("redis://"):
@@ -130,6 +129,9 @@ def celery_worker(transactional_db, settings):
         "CELERY_BROKER_URL": broker,
         "SIMIA_LLM_BACKOFF_BASE": "0.01",
         "CELERY_VISIBILITY_TIMEOUT": "5",
+        "CELERY_RESTORE_INTERVAL": "1",
+        "CELERY_RESTORE_THROTTLE": "1",
+        "CELERY_RESTORE_LOCK_EXPIRE": "3",
         "SIMIA_RECOVER_ON_WORKER_START": "0",
     }
     workers = []
@@ -143,7 +145,6 @@ def celery_worker(transactional_db, settings):
     yield start
     for worker in workers:
         worker.stop()
-    app.pool.force_close_all()
 
 
 def wait_for(predicate, timeout: float = 60, interval: float = 0.2, message: str = "condition"):

@@ -1,0 +1,171 @@
+"""Jobs through real Celery workers: Redis + PostgreSQL, the embedded default, and a killed worker."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from simia_web.curation.models import Trajectory
+from simia_web.jobs.models import Job, JobStatus, JobUnit, UnitStatus
+from simia_web.synthesis.services import synthesis_queue
+
+from .conftest import ROOT, wait_for
+from .support.llm_stub import Reply, StubLLM
+from .support.scripts import pipeline_responder
+
+pytestmark = pytest.mark.integration
+
+
+def _job_done(job):
+    job.refresh_from_db()
+    return not job.is_active
+
+
+def test_job_on_redis_and_postgres_worker(celery_worker, llm_stub, settings):
+    if not settings.CELERY_BROKER_URL.startswith("redis://"):
+        pytest.skip("set CELERY_BROKER_URL to Redis (make test does)")
+    celery_worker()
+    job = synthesis_queue(domains=["shop", "bank"], apis=3, tasks=2, rollouts=2)
+    wait_for(lambda: _job_done(job), timeout=120, message="the job to finish")
+    assert job.status == JobStatus.SUCCEEDED, job.error
+    assert Trajectory.objects.filter(job=job).count() == 2 * 2 * 2
+    assert job.summary["trajectories"] == {"judged_pass": 8}
+
+
+def test_killed_worker_loses_and_duplicates_nothing(celery_worker, llm_stub, settings):
+    if not settings.CELERY_BROKER_URL.startswith("redis://"):
+        pytest.skip("set CELERY_BROKER_URL to Redis (make test does)")
+    llm_stub.latency = 0.25
+    worker = celery_worker(concurrency=4)
+    job = synthesis_queue(domains=["shop"], apis=3, tasks=6, rollouts=2)
+    wait_for(lambda: Trajectory.objects.filter(job=job).count() >= 2, timeout=120, message="first trajectories")
+    worker.kill()  # SIGKILL mid-job: its reserved, unacknowledged messages come back after the visibility timeout
+    done_before = Trajectory.objects.filter(job=job).count()
+    assert done_before < 12
+    celery_worker(concurrency=4)
+    wait_for(lambda: _job_done(job), timeout=180, message="the job to finish after the restart")
+    assert job.status == JobStatus.SUCCEEDED
+    planned = JobUnit.objects.filter(job=job, stage="rollout")
+    assert planned.count() == 12
+    assert planned.filter(status=UnitStatus.DONE).count() == 12
+    trajectories = Trajectory.objects.filter(job=job)
+    assert trajectories.count() == 12
+    assert set(trajectories.values_list("unit_id", flat=True)) == set(planned.values_list("id", flat=True))
+
+
+def _manage(env, *args, timeout=180):
+    return subprocess.run(
+        [sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
+    )
+
+
+@pytest.fixture
+def embedded_env(tmp_path):
+    """The zero-configuration default: SQLite file and filesystem broker, in a scratch folder."""
+    stub = StubLLM(responder=pipeline_responder()).start()
+    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "CELERY_BROKER_URL"}}
+    env.update(
+        SIMIA_VAR_DIR=str(tmp_path), OPENAI_BASE_URL=stub.url, SIMIA_MODEL="stub-model", SIMIA_LLM_BACKOFF_BASE="0.01"
+    )
+    assert _manage(env, "migrate", "--noinput").returncode == 0
+    workers = []
+
+    def start_worker():
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "simia_web",
+                "worker",
+                "--pool",
+                "threads",
+                "--concurrency",
+                "4",
+                "--loglevel",
+                "WARNING",
+            ],
+            cwd=ROOT,
+            env=env,
+            start_new_session=True,
+        )
+        workers.append(proc)
+        return proc
+
+    env_holder = {"env": env, "stub": stub, "start_worker": start_worker}
+    yield env_holder
+    for proc in workers:
+        if proc.poll() is None:
+            os.killpg(proc.pid, 15)
+            proc.wait(timeout=30)
+    stub.stop()
+
+
+def test_embedded_default_runs_a_job_end_to_end(embedded_env):
+    env = embedded_env["env"]
+    embedded_env["start_worker"]()
+    result = _manage(env, "synthesize", "--domain", "shop", "--apis", "3", "--tasks", "2", "--rollouts", "2", "--wait")
+    assert result.returncode == 0, result.stderr + result.stdout
+    assert "succeeded" in result.stdout and '"judged_pass": 4' in result.stdout
+    stats = json.loads(_manage(env, "stats", "--json").stdout)
+    assert stats["trajectories"] == {"judged_pass": 4}
+    assert stats["jobs"] == {"succeeded": 1} and stats["domains"] == 1 and stats["apis"] == 2
+
+
+def test_embedded_worker_killed_mid_job_recovers_on_restart(embedded_env):
+    env, stub = embedded_env["env"], embedded_env["stub"]
+    stub.latency = 0.3
+    worker = embedded_env["start_worker"]()
+    assert (
+        _manage(env, "synthesize", "--domain", "shop", "--apis", "3", "--tasks", "4", "--rollouts", "2").returncode == 0
+    )
+
+    def trajectories():
+        return json.loads(_manage(env, "stats", "--json").stdout)["trajectories"].get("judged_pass", 0)
+
+    wait_for(lambda: trajectories() >= 1, timeout=120, interval=0.5, message="first trajectories")
+    os.killpg(worker.pid, 9)
+    worker.wait(timeout=30)
+    embedded_env["start_worker"]()  # recovers the killed worker's units on start
+    wait_for(
+        lambda: json.loads(_manage(env, "stats", "--json").stdout)["jobs"] == {"succeeded": 1},
+        timeout=180,
+        interval=1,
+        message="the job to finish after the restart",
+    )
+    assert trajectories() == 8
+
+
+def test_wait_exits_non_zero_when_the_job_fails(embedded_env):
+    env = embedded_env["env"]
+    embedded_env["stub"].responder = lambda request: Reply(status=401, error_message="bad key")
+    embedded_env["start_worker"]()
+    result = _manage(env, "synthesize", "--domain", "shop", "--apis", "3", "--tasks", "2", "--wait")
+    assert result.returncode != 0
+    assert "failed" in result.stdout + result.stderr
+
+
+def test_cancel_stops_remaining_work(celery_worker, llm_stub, settings):
+    from simia_web.jobs.services import job_cancel
+
+    if not settings.CELERY_BROKER_URL.startswith("redis://"):
+        pytest.skip("set CELERY_BROKER_URL to Redis (make test does)")
+    llm_stub.latency = 0.2
+    celery_worker(concurrency=2)
+    job = synthesis_queue(domains=["shop"], apis=3, tasks=8, rollouts=2)
+    wait_for(lambda: Trajectory.objects.filter(job=job).exists(), timeout=120, message="a first trajectory")
+    job_cancel(job=Job.objects.get(pk=job.pk))
+    cancelled_at = Trajectory.objects.filter(job=job).count()
+    wait_for(
+        lambda: not JobUnit.objects.filter(job=job, status=UnitStatus.PENDING).exists(),
+        timeout=30,
+        message="no pending units",
+    )
+    job.refresh_from_db()
+    assert job.status == JobStatus.CANCELLED
+    assert JobUnit.objects.filter(job=job, status=UnitStatus.CANCELLED).count() > 0
+    # In-flight units may not write after the cancel; nothing new appears.
+    assert Trajectory.objects.filter(job=job).count() <= cancelled_at + 2
