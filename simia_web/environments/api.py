@@ -1,0 +1,132 @@
+"""REST endpoints of the RL environment: reset (create a session), step, and session state."""
+
+from drf_spectacular.utils import extend_schema, inline_serializer
+from rest_framework import serializers, status
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from simia_web.accounts.permissions import IsCurator
+
+from . import selectors, services
+
+
+class EnvCreateSerializer(serializers.Serializer):
+    task = serializers.IntegerField(required=False, min_value=1, max_value=2**63 - 1, help_text="Play this task.")
+    domain = serializers.CharField(required=False, max_length=80, help_text="Sample a valid task of this domain.")
+    seed = serializers.IntegerField(required=False, help_text="Random seed for the task sample (reproducible).")
+    group = serializers.CharField(
+        required=False, max_length=120, help_text="Group key: every session of a group plays the same task."
+    )
+    max_steps = serializers.IntegerField(required=False, min_value=1, max_value=services.LIMIT_RANGES["max_steps"][1])
+    max_errors = serializers.IntegerField(required=False, min_value=1, max_value=services.LIMIT_RANGES["max_errors"][1])
+    token_budget = serializers.IntegerField(
+        required=False, min_value=1, max_value=services.LIMIT_RANGES["token_budget"][1]
+    )
+
+
+class EnvOpeningSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    observation = serializers.ListField(child=serializers.DictField(), help_text="Messages to append (the user).")
+    tools = serializers.ListField(child=serializers.DictField(), help_text="OpenAI function tools.")
+    system = serializers.CharField(help_text="System prompt with the domain policy.")
+    task = serializers.IntegerField()
+    domain = serializers.CharField()
+    group = serializers.CharField(allow_null=True)
+    limits = serializers.DictField(child=serializers.IntegerField())
+
+
+class EnvStepResultSerializer(serializers.Serializer):
+    observation = serializers.ListField(
+        child=serializers.DictField(), help_text="Messages to append: tool results or the user's reply."
+    )
+    done = serializers.BooleanField()
+    reward = serializers.FloatField(allow_null=True, help_text="Judge reward 0..1 once done.")
+    termination_reason = serializers.CharField(allow_null=True)
+    info = serializers.DictField()
+
+
+class EnvSessionSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    task = serializers.IntegerField(source="task_id")
+    domain = serializers.CharField(source="domain.name")
+    group = serializers.CharField(source="group.key", allow_null=True, default=None)
+    done = serializers.BooleanField()
+    reward = serializers.FloatField(allow_null=True)
+    reward_breakdown = serializers.DictField()
+    termination_reason = serializers.SerializerMethodField()
+    steps = serializers.IntegerField(source="step_count")
+    errors = serializers.IntegerField(source="error_count")
+    tokens_used = serializers.IntegerField()
+    messages = serializers.SerializerMethodField()
+    limits = serializers.DictField(child=serializers.IntegerField())
+    trajectory = serializers.IntegerField(source="trajectory_id", allow_null=True)
+    created_at = serializers.DateTimeField()
+    finished_at = serializers.DateTimeField(allow_null=True)
+
+    def get_messages(self, session) -> int:
+        return len(session.messages)
+
+    def get_termination_reason(self, session) -> str | None:
+        return session.termination_reason or None
+
+
+ERROR = inline_serializer("EnvError", {"error": serializers.CharField(), "detail": serializers.CharField()})
+
+
+def _error(exc: services.EnvError) -> Response:
+    return Response({"error": exc.code, "detail": exc.detail}, status=exc.status)
+
+
+class EnvCreateApi(APIView):
+    permission_classes = [IsCurator]
+
+    @extend_schema(
+        request=EnvCreateSerializer,
+        responses={201: EnvOpeningSerializer, 400: ERROR},
+        summary="Reset: start an episode on a task",
+    )
+    def post(self, request):
+        serializer = EnvCreateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        try:
+            session = services.env_create(
+                actor=request.user,
+                task_id=data.get("task"),
+                domain_name=data.get("domain"),
+                seed=data.get("seed"),
+                group_key=data.get("group", ""),
+                max_steps=data.get("max_steps"),
+                max_errors=data.get("max_errors"),
+                token_budget=data.get("token_budget"),
+            )
+        except services.EnvError as exc:
+            return _error(exc)
+        return Response(services.session_opening(session=session), status=status.HTTP_201_CREATED)
+
+
+class EnvDetailApi(APIView):
+    permission_classes = [IsCurator]
+
+    @extend_schema(responses={200: EnvSessionSerializer, 404: ERROR}, summary="State of a session")
+    def get(self, request, session_id):
+        session = selectors.sessions_visible(actor=request.user).filter(pk=session_id).first()
+        if session is None:
+            return _error(services.EnvNotFound(f"no environment session {session_id}"))
+        return Response(EnvSessionSerializer(session).data)
+
+
+class EnvStepApi(APIView):
+    permission_classes = [IsCurator]
+
+    @extend_schema(
+        request=inline_serializer("EnvStep", {"message": serializers.DictField(help_text="Assistant message.")}),
+        responses={200: EnvStepResultSerializer, 400: ERROR, 404: ERROR, 409: ERROR},
+        summary="Step: send one assistant message",
+    )
+    def post(self, request, session_id):
+        try:
+            result = services.env_step(session_id=session_id, actor=request.user, payload=request.data)
+        except services.EnvError as exc:
+            return _error(exc)
+        return Response(result)

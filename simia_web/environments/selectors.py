@@ -1,0 +1,43 @@
+"""Reads for RL environment sessions."""
+
+from django.db.models import F, QuerySet, Sum
+
+from simia_web.catalog.models import Api, Domain, Task, TaskStatus
+from simia_web.llm.models import LLMCall
+
+from .models import EnvSession
+
+
+def playable_task_ids(*, domain: Domain) -> list[int]:
+    """Ids of the tasks a session may be started on, in a stable order (so a seed picks reproducibly)."""
+    return list(Task.objects.filter(domain=domain, status=TaskStatus.VALID).order_by("id").values_list("id", flat=True))
+
+
+def domain_apis(*, domain: Domain) -> list[Api]:
+    return list(Api.objects.filter(domain=domain, valid=True).order_by("name", "id"))
+
+
+def sessions_visible(*, actor) -> QuerySet[EnvSession]:
+    """Admins see every session; everyone else only their own."""
+    sessions = EnvSession.objects.select_related("domain", "task", "group")
+    if actor.has_role("admin"):
+        return sessions
+    return sessions.filter(created_by=actor)
+
+
+def session_for_step(*, session_id, actor) -> EnvSession | None:
+    """The session row, locked until the end of the transaction (PostgreSQL); None when not visible.
+
+    Only the session row is locked (`of=("self",)`), never the shared domain or task rows.
+    """
+    return sessions_visible(actor=actor).select_for_update(of=("self",)).filter(pk=session_id).first()
+
+
+def calls_usage(*, call_ids: list[int]) -> dict:
+    """Tokens and latency of a set of LLM calls."""
+    if not call_ids:
+        return {"tokens": 0, "latency_ms": 0, "calls": 0}
+    totals = LLMCall.objects.filter(pk__in=call_ids).aggregate(
+        tokens=Sum(F("tokens_in") + F("tokens_out")), latency_ms=Sum("latency_ms")
+    )
+    return {"tokens": totals["tokens"] or 0, "latency_ms": totals["latency_ms"] or 0, "calls": len(call_ids)}

@@ -1,0 +1,94 @@
+"""Many sessions stepped in parallel, and racing steps on one session, against real PostgreSQL."""
+
+import threading
+
+import pytest
+from django.db import connection
+from rest_framework.test import APIClient
+
+from simia_web.accounts.services import user_token
+from simia_web.environments.models import EnvSession
+
+from .conftest import CANCEL
+
+URL = "/api/v1/envs/"
+
+pytestmark = pytest.mark.skipif(
+    connection.vendor != "postgresql", reason="row locks need PostgreSQL (run with DATABASE_URL=postgres://...)"
+)
+
+
+def run_threads(target, args_list):
+    errors = []
+
+    def wrapped(*args):
+        try:
+            target(*args)
+        except Exception as exc:  # reported to the main thread
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=wrapped, args=args) for args in args_list]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not errors, errors
+
+
+def token_client(token):
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token}")
+    return client
+
+
+def cancel_message(call_id):
+    return {**CANCEL, "tool_calls": [{**CANCEL["tool_calls"][0], "id": call_id}]}
+
+
+def test_parallel_sessions_are_independent(transactional_db, shop, script, llm_stub, users):
+    llm_stub.latency = 0.05
+    token = user_token(user=users["curator"])
+    results = {}
+
+    def episode(n):
+        client = token_client(token)
+        env = client.post(URL, {"domain": "shop", "group": "parallel"}, format="json").json()
+        first = client.post(f"{URL}{env['id']}/step", {"message": cancel_message(f"call_{n}")}, format="json")
+        assert first.status_code == 200, first.content
+        last = client.post(f"{URL}{env['id']}/step", {"message": {"content": "Done."}}, format="json")
+        assert last.status_code == 200, last.content
+        results[n] = (env["id"], last.json())
+
+    run_threads(episode, [(n,) for n in range(8)])
+    assert len(results) == 8
+    assert all(r["done"] and r["termination_reason"] == "user_done" for _, r in results.values())
+    sessions = EnvSession.objects.filter(pk__in=[env_id for env_id, _ in results.values()])
+    assert {s.task_id for s in sessions} == {sessions[0].task_id}
+    for session in sessions:
+        # Each session holds exactly its own calls: nothing leaked from a neighbour.
+        assert [m["role"] for m in session.messages] == ["system", "user", "assistant", "tool", "assistant"]
+        assert session.step_count == 2 and session.trajectory_id is not None
+    assert llm_stub.max_in_flight > 1  # the steps really overlapped
+
+
+def test_racing_steps_on_one_session_do_not_interleave(transactional_db, shop, script, llm_stub, users):
+    llm_stub.latency = 0.2
+    token = user_token(user=users["curator"])
+    env_id = token_client(token).post(URL, {"task": shop["tasks"][0].pk}, format="json").json()["id"]
+    codes = []
+
+    def send(call_id):
+        response = token_client(token).post(f"{URL}{env_id}/step", {"message": cancel_message(call_id)}, format="json")
+        codes.append(response.status_code)
+
+    run_threads(send, [("call_a",), ("call_b",), ("call_c",)])
+    assert codes == [200, 200, 200]
+    session = EnvSession.objects.get(pk=env_id)
+    assert session.step_count == 3 and session.version == 4
+    roles = [m["role"] for m in session.messages]
+    assert roles == ["system", "user"] + ["assistant", "tool"] * 3
+    # Every tool result follows its own call.
+    for i in range(2, 8, 2):
+        assert session.messages[i + 1]["tool_call_id"] == session.messages[i]["tool_calls"][0]["id"]
