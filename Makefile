@@ -11,7 +11,7 @@ PYTHON ?= $(shell for p in python3.13 python3.12 python3 $(wildcard $(HOME)/.pye
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/simia
 TEST_BROKER_URL ?= redis://127.0.0.1:6379/14
 
-.PHONY: install run worker test lint bench clean
+.PHONY: install run worker chromium test lint bench clean
 
 $(VENV)/.installed: pyproject.toml
 	@test -n "$(PYTHON)" || { echo "Python 3.12 or newer is required"; exit 1; }
@@ -46,7 +46,9 @@ test: install chromium
 	DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) $(VENV)/bin/pytest -p no:cacheprovider $(PYTEST_ARGS)
 
 bench: install
-	DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) $(PY) bench/rollout_throughput.py
+	DATABASE_URL=postgres://postgres@127.0.0.1:5432/simia_bench CELERY_BROKER_URL=redis://127.0.0.1:6379/13 \
+		$(PY) bench/rollout_throughput.py
+	DATABASE_URL=$(TEST_DATABASE_URL) $(PY) bench/env_step_overhead.py
 
 clean:
 	rm -rf $(VENV) var
