@@ -23,7 +23,7 @@ $(VENV)/.installed: pyproject.toml
 install: $(VENV)/.installed
 
 run: install
-	$(MANAGE) migrate --noinput
+	$(MANAGE) migrate --noinput --verbosity 0
 	$(MANAGE) collectstatic --noinput --verbosity 0
 	$(MANAGE) demo_data
 	$(MANAGE) ensure_admin

@@ -91,3 +91,31 @@ def test_timeouts_are_retried(eager, llm_stub):
     assert job.status == JobStatus.SUCCEEDED
     assert LLMCall.objects.filter(job=job, error_kind="timeout").count() == 1
     assert Trajectory.objects.get(job=job).status == TrajectoryStatus.JUDGED_PASS
+
+
+def test_synthesize_command_validates_and_sets_domain_text(eager, llm_stub, tmp_path):
+    from django.core.management import CommandError, call_command
+
+    with pytest.raises(CommandError, match="domains"):
+        call_command("synthesize", "--domain", "not a slug!", "--apis", "3")
+    with pytest.raises(CommandError, match="rollouts"):
+        call_command("synthesize", "--domain", "shop", "--rollouts", "0")
+    policy = tmp_path / "policy.md"
+    policy.write_text("Refunds need a receipt.")
+    call_command(
+        "synthesize",
+        "--domain",
+        "shop",
+        "--apis",
+        "3",
+        "--tasks",
+        "1",
+        "--description",
+        "A shop",
+        "--policy-file",
+        str(policy),
+        "--wait",
+    )
+    domain = Domain.objects.get(name="shop")
+    assert (domain.description, domain.policy) == ("A shop", "Refunds need a receipt.")
+    assert "Refunds need a receipt." in llm_stub.stage_requests("agent")[0].messages[0]["content"]

@@ -36,12 +36,26 @@ def _run_options(params: dict) -> dict:
 
 
 @transaction.atomic
-def synthesis_queue(*, domains: list[str], apis: int, tasks: int, rollouts: int, actor=None, **options) -> Job:
+def synthesis_queue(
+    *,
+    domains: list[str],
+    apis: int,
+    tasks: int,
+    rollouts: int,
+    actor=None,
+    description: str = "",
+    policy: str = "",
+    **options,
+) -> Job:
+    """Queue APIs, tasks and rollouts for each domain; new domains get the description and policy given."""
     names = [d.strip() for d in domains if d and d.strip()]
     if not names:
         raise ValidationError({"domains": "name at least one domain"})
     for name in names:
-        Domain._meta.get_field("name").run_validators(name)
+        try:
+            Domain._meta.get_field("name").run_validators(name)
+        except ValidationError as exc:
+            raise ValidationError({"domains": f"{name!r}: {' '.join(exc.messages)}"}) from exc
     params = {
         "domains": names,
         "apis": _bounded({"apis": apis}, "apis", 8),
@@ -50,7 +64,7 @@ def synthesis_queue(*, domains: list[str], apis: int, tasks: int, rollouts: int,
         **_run_options(options),
     }
     for name in names:
-        domain_ensure(name=name, source=DomainSource.SYNTHESIZED, actor=actor)
+        domain_ensure(name=name, description=description, policy=policy, source=DomainSource.SYNTHESIZED, actor=actor)
     return job_create(kind=JobKind.SYNTHESIZE, params=params, actor=actor)
 
 

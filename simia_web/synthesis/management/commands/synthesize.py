@@ -1,3 +1,5 @@
+from pathlib import Path
+
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
@@ -10,6 +12,8 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--domain", action="append", required=True, help="Domain name; repeat for more.")
+        parser.add_argument("--description", default="", help="Description for new domains.")
+        parser.add_argument("--policy-file", type=Path, help="Agent policy (Markdown) for new domains.")
         parser.add_argument("--apis", type=int, default=8)
         parser.add_argument("--tasks", type=int, default=10)
         parser.add_argument("--rollouts", type=int, default=1)
@@ -19,8 +23,11 @@ class Command(BaseCommand):
         parser.add_argument("--wait", action="store_true", help="Show progress and a summary; fail if the job fails.")
 
     def handle(self, *args, **opts):
+        policy = opts["policy_file"].read_text(encoding="utf-8") if opts["policy_file"] else ""
         try:
             job = synthesis_queue(
+                description=opts["description"],
+                policy=policy,
                 domains=opts["domain"],
                 apis=opts["apis"],
                 tasks=opts["tasks"],
