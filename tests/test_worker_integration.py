@@ -11,7 +11,7 @@ from simia_web.curation.models import Trajectory
 from simia_web.jobs.models import Job, JobStatus, JobUnit, UnitStatus
 from simia_web.synthesis.services import synthesis_queue
 
-from .conftest import ROOT, wait_for
+from .conftest import ROOT, WorkerProcess, wait_for
 from .support.llm_stub import Reply, StubLLM
 from .support.scripts import pipeline_responder
 
@@ -73,34 +73,12 @@ def embedded_env(tmp_path):
     workers = []
 
     def start_worker():
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "simia_web",
-                "worker",
-                "--pool",
-                "threads",
-                "--concurrency",
-                "4",
-                "--loglevel",
-                "WARNING",
-            ],
-            cwd=ROOT,
-            env=env,
-            start_new_session=True,
-        )
-        workers.append(proc)
-        return proc
+        workers.append(WorkerProcess(env, concurrency=4).start())
+        return workers[-1]
 
-    env_holder = {"env": env, "stub": stub, "start_worker": start_worker}
-    yield env_holder
-    for proc in workers:
-        if proc.poll() is None:
-            os.killpg(proc.pid, 15)
-            proc.wait(timeout=30)
+    yield {"env": env, "stub": stub, "start_worker": start_worker}
+    for worker in workers:
+        worker.stop()
     stub.stop()
 
 
@@ -127,8 +105,7 @@ def test_embedded_worker_killed_mid_job_recovers_on_restart(embedded_env):
         return json.loads(_manage(env, "stats", "--json").stdout)["trajectories"].get("judged_pass", 0)
 
     wait_for(lambda: trajectories() >= 1, timeout=120, interval=0.5, message="first trajectories")
-    os.killpg(worker.pid, 9)
-    worker.wait(timeout=30)
+    worker.kill()
     embedded_env["start_worker"]()  # recovers the killed worker's units on start
     wait_for(
         lambda: json.loads(_manage(env, "stats", "--json").stdout)["jobs"] == {"succeeded": 1},

@@ -3,6 +3,7 @@
 import json
 import time
 
+from django.core.exceptions import ValidationError
 from django.core.management.base import CommandError
 from tqdm import tqdm
 
@@ -34,5 +35,14 @@ def job_wait(job: Job, stdout, poll: float = 0.5) -> Job:
     return job
 
 
-def job_queued_message(job: Job) -> str:
-    return f"Queued job {job.pk} ({job.kind}). Follow it at /jobs/{job.pk}/ or with --wait."
+def job_queue_from_command(command, queue, *, wait: bool, **params) -> Job:
+    """Queue a job for a management command: invalid parameters become a CommandError, `wait` follows it."""
+    try:
+        job = queue(**params)
+    except ValidationError as exc:
+        messages = exc.message_dict.items() if hasattr(exc, "error_dict") else [("error", exc.messages)]
+        raise CommandError("; ".join(f"{k}: {' '.join(v)}" for k, v in messages)) from exc
+    command.stdout.write(f"Queued job {job.pk} ({job.kind}). Follow it at /jobs/{job.pk}/ or with --wait.")
+    if wait:
+        job_wait(job, command.stdout)
+    return job

@@ -1,7 +1,6 @@
-from django.core.exceptions import ValidationError
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand
 
-from simia_web.jobs.cli import job_queued_message, job_wait
+from simia_web.jobs.cli import job_queue_from_command
 from simia_web.synthesis.amplify import STRATEGIES, amplification_queue
 from simia_web.synthesis.rules import DEFAULT_MAX_MESSAGES, DEFAULT_MIN_MESSAGES
 
@@ -20,18 +19,15 @@ class Command(BaseCommand):
         parser.add_argument("--wait", action="store_true", help="Show progress and a summary; fail if the job fails.")
 
     def handle(self, *args, **opts):
-        try:
-            job = amplification_queue(
-                count=opts["count"],
-                domain=opts["domain"],
-                seed_ids=opts["seeds"],
-                strategy=opts["strategy"],
-                rng_seed=opts["rng_seed"],
-                min_messages=opts["min_messages"],
-                max_messages=opts["max_messages"],
-            )
-        except ValidationError as exc:
-            raise CommandError("; ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items())) from exc
-        self.stdout.write(job_queued_message(job))
-        if opts["wait"]:
-            job_wait(job, self.stdout)
+        job_queue_from_command(
+            self,
+            amplification_queue,
+            wait=opts["wait"],
+            count=opts["count"],
+            domain=opts["domain"],
+            seed_ids=opts["seeds"],
+            strategy=opts["strategy"],
+            rng_seed=opts["rng_seed"],
+            min_messages=opts["min_messages"],
+            max_messages=opts["max_messages"],
+        )

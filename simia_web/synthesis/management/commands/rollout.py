@@ -1,7 +1,6 @@
-from django.core.exceptions import ValidationError
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand
 
-from simia_web.jobs.cli import job_queued_message, job_wait
+from simia_web.jobs.cli import job_queue_from_command
 from simia_web.synthesis.services import rollout_queue
 
 
@@ -18,17 +17,14 @@ class Command(BaseCommand):
         parser.add_argument("--wait", action="store_true")
 
     def handle(self, *args, **opts):
-        try:
-            job = rollout_queue(
-                domain=opts["domain"],
-                tasks=opts["tasks"],
-                rollouts=opts["rollouts"],
-                max_steps=opts["max_steps"],
-                max_errors=opts["max_errors"],
-                user_turns=opts["user_turns"],
-            )
-        except ValidationError as exc:
-            raise CommandError("; ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items())) from exc
-        self.stdout.write(job_queued_message(job))
-        if opts["wait"]:
-            job_wait(job, self.stdout)
+        job_queue_from_command(
+            self,
+            rollout_queue,
+            wait=opts["wait"],
+            domain=opts["domain"],
+            tasks=opts["tasks"],
+            rollouts=opts["rollouts"],
+            max_steps=opts["max_steps"],
+            max_errors=opts["max_errors"],
+            user_turns=opts["user_turns"],
+        )

@@ -1,9 +1,8 @@
 from pathlib import Path
 
-from django.core.exceptions import ValidationError
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand
 
-from simia_web.jobs.cli import job_queued_message, job_wait
+from simia_web.jobs.cli import job_queue_from_command
 from simia_web.synthesis.services import synthesis_queue
 
 
@@ -24,20 +23,17 @@ class Command(BaseCommand):
 
     def handle(self, *args, **opts):
         policy = opts["policy_file"].read_text(encoding="utf-8") if opts["policy_file"] else ""
-        try:
-            job = synthesis_queue(
-                description=opts["description"],
-                policy=policy,
-                domains=opts["domain"],
-                apis=opts["apis"],
-                tasks=opts["tasks"],
-                rollouts=opts["rollouts"],
-                max_steps=opts["max_steps"],
-                max_errors=opts["max_errors"],
-                user_turns=opts["user_turns"],
-            )
-        except ValidationError as exc:
-            raise CommandError("; ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items())) from exc
-        self.stdout.write(job_queued_message(job))
-        if opts["wait"]:
-            job_wait(job, self.stdout)
+        job_queue_from_command(
+            self,
+            synthesis_queue,
+            wait=opts["wait"],
+            description=opts["description"],
+            policy=policy,
+            domains=opts["domain"],
+            apis=opts["apis"],
+            tasks=opts["tasks"],
+            rollouts=opts["rollouts"],
+            max_steps=opts["max_steps"],
+            max_errors=opts["max_errors"],
+            user_turns=opts["user_turns"],
+        )
