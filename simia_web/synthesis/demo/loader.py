@@ -20,9 +20,13 @@ def _verdict(judge: dict | None) -> dict | None:
     if judge is None:
         return None
     return {
-        "passed": judge["passed"], "score": judge["score"], "confidence": judge["confidence"],
-        "scores": {c: judge["score"] for c in CRITERIA}, "rationale": judge["rationale"],
-        "cited_messages": judge["cited"], "model": "demo",
+        "passed": judge["passed"],
+        "score": judge["score"],
+        "confidence": judge["confidence"],
+        "scores": {c: judge["score"] for c in CRITERIA},
+        "rationale": judge["rationale"],
+        "cited_messages": judge["cited"],
+        "model": "demo",
     }
 
 
@@ -34,10 +38,12 @@ def demo_load() -> list[str]:
         spec = json.loads(path.read_text())
         if Domain.objects.filter(name=spec["name"]).exists():
             continue
-        domain = domain_ensure(name=spec["name"], description=spec["description"], policy=spec["policy"],
-                               source=DomainSource.DEMO)
-        apis = apis_store(domain=domain, apis=spec["apis"], state_schema=spec["state_schema"],
-                          initial_state=spec["initial_state"])
+        domain = domain_ensure(
+            name=spec["name"], description=spec["description"], policy=spec["policy"], source=DomainSource.DEMO
+        )
+        apis = apis_store(
+            domain=domain, apis=spec["apis"], state_schema=spec["state_schema"], initial_state=spec["initial_state"]
+        )
         tasks = tasks_store(domain=domain, tasks=spec["tasks"])
         tools = [api.as_tool() for api in apis if api.valid]
         system = {"role": "system", "content": agent_system_prompt(domain_name=domain.name, policy=domain.policy)}
@@ -48,10 +54,18 @@ def demo_load() -> list[str]:
                 state = jsonpatch.apply_patch(state, patch)
                 steps[str(int(index) + 1)] = {"patch": patch, "state_after": state, "errors": []}
             trajectory_create(
-                kind=TrajectoryKind.DEMO, domain=domain, task=tasks[item["task"]], messages=messages, tools=tools,
-                steps=steps, initial_state=spec["initial_state"], final_state=state,
-                termination_reason="final_answer", violations=rules_check(messages, tools),
-                verdict=_verdict(item["judge"]), provenance={"stage": "demo"},
+                kind=TrajectoryKind.DEMO,
+                domain=domain,
+                task=tasks[item["task"]],
+                messages=messages,
+                tools=tools,
+                steps=steps,
+                initial_state=spec["initial_state"],
+                final_state=state,
+                termination_reason="final_answer",
+                violations=rules_check(messages, tools),
+                verdict=_verdict(item["judge"]),
+                provenance={"stage": "demo"},
             )
         loaded.append(domain.name)
     return loaded
