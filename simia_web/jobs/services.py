@@ -114,8 +114,9 @@ def unit_execute(*, unit_id: int) -> None:
         locked.error = error[:8000]
         locked.finished_at = timezone.now()
         locked.save(update_fields=["status", "error", "result", "finished_at"])
-        # Only the last unit of a stage needs the job lock; the others skip it.
-        stage_open = JobUnit.objects.filter(job_id=unit.job_id, stage=unit.stage, status=UnitStatus.PENDING).exists()
+    # Checked after the commit (inside it, two last units could each see the other pending). Only a stage's
+    # last unit needs the job lock, and job_advance checks again under it.
+    stage_open = JobUnit.objects.filter(job_id=unit.job_id, stage=unit.stage, status=UnitStatus.PENDING).exists()
     if not stage_open:
         job_advance(job_id=unit.job_id, stage=unit.stage)
 

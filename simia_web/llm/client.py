@@ -1,8 +1,9 @@
 """The one way the app talks to an LLM: the `openai` client against any OpenAI-compatible endpoint.
 
 Every HTTP attempt becomes an LLMCall row. Transient failures (429, 5xx, timeouts, connection
-errors) back off and retry; endpoints that reject `json_schema` or native tools fall back to a
-weaker mode; structured answers are validated against their JSON Schema with one repair retry.
+errors, malformed responses) back off and retry; in auto mode, endpoints that reject `json_schema`
+or native tools fall back to a weaker mode, remembered per profile; structured answers are
+validated against their JSON Schema with one repair retry that quotes the error.
 """
 
 import json
@@ -53,15 +54,18 @@ class LLMReply:
 
 _clients: dict[tuple, openai.OpenAI] = {}
 _semaphores: dict[tuple, threading.BoundedSemaphore] = {}
-_downgrades: dict[tuple, str] = {}  # (profile id, "structured"|"tools") -> weaker mode learned at run time
+_downgrades: dict[tuple, str] = {}  # (profile key, "structured"|"tools") -> weaker mode learned at run time
 _lock = threading.Lock()
 
 _STRUCTURED_FALLBACK = {
     StructuredMode.JSON_SCHEMA: StructuredMode.JSON_OBJECT,
     StructuredMode.JSON_OBJECT: StructuredMode.PROMPT,
 }
+# Words in a 400 answer that say an option (response_format, tools) is what the server refused.
 _UNSUPPORTED_HINTS = re.compile(r"response_format|json_schema|json_object|structured|tool|function", re.I)
-_CODE_FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.S)
+_CODE_FENCE = re.compile(r"```(?:json)?\s*(.*?)\s*```", re.S | re.I)
+_THINKING = re.compile(r"<think>.*?</think>", re.S | re.I)  # reasoning models served by vLLM/Ollama
+_RETRY_AFTER_CAP = 30.0
 
 
 def _openai_client(profile: EndpointProfile) -> openai.OpenAI:
@@ -93,20 +97,33 @@ def _cost(profile: EndpointProfile, tokens_in: int, tokens_out: int) -> Decimal 
 
 
 def _retry_after(exc: Exception) -> float | None:
+    """The server's requested wait (Retry-After seconds, or retry-after-ms), capped."""
     response = getattr(exc, "response", None)
-    value = response.headers.get("retry-after") if response is not None else None
-    try:
-        return min(float(value), 30.0) if value else None
-    except ValueError:
+    if response is None:
         return None
+    for header, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        try:
+            return min(float(response.headers[header]) * scale, _RETRY_AFTER_CAP)
+        except (KeyError, ValueError):  # absent, or an HTTP date: use our own backoff
+            continue
+    return None
 
 
 def parse_json_answer(text: str | None) -> Any:
-    """Parse a model's JSON answer, tolerating a Markdown code fence around it."""
-    if not text or not text.strip():
+    """Parse a model's JSON answer, tolerating reasoning blocks, a Markdown code fence or prose around it."""
+    text = _THINKING.sub("", text or "").strip()
+    if not text:
         raise ValueError("the answer is empty")
-    fenced = _CODE_FENCE.match(text)
-    return json.loads(fenced.group(1) if fenced else text)
+    fenced = _CODE_FENCE.search(text)
+    if fenced:
+        text = fenced.group(1)
+    try:
+        return json.loads(text)
+    except ValueError:
+        start, end = text.find("{"), text.rfind("}")
+        if 0 <= start < end and (start > 0 or end < len(text) - 1):
+            return json.loads(text[start : end + 1])
+        raise
 
 
 def _schema_error(data: Any, schema: dict) -> str | None:
@@ -132,10 +149,7 @@ class LLMClient:
         reply = LLMReply(data=None)
         conversation = list(messages)
         for repair in (False, True):
-            mode = self._mode("structured", self.profile.structured_mode, StructuredMode.JSON_SCHEMA)
-            content, call = self._send_structured(
-                conversation, schema, schema_name, mode, prompt_version, cache_salt, reply
-            )
+            content, call = self._send_structured(conversation, schema, schema_name, prompt_version, cache_salt, reply)
             try:
                 data = parse_json_answer(content)
                 problem = _schema_error(data, schema)
@@ -162,87 +176,72 @@ class LLMClient:
     ) -> LLMReply:
         """One assistant turn with native tool calling (or tool calls as JSON where unsupported)."""
         reply = LLMReply(data=None)
-        mode = self._mode("tools", self.profile.tool_mode, ToolMode.NATIVE) if tools else ToolMode.NATIVE
+        if not tools:
+            reply.data, _call = self._complete(messages, {}, ToolMode.NATIVE, prompt_version, cache_salt, reply)
+            return reply
+        mode = self._mode("tools", self.profile.tool_mode, ToolMode.NATIVE)
         while True:
             try:
                 if mode == ToolMode.PROMPT:
                     reply.data = self._chat_prompt_tools(messages, tools, prompt_version, cache_salt, reply)
                 else:
-                    kwargs = {"tools": tools} if tools else {}
-                    message, _call = self._complete(messages, kwargs, "native", prompt_version, cache_salt, reply)
-                    reply.data = message
+                    reply.data, _call = self._complete(
+                        messages, {"tools": tools}, mode, prompt_version, cache_salt, reply
+                    )
                 return reply
             except _Unsupported:
-                if mode == ToolMode.PROMPT:
-                    raise LLMError("unsupported", "the endpoint rejected the request in every tool mode") from None
-                mode = self._downgrade("tools", ToolMode.PROMPT)
+                mode = self._fall_back("tools", self.profile.tool_mode, mode, ToolMode.PROMPT)
 
     # -- modes ---------------------------------------------------------------------------------
 
     def _mode(self, what: str, configured: str, auto_start: str) -> str:
-        learned = _downgrades.get((self.profile.pk, what))
-        if learned:
-            return learned
-        return auto_start if configured == "auto" else configured
+        """A forced mode is used as is; auto starts strong and keeps what it learned for this endpoint."""
+        if configured != "auto":
+            return configured
+        return _downgrades.get(self._learned_key(what), auto_start)
 
-    def _downgrade(self, what: str, mode: str) -> str:
-        _downgrades[(self.profile.pk, what)] = mode
-        logger.warning("profile %s: falling back to %s mode for %s", self.profile.name, mode, what)
-        return mode
+    def _fall_back(self, what: str, configured: str, current: str, weaker: str | None) -> str:
+        if configured != "auto" or weaker is None:
+            raise LLMError("unsupported", f"the endpoint rejected {what} mode {current}")
+        _downgrades[self._learned_key(what)] = weaker
+        logger.warning("profile %s: falling back to %s mode for %s", self.profile.name, weaker, what)
+        return weaker
 
-    def _send_structured(self, conversation, schema, schema_name, mode, prompt_version, cache_salt, reply):
+    def _learned_key(self, what: str) -> tuple:
+        return (self.profile.pk, self.profile.base_url, self.profile.model, what)
+
+    def _send_structured(self, conversation, schema, schema_name, prompt_version, cache_salt, reply):
+        mode = self._mode("structured", self.profile.structured_mode, StructuredMode.JSON_SCHEMA)
         while True:
             kwargs: dict[str, Any] = {}
             messages = conversation
             if mode == StructuredMode.JSON_SCHEMA:
                 kwargs["response_format"] = {
                     "type": "json_schema",
-                    "json_schema": {"name": schema_name, "schema": schema, "strict": False},
+                    "json_schema": {"name": _schema_name(schema_name), "schema": schema, "strict": False},
                 }
             else:
                 if mode == StructuredMode.JSON_OBJECT:
                     kwargs["response_format"] = {"type": "json_object"}
-                messages = [_schema_instruction(schema_name, schema), *conversation]
+                messages = _with_system(conversation, _schema_instruction(schema_name, schema))
             try:
                 message, call = self._complete(messages, kwargs, mode, prompt_version, cache_salt, reply)
                 return message.get("content"), call
             except _Unsupported:
-                if mode not in _STRUCTURED_FALLBACK:
-                    raise LLMError("unsupported", "the endpoint rejected every structured-output mode") from None
-                mode = self._downgrade("structured", _STRUCTURED_FALLBACK[mode])
+                mode = self._fall_back("structured", self.profile.structured_mode, mode, _STRUCTURED_FALLBACK.get(mode))
 
     def _chat_prompt_tools(self, messages, tools, prompt_version, cache_salt, reply) -> dict:
-        instruction = {
-            "role": "system",
-            "content": "You can call these tools:\n"
+        instruction = (
+            "You can call these tools:\n"
             + json.dumps(tools)
             + '\nAnswer with only a JSON object: {"content": <text or null>, "tool_calls": '
-            '[{"name": <tool name>, "arguments": <object>}]}. Use an empty tool_calls list to reply to the user.',
-        }
-        flattened = [_flatten_tool_message(m) for m in messages]
-        message, call = self._complete(
-            [instruction, *flattened], {}, ToolMode.PROMPT, prompt_version, cache_salt, reply
+            '[{"name": <tool name>, "arguments": <object>}]}. Use an empty tool_calls list to reply to the user.'
         )
+        flattened = _with_system([_flatten_tool_message(m) for m in messages], instruction)
+        message, call = self._complete(flattened, {}, ToolMode.PROMPT, prompt_version, cache_salt, reply)
         try:
-            answer = parse_json_answer(message.get("content"))
-            calls = answer.get("tool_calls") or []
-            assistant = {"role": "assistant", "content": answer.get("content")}
-            if calls:
-                assistant["tool_calls"] = [
-                    {
-                        "id": f"call_{uuid.uuid4().hex[:12]}",
-                        "type": "function",
-                        "function": {
-                            "name": str(c.get("name", "")),
-                            "arguments": c["arguments"]
-                            if isinstance(c.get("arguments"), str)
-                            else json.dumps(c.get("arguments", {})),
-                        },
-                    }
-                    for c in calls
-                ]
-            return assistant
-        except (ValueError, AttributeError, TypeError) as exc:
+            return _prompt_tool_message(parse_json_answer(message.get("content")))
+        except ValueError as exc:
             self._mark_invalid(call, "invalid_json", f"tool-call JSON: {exc}")
             raise LLMError("invalid_output", f"tool-call answer is not the expected JSON: {exc}") from exc
 
@@ -257,9 +256,11 @@ class LLMClient:
             "max_tokens": profile.max_tokens,
             **extra,
         }
-        request_hash = content_hash({**request, "salt": cache_salt})
+        # The endpoint is part of the key: the same model name on two servers is not the same model.
+        request_hash = content_hash({**request, "endpoint": profile.base_url, "salt": cache_salt})
+        record = dict(request=request, request_hash=request_hash, mode=mode, prompt_version=prompt_version)
         if profile.cache_enabled:
-            cached = self._cached(request_hash, request, mode, prompt_version)
+            cached = self._cached(**record)
             if cached:
                 reply.calls.append(cached)
                 return cached.response["message"], cached
@@ -267,71 +268,31 @@ class LLMClient:
         attempts = max(1, settings.SIMIA_LLM_MAX_ATTEMPTS)
         last_error = ""
         for attempt in range(1, attempts + 1):
-            started = time.monotonic()
-            try:
-                with _semaphore(profile):
-                    completion = _openai_client(profile).chat.completions.create(
-                        **request, extra_headers={"X-Simia-Stage": self.stage}
-                    )
-            except (openai.BadRequestError, openai.UnprocessableEntityError, openai.NotFoundError) as exc:
-                unsupported = mode != ToolMode.PROMPT and bool(_UNSUPPORTED_HINTS.search(str(exc)))
-                self._record(
-                    request,
-                    request_hash,
-                    mode,
-                    prompt_version,
-                    attempt,
-                    started,
-                    error=str(exc),
-                    error_kind="unsupported_mode" if unsupported else "bad_request",
+            result, latency_ms = self._send(request)
+            if isinstance(result, Exception):
+                kind, transient = _failure_kind(result, offers_options=bool(extra))
+                reply.calls.append(
+                    self._record(**record, attempt=attempt, latency_ms=latency_ms, error=str(result), error_kind=kind)
                 )
-                if unsupported:
-                    raise _Unsupported() from exc
-                raise LLMError("bad_request", str(exc)[:500]) from exc
-            except (
-                openai.RateLimitError,
-                openai.InternalServerError,
-                openai.APITimeoutError,
-                openai.APIConnectionError,
-            ) as exc:
-                kind = _transient_kind(exc)
-                last_error = f"{kind}: {str(exc)[:300]}"
-                call = self._record(
-                    request, request_hash, mode, prompt_version, attempt, started, error=str(exc), error_kind=kind
-                )
-                reply.calls.append(call)
+                if kind == "unsupported_mode":
+                    raise _Unsupported() from result
+                if not transient:
+                    raise LLMError(kind, str(result)[:500]) from result
+                last_error = f"{kind}: {str(result)[:300]}"
                 if attempt < attempts:
-                    time.sleep(_retry_after(exc) or self._backoff(attempt))
+                    time.sleep(_retry_after(result) or self._backoff(attempt))
                 continue
-            except openai.APIStatusError as exc:
-                call = self._record(
-                    request,
-                    request_hash,
-                    mode,
-                    prompt_version,
-                    attempt,
-                    started,
-                    error=str(exc),
-                    error_kind=f"http_{exc.status_code}",
-                )
-                reply.calls.append(call)
-                raise LLMError(f"http_{exc.status_code}", str(exc)[:500]) from exc
 
-            choice = completion.choices[0] if completion.choices else None
-            message = _message_dict(choice.message) if choice else {"role": "assistant", "content": None}
-            usage = completion.usage
-            tokens_in = getattr(usage, "prompt_tokens", 0) or 0
-            tokens_out = getattr(usage, "completion_tokens", 0) or 0
-            finish = choice.finish_reason if choice else "no_choice"
-            truncated = finish == "length"
+            choice = result.choices[0]
+            message = _message_dict(choice.message)
+            tokens_in = getattr(result.usage, "prompt_tokens", 0) or 0
+            tokens_out = getattr(result.usage, "completion_tokens", 0) or 0
+            truncated = choice.finish_reason == "length"
             call = self._record(
-                request,
-                request_hash,
-                mode,
-                prompt_version,
-                attempt,
-                started,
-                response={"message": message, "finish_reason": finish},
+                **record,
+                attempt=attempt,
+                latency_ms=latency_ms,
+                response={"message": message, "finish_reason": choice.finish_reason},
                 tokens_in=tokens_in,
                 tokens_out=tokens_out,
                 error="the answer was cut off (finish_reason=length)" if truncated else "",
@@ -345,14 +306,27 @@ class LLMClient:
         kind = last_error.split(":", 1)[0] or "unavailable"
         raise LLMError(kind, f"gave up after {attempts} attempts; last: {last_error}")
 
+    def _send(self, request: dict) -> tuple[Any, int]:
+        """One HTTP request: (the completion, or the exception it raised; latency in ms, queueing excluded)."""
+        with _semaphore(self.profile):
+            started = time.monotonic()
+            try:
+                result = _openai_client(self.profile).chat.completions.create(
+                    **request, extra_headers={"X-Simia-Stage": self.stage}
+                )
+                if not result.choices:
+                    result = _MalformedResponse("the response has no choices")
+            except (openai.APIError, ValueError) as exc:  # ValueError: a 200 whose body is not JSON
+                result = exc
+            return result, int((time.monotonic() - started) * 1000)
+
     def _backoff(self, attempt: int) -> float:
         base = settings.SIMIA_LLM_BACKOFF_BASE
         return base * (2 ** (attempt - 1)) * (0.5 + random.random())
 
-    def _cached(self, request_hash, request, mode, prompt_version) -> LLMCall | None:
+    def _cached(self, *, request, request_hash, mode, prompt_version) -> LLMCall | None:
         hit = (
-            LLMCall.objects.filter(request_hash=request_hash, error="", response__isnull=False)
-            .exclude(response=None)
+            LLMCall.objects.filter(request_hash=request_hash, error="", response__isnull=False, cache_hit=False)
             .order_by("-id")
             .first()
         )
@@ -374,13 +348,13 @@ class LLMClient:
 
     def _record(
         self,
+        *,
         request,
         request_hash,
         mode,
         prompt_version,
         attempt,
-        started,
-        *,
+        latency_ms,
         response=None,
         tokens_in=0,
         tokens_out=0,
@@ -402,7 +376,7 @@ class LLMClient:
             mode=mode,
             tokens_in=tokens_in,
             tokens_out=tokens_out,
-            latency_ms=int((time.monotonic() - started) * 1000),
+            latency_ms=latency_ms,
             cost=_cost(self.profile, tokens_in, tokens_out),
         )
 
@@ -417,14 +391,30 @@ class _Unsupported(Exception):
     """The endpoint rejected a request option (json_schema, tools): fall back to a weaker mode."""
 
 
-def _transient_kind(exc: Exception) -> str:
-    if isinstance(exc, openai.RateLimitError):
-        return "rate_limited"
+class _MalformedResponse(Exception):
+    """A 200 answer the app cannot use (no choices); retried like a server error."""
+
+
+def _failure_kind(exc: Exception, *, offers_options: bool) -> tuple[str, bool]:
+    """(error kind, whether to retry) for a request that raised."""
     if isinstance(exc, openai.APITimeoutError):
-        return "timeout"
-    if isinstance(exc, openai.InternalServerError):
-        return "server_error"
-    return "connection_error"
+        return "timeout", True
+    if isinstance(exc, openai.APIConnectionError):
+        return "connection_error", True
+    if isinstance(exc, openai.APIStatusError):
+        status = exc.status_code
+        if status == 429:
+            return "rate_limited", True
+        if status >= 500:
+            return "server_error", True
+        if status in (408, 409):  # request timeout, lock conflict: worth another try
+            return f"http_{status}", True
+        if status in (400, 422):
+            if offers_options and _UNSUPPORTED_HINTS.search(str(exc)):
+                return "unsupported_mode", False
+            return "bad_request", False
+        return f"http_{status}", False  # 401, 403, 404...: retrying will not help
+    return "bad_response", True  # a body that is not a chat completion
 
 
 def _message_dict(message) -> dict:
@@ -434,19 +424,77 @@ def _message_dict(message) -> dict:
             {
                 "id": call.id or f"call_{uuid.uuid4().hex[:12]}",
                 "type": "function",
-                "function": {"name": call.function.name, "arguments": call.function.arguments or "{}"},
+                "function": {"name": call.function.name, "arguments": _arguments_text(call.function.arguments)},
             }
             for call in message.tool_calls
         ]
     return result
 
 
-def _schema_instruction(schema_name: str, schema: dict) -> dict:
-    return {
-        "role": "system",
-        "content": f"Reply with only a JSON object (no prose, no code fence) named {schema_name}, "
-        f"valid against this JSON Schema:\n{json.dumps(schema)}",
-    }
+def _arguments_text(arguments: Any) -> str:
+    """Canonical arguments are a JSON string; some servers send an object instead."""
+    if isinstance(arguments, str):
+        return arguments or "{}"
+    return json.dumps(arguments if arguments is not None else {})
+
+
+def _arguments_object(arguments: str) -> Any:
+    """Show past calls to the model in the same shape it is asked to answer with."""
+    try:
+        return json.loads(arguments)
+    except ValueError:
+        return arguments
+
+
+def _prompt_tool_message(answer: Any) -> dict:
+    """The canonical assistant message for a prompt-mode answer {"content", "tool_calls": [{name, arguments}]}."""
+    if not isinstance(answer, dict):
+        raise ValueError("the answer is not a JSON object")
+    content, calls = answer.get("content"), answer.get("tool_calls") or []
+    if content is not None and not isinstance(content, str):
+        raise ValueError("content must be text or null")
+    if not isinstance(calls, list):
+        raise ValueError("tool_calls must be a list")
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    canonical = []
+    for call in calls:
+        if not isinstance(call, dict) or not isinstance(call.get("name"), str) or not call["name"]:
+            raise ValueError("every tool call needs a name")
+        arguments = call.get("arguments", {})
+        if isinstance(arguments, str):
+            arguments = json.loads(arguments or "{}")
+        if not isinstance(arguments, dict):
+            raise ValueError(f"arguments of {call['name']} must be an object")
+        canonical.append(
+            {
+                "id": f"call_{uuid.uuid4().hex[:12]}",
+                "type": "function",
+                "function": {"name": call["name"], "arguments": json.dumps(arguments)},
+            }
+        )
+    if canonical:
+        message["tool_calls"] = canonical
+    return message
+
+
+def _schema_name(name: str) -> str:
+    """OpenAI accepts only [a-zA-Z0-9_-]{1,64} as a json_schema name."""
+    return re.sub(r"[^a-zA-Z0-9_-]", "_", name)[:64] or "answer"
+
+
+def _schema_instruction(schema_name: str, schema: dict) -> str:
+    return (
+        f"Reply with only a JSON object (no prose, no code fence) named {schema_name}, "
+        f"valid against this JSON Schema:\n{json.dumps(schema)}"
+    )
+
+
+def _with_system(messages: list[dict], instruction: str) -> list[dict]:
+    """Add an instruction to the system message; some chat templates accept only one, and only first."""
+    if messages and messages[0].get("role") == "system":
+        first = messages[0]
+        return [{**first, "content": f"{first.get('content') or ''}\n\n{instruction}".strip()}, *messages[1:]]
+    return [{"role": "system", "content": instruction}, *messages]
 
 
 def _flatten_tool_message(message: dict) -> dict:
@@ -458,7 +506,8 @@ def _flatten_tool_message(message: dict) -> dict:
         }
     if message.get("role") == "assistant" and message.get("tool_calls"):
         calls = [
-            {"name": c["function"]["name"], "arguments": c["function"]["arguments"]} for c in message["tool_calls"]
+            {"name": c["function"]["name"], "arguments": _arguments_object(c["function"]["arguments"])}
+            for c in message["tool_calls"]
         ]
         return {"role": "assistant", "content": json.dumps({"content": message.get("content"), "tool_calls": calls})}
     return message

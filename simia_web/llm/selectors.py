@@ -1,5 +1,5 @@
 from django.conf import settings
-from django.db import IntegrityError
+from django.db import IntegrityError, transaction
 
 from .models import EndpointProfile, StageRoute
 
@@ -9,14 +9,18 @@ def profile_default() -> EndpointProfile:
     profile = EndpointProfile.objects.filter(is_default=True).first()
     if profile:
         return profile
+    name = "default"
+    if EndpointProfile.objects.filter(name=name).exists():  # a non-default profile already took the name
+        name = "default (from environment)"
     try:
-        return EndpointProfile.objects.create(
-            name="default",
-            base_url=settings.OPENAI_BASE_URL,
-            api_key_env=settings.OPENAI_API_KEY_ENV,
-            model=settings.SIMIA_MODEL,
-            is_default=True,
-        )
+        with transaction.atomic():  # a savepoint, so a lost race does not break the caller's transaction
+            return EndpointProfile.objects.create(
+                name=name,
+                base_url=settings.OPENAI_BASE_URL,
+                api_key_env=settings.OPENAI_API_KEY_ENV,
+                model=settings.SIMIA_MODEL,
+                is_default=True,
+            )
     except IntegrityError:  # another worker created it first
         return EndpointProfile.objects.get(is_default=True)
 

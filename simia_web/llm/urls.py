@@ -1,1 +1,7 @@
-urlpatterns = []
+from django.urls import path
+
+from . import views
+
+urlpatterns = [
+    path("llm/calls/<int:pk>/", views.call_detail, name="llm-call"),
+]

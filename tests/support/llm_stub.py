@@ -7,6 +7,7 @@ with `inject` are served first (optionally only for one stage, read from the X-S
 
 import contextlib
 import json
+import socket
 import threading
 import time
 import uuid
@@ -33,6 +34,7 @@ class Reply:
 class Request:
     stage: str
     body: dict
+    headers: dict = field(default_factory=dict)  # lower-cased names
 
     @property
     def messages(self) -> list[dict]:
@@ -60,7 +62,9 @@ class StubLLM:
         self.latency = latency
         self.requests: list[Request] = []
         self.reject_json_schema = False
+        self.reject_json_object = False
         self.reject_tools = False
+        self.models = ["stub-model"]  # listed by GET /v1/models
         self._faults: deque[tuple[str | None, Reply]] = deque()
         self._lock = threading.Lock()
         self._in_flight = 0
@@ -73,10 +77,18 @@ class StubLLM:
             def log_message(self, *args):
                 pass
 
+            def do_GET(self):
+                if self.path.rstrip("/").endswith("/models"):
+                    listing = [{"id": name, "object": "model", "owned_by": "stub"} for name in stub.models]
+                    self._send(Reply(raw_body=json.dumps({"object": "list", "data": listing})), {})
+                else:
+                    self._send(Reply(status=404, error_message=f"no route {self.path}"), {})
+
             def do_POST(self):
                 length = int(self.headers.get("content-length", 0))
                 body = json.loads(self.rfile.read(length) or b"{}")
-                request = Request(stage=self.headers.get("x-simia-stage", ""), body=body)
+                headers = {k.lower(): v for k, v in self.headers.items()}
+                request = Request(stage=headers.get("x-simia-stage", ""), body=body, headers=headers)
                 stub._enter()
                 try:
                     reply = stub._reply_for(request)
@@ -143,6 +155,8 @@ class StubLLM:
             rf_type = (request.body.get("response_format") or {}).get("type")
             if self.reject_json_schema and rf_type == "json_schema":
                 return Reply(status=400, error_message="response_format json_schema is not supported by this server")
+            if self.reject_json_object and rf_type == "json_object":
+                return Reply(status=400, error_message="response_format json_object is not supported by this server")
             if self.reject_tools and request.body.get("tools"):
                 return Reply(status=400, error_message="tools are not supported by this model")
             for i, (stage, reply) in enumerate(self._faults):
@@ -150,6 +164,14 @@ class StubLLM:
                     del self._faults[i]
                     return reply
         return self.responder(request)
+
+
+def closed_port_url() -> str:
+    """A loopback URL where nothing listens: requests to it are refused."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}/v1"
 
 
 def _completion(reply: Reply, model: str) -> dict:

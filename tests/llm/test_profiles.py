@@ -1,0 +1,77 @@
+"""Which endpoint a stage uses, and how its API key is found."""
+
+import pytest
+from django.db import transaction
+
+from simia_web.llm.client import client_for_stage
+from simia_web.llm.models import EndpointProfile, LLMCall, StageRoute
+from simia_web.llm.selectors import profile_default, profile_for_stage
+
+from .conftest import ask
+
+
+@pytest.fixture
+def profiles(db):
+    EndpointProfile.objects.all().delete()
+    return {
+        "default": EndpointProfile.objects.create(name="default", model="base", is_default=True),
+        "judge": EndpointProfile.objects.create(name="big", model="big-judge"),
+        "job": EndpointProfile.objects.create(name="job", model="job-choice"),
+    }
+
+
+def test_explicit_profile_beats_route_beats_default(profiles):
+    StageRoute.objects.create(stage="judge", profile=profiles["judge"])
+    assert profile_for_stage("judge", profiles["job"].pk) == profiles["job"]
+    assert profile_for_stage("judge") == profiles["judge"]
+    assert profile_for_stage("agent") == profiles["default"]
+    assert client_for_stage("judge", job_id=None).profile == profiles["judge"]
+    assert client_for_stage("agent", profile_id=profiles["job"].pk).profile == profiles["job"]
+
+
+def test_default_profile_is_built_from_the_environment_once(db, settings):
+    EndpointProfile.objects.all().delete()
+    settings.OPENAI_BASE_URL = "http://llm.internal:8000/v1"
+    settings.SIMIA_MODEL = "qwen-7b"
+    profile = profile_for_stage("simulator")
+    assert (profile.base_url, profile.model, profile.api_key_env, profile.is_default) == (
+        "http://llm.internal:8000/v1",
+        "qwen-7b",
+        "OPENAI_API_KEY",
+        True,
+    )
+    assert profile_default() == profile and EndpointProfile.objects.count() == 1
+
+
+def test_default_profile_creation_survives_a_taken_name_inside_a_transaction(db):
+    EndpointProfile.objects.all().delete()
+    EndpointProfile.objects.create(name="default", model="someone-elses")
+    with transaction.atomic():
+        profile = profile_default()
+        assert profile.is_default and profile.name != "default"
+        assert EndpointProfile.objects.count() == 2  # the transaction is still usable
+
+
+def test_api_key_comes_from_the_named_variable_and_is_never_stored(stub, monkeypatch):
+    monkeypatch.setenv("SHOP_LLM_KEY", "sk-test-secret-123")
+    stub.profile.api_key_env = "SHOP_LLM_KEY"
+    stub.profile.save()
+    ask()
+    assert stub.requests[0].headers["authorization"] == "Bearer sk-test-secret-123"
+    stored = [str(list(EndpointProfile.objects.values())), str(list(LLMCall.objects.values()))]
+    assert not any("sk-test-secret-123" in text for text in stored)
+
+
+def test_a_missing_key_variable_still_reaches_keyless_servers(stub, monkeypatch):
+    monkeypatch.delenv("NO_SUCH_KEY", raising=False)
+    stub.profile.api_key_env = "NO_SUCH_KEY"
+    stub.profile.save()
+    assert ask().data == {"answer": 42}
+    assert stub.requests[0].headers["authorization"].startswith("Bearer ")
+
+
+def test_stub_lists_its_models(stub):
+    import openai
+
+    listing = openai.OpenAI(base_url=stub.url, api_key="x").models.list()
+    assert [m.id for m in listing.data] == ["stub-model"]
