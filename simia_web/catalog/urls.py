@@ -1,1 +1,17 @@
-urlpatterns = []
+from django.urls import path
+
+from . import views
+
+urlpatterns = [
+    path("domains/", views.domain_list, name="domain-list"),
+    path("domains/<slug:name>/", views.domain_detail, name="domain-detail"),
+    path("apis/", views.api_list, name="api-list"),
+    path("apis/<int:pk>/", views.api_detail, name="api-detail"),
+    path("tasks/", views.task_list, name="task-list"),
+    path("tasks/<int:pk>/", views.task_detail, name="task-detail"),
+    path("seeds/", views.seed_list, name="seed-list"),
+    path("seeds/<int:pk>/", views.seed_detail, name="seed-detail"),
+    path("queue/synthesis/", views.queue_synthesis, name="queue-synthesis"),
+    path("queue/rollouts/", views.queue_rollouts, name="queue-rollouts"),
+    path("queue/amplify/", views.queue_amplify, name="queue-amplify"),
+]

@@ -1,0 +1,349 @@
+"""Catalog pages: domains, APIs, tasks and seeds (list, view, edit with history) and the queue forms."""
+
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.paginator import Paginator
+from django.db.models import Count, IntegerField, OuterRef, Q, Subquery
+from django.db.models.functions import Coalesce
+from django.shortcuts import get_object_or_404, redirect, render
+
+from simia_web.accounts.permissions import role_required
+from simia_web.core.selectors import revision_list
+from simia_web.core.services import VersionConflict
+from simia_web.curation.selectors import json_diff, pretty_json
+from simia_web.synthesis.amplify import amplification_queue
+from simia_web.synthesis.services import rollout_queue, synthesis_queue
+
+from . import services
+from .forms import AmplifyForm, ApiEditForm, RolloutForm, SeedEditForm, SynthesisForm, TaskEditForm
+from .models import Api, Domain, Seed, Task, TaskStatus
+
+PAGE_SIZE = 50
+HISTORY_LIMIT = 20
+
+
+def _page(request, qs):
+    query = request.GET.copy()
+    query.pop("page", None)
+    return Paginator(qs, PAGE_SIZE).get_page(request.GET.get("page")), query.urlencode()
+
+
+def _count(model, **match):
+    """A correlated COUNT, so several counts on one row do not multiply each other."""
+    rows = model.objects.filter(**match).order_by().values(*match.keys()).annotate(n=Count("id")).values("n")
+    return Coalesce(Subquery(rows, output_field=IntegerField()), 0)
+
+
+def _history(obj) -> list[dict]:
+    """Recent revisions, newest first, each with its line diff against the one before."""
+    revisions = list(revision_list(obj=obj).order_by("-version")[: HISTORY_LIMIT + 1])
+    history = []
+    for i, revision in enumerate(revisions[:HISTORY_LIMIT]):
+        previous = revisions[i + 1] if i + 1 < len(revisions) else None
+        history.append({"revision": revision, "diff": json_diff(previous.data, revision.data) if previous else []})
+    return history
+
+
+def _domain_filter(request, qs):
+    domain = request.GET.get("domain", "")
+    if domain:
+        qs = qs.filter(domain__name=domain)
+    return qs, domain
+
+
+# ---------------------------------------------------------------- domains
+
+
+@role_required("annotator")
+def domain_list(request):
+    qs = Domain.objects.annotate(
+        n_apis=_count(Api, domain=OuterRef("pk"), valid=True),
+        n_tasks=_count(Task, domain=OuterRef("pk"), status=TaskStatus.VALID),
+        n_seeds=_count(Seed, domain=OuterRef("pk")),
+    ).order_by("name")
+    q = request.GET.get("q", "").strip()
+    if q:
+        qs = qs.filter(Q(name__icontains=q) | Q(description__icontains=q))
+    page, query = _page(request, qs)
+    return render(request, "catalog/domain_list.html", {"page": page, "query": query, "q": q})
+
+
+@role_required("annotator")
+def domain_detail(request, name: str):
+    domain = get_object_or_404(Domain, name=name)
+    return render(
+        request,
+        "catalog/domain_detail.html",
+        {
+            "domain": domain,
+            "apis": domain.apis.order_by("-valid", "name")[:200],
+            "n_tasks": domain.tasks.count(),
+            "n_seeds": domain.seeds.count(),
+            "state_schema": pretty_json(domain.state_schema),
+            "initial_state": pretty_json(domain.initial_state),
+        },
+    )
+
+
+# ---------------------------------------------------------------- lists
+
+
+@role_required("annotator")
+def api_list(request):
+    qs, domain = _domain_filter(request, Api.objects.select_related("domain").defer("parameters", "returns"))
+    valid = request.GET.get("valid", "")
+    if valid in ("yes", "no"):
+        qs = qs.filter(valid=valid == "yes")
+    q = request.GET.get("q", "").strip()
+    if q:
+        qs = qs.filter(Q(name__icontains=q) | Q(description__icontains=q))
+    page, query = _page(request, qs.order_by("domain__name", "name", "id"))
+    return render(
+        request,
+        "catalog/api_list.html",
+        {"page": page, "query": query, "q": q, "domain": domain, "valid": valid, "domains": _domain_names()},
+    )
+
+
+@role_required("annotator")
+def task_list(request):
+    qs, domain = _domain_filter(request, Task.objects.select_related("domain"))
+    status = request.GET.get("status", "")
+    if status in TaskStatus.values:
+        qs = qs.filter(status=status)
+    q = request.GET.get("q", "").strip()
+    if q:
+        qs = qs.filter(instruction__icontains=q)
+    page, query = _page(request, qs.order_by("domain__name", "id"))
+    return render(
+        request,
+        "catalog/task_list.html",
+        {
+            "page": page,
+            "query": query,
+            "q": q,
+            "domain": domain,
+            "status": status,
+            "statuses": TaskStatus.choices,
+            "domains": _domain_names(),
+        },
+    )
+
+
+@role_required("annotator")
+def seed_list(request):
+    qs, domain = _domain_filter(request, Seed.objects.select_related("domain").defer("messages", "tools"))
+    usable = request.GET.get("usable", "")
+    if usable in ("yes", "no"):
+        qs = qs.filter(usable=usable == "yes")
+    page, query = _page(request, qs.order_by("domain__name", "id"))
+    return render(
+        request,
+        "catalog/seed_list.html",
+        {"page": page, "query": query, "domain": domain, "usable": usable, "domains": _domain_names()},
+    )
+
+
+def _add_errors(form, exc: ValidationError) -> None:
+    """Show a service's ValidationError on the form: per field when it names one, else at the top."""
+    if not hasattr(exc, "error_dict"):
+        form.add_error(None, exc.messages)
+        return
+    for name, errors in exc.message_dict.items():
+        form.add_error(
+            name if name in form.fields else None,
+            [f"{name}: {e}" for e in errors] if name not in form.fields else errors,
+        )
+
+
+def _domain_names() -> list[str]:
+    return list(Domain.objects.order_by("name").values_list("name", flat=True)[:500])
+
+
+# ---------------------------------------------------------------- view and edit
+
+
+def _edit(request, *, obj, form_class, initial: dict, save, template: str, context: dict):
+    """Shared GET/POST handling: the service validates, a stale version is refused and nothing is lost."""
+    can_edit = request.user.has_role("curator")
+    conflict = None
+    if request.method == "POST":
+        if not can_edit:
+            raise PermissionDenied("Editing needs the curator role.")
+        form = form_class(request.POST)
+        if form.is_valid():
+            try:
+                save(form.cleaned_data)
+            except VersionConflict as exc:
+                conflict = exc
+                obj.refresh_from_db()
+            except ValidationError as exc:
+                _add_errors(form, exc)
+            else:
+                messages.success(request, f"Saved version {obj.version}.")
+                return redirect(request.path)
+    else:
+        form = form_class(initial={**initial, "version": obj.version})
+    return render(
+        request,
+        template,
+        {
+            **context,
+            "obj": obj,
+            "form": form if can_edit else None,
+            "conflict": conflict,
+            "history": _history(obj),
+        },
+        status=409 if conflict else 200,
+    )
+
+
+@role_required("annotator")
+def api_detail(request, pk: int):
+    api = get_object_or_404(Api.objects.select_related("domain"), pk=pk)
+
+    def save(data):
+        services.api_update(
+            api=api,
+            expected_version=data["version"],
+            actor=request.user,
+            description=data["description"],
+            parameters=data["parameters"],
+            returns=data["returns"] or {},
+            kind=data["kind"],
+            note=data["note"],
+        )
+
+    initial = {"description": api.description, "kind": api.kind, "parameters": api.parameters, "returns": api.returns}
+    return _edit(
+        request,
+        obj=api,
+        form_class=ApiEditForm,
+        initial=initial,
+        save=save,
+        template="catalog/api_detail.html",
+        context={"api": api, "tool_json": pretty_json(api.as_tool())},
+    )
+
+
+@role_required("annotator")
+def task_detail(request, pk: int):
+    task = get_object_or_404(Task.objects.select_related("domain"), pk=pk)
+
+    def save(data):
+        services.task_update(
+            task=task,
+            expected_version=data["version"],
+            actor=request.user,
+            instruction=data["instruction"],
+            expected_outcome=data["expected_outcome"],
+            apis_needed=data["apis_needed"] if data["apis_needed"] is not None else [],
+            difficulty=data["difficulty"],
+            note=data["note"],
+        )
+
+    initial = {
+        "instruction": task.instruction,
+        "expected_outcome": task.expected_outcome,
+        "apis_needed": task.apis_needed,
+        "difficulty": task.difficulty,
+    }
+    return _edit(
+        request,
+        obj=task,
+        form_class=TaskEditForm,
+        initial=initial,
+        save=save,
+        template="catalog/task_detail.html",
+        context={"task": task},
+    )
+
+
+@role_required("annotator")
+def seed_detail(request, pk: int):
+    seed = get_object_or_404(Seed.objects.select_related("domain", "created_by"), pk=pk)
+
+    def save(data):
+        services.seed_update(
+            seed=seed,
+            expected_version=data["version"],
+            actor=request.user,
+            messages=data["messages"],
+            tools=data["tools"] if data["tools"] is not None else [],
+            note=data["note"],
+        )
+
+    return _edit(
+        request,
+        obj=seed,
+        form_class=SeedEditForm,
+        initial={"messages": seed.messages, "tools": seed.tools},
+        save=save,
+        template="catalog/seed_detail.html",
+        context={"seed": seed},
+    )
+
+
+# ---------------------------------------------------------------- queue jobs
+
+
+def _queue_form(request, form_class, start, title: str, **form_kwargs):
+    form = form_class(request.POST or None, initial=request.GET.dict(), **form_kwargs)
+    if request.method == "POST" and form.is_valid():
+        try:
+            job = start(form.cleaned_data)
+        except ValidationError as exc:
+            _add_errors(form, exc)
+        else:
+            messages.success(request, f"Job {job.pk} queued.")
+            return redirect("job-detail", pk=job.pk)
+    return render(request, "catalog/queue_form.html", {"form": form, "title": title})
+
+
+RUN_OPTIONS = ("max_steps", "max_errors", "user_turns")
+
+
+@role_required("curator")
+def queue_synthesis(request):
+    def start(data):
+        return synthesis_queue(
+            domains=data["domains"],
+            apis=data["apis"],
+            tasks=data["tasks"],
+            rollouts=data["rollouts"],
+            actor=request.user,
+            **{k: data[k] for k in RUN_OPTIONS},
+        )
+
+    return _queue_form(request, SynthesisForm, start, "Queue synthesis (domains → APIs → tasks → rollouts)")
+
+
+@role_required("curator")
+def queue_rollouts(request):
+    def start(data):
+        return rollout_queue(
+            domain=data["domain"].name,
+            rollouts=data["rollouts"],
+            tasks=data["tasks"],
+            actor=request.user,
+            **{k: data[k] for k in RUN_OPTIONS},
+        )
+
+    return _queue_form(request, RolloutForm, start, "Queue rollouts on existing tasks")
+
+
+@role_required("curator")
+def queue_amplify(request):
+    def start(data):
+        return amplification_queue(
+            count=data["count"],
+            domain=data["domain"].name if data["domain"] else None,
+            seed_ids=data["seed_ids"],
+            strategy=data["strategy"],
+            rng_seed=data["rng_seed"],
+            min_messages=data["min_messages"],
+            max_messages=data["max_messages"],
+            actor=request.user,
+        )
+
+    return _queue_form(request, AmplifyForm, start, "Queue seed amplification")

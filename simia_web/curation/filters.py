@@ -1,0 +1,89 @@
+"""Trajectory filters shared by the REST API and dataset exports (the same names as the review queue)."""
+
+import django_filters
+from django import forms
+from django.db.models import Exists, OuterRef, TextField
+from django.db.models.functions import Cast
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
+
+from .models import RuleViolation, Trajectory, TrajectoryKind, TrajectoryStatus
+
+ALL = "all"
+
+
+class StatusListField(forms.CharField):
+    """A comma-separated list of trajectory statuses, or "all"."""
+
+    def clean(self, value):
+        value = super().clean(value)
+        if not value:
+            return None
+        statuses = [s.strip() for s in value.split(",") if s.strip()]
+        if statuses == [ALL]:
+            return ALL
+        unknown = [s for s in statuses if s not in TrajectoryStatus.values]
+        if unknown:
+            choices = ", ".join([*TrajectoryStatus.values, ALL])
+            raise forms.ValidationError(f"Unknown status {', '.join(unknown)}; choose from {choices}.")
+        return statuses
+
+
+@extend_schema_field({"type": "integer", "format": "int64", "minimum": 1, "maximum": 2**63 - 1})
+class IdFilter(django_filters.NumberFilter):
+    """A row id: a whole number in the database's range (larger ones are refused, not overflowed)."""
+
+    field_class = forms.IntegerField
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("min_value", 1)
+        kwargs.setdefault("max_value", 2**63 - 1)
+        super().__init__(*args, **kwargs)
+
+
+@extend_schema_field(OpenApiTypes.DOUBLE)
+class ScoreFilter(django_filters.NumberFilter):
+    field_class = forms.FloatField
+
+
+@extend_schema_field({"type": "string", "pattern": "^[^\\x00]*$"})
+class TextFilter(django_filters.CharFilter):
+    """Free text; the schema says what forms refuse (NUL characters)."""
+
+
+_STATUS = f"({'|'.join(TrajectoryStatus.values)})"
+
+
+@extend_schema_field({"type": "string", "pattern": f"^({ALL}|{_STATUS}(,{_STATUS})*)$"})
+class StatusListFilter(django_filters.Filter):
+    field_class = StatusListField
+
+    def filter(self, qs, value):
+        if not value or value == ALL:
+            return qs
+        return qs.filter(status__in=value)
+
+
+class TrajectoryFilter(django_filters.FilterSet):
+    domain = TextFilter(field_name="domain__name", help_text="Domain name.")
+    job = IdFilter(field_name="job_id")
+    task = IdFilter(field_name="task_id")
+    seed = IdFilter(field_name="seed_id")
+    status = StatusListFilter(help_text="Comma-separated statuses, or `all`.")
+    kind = django_filters.ChoiceFilter(choices=TrajectoryKind.choices)
+    judge_passed = django_filters.BooleanFilter()
+    min_score = ScoreFilter(field_name="judge_score", lookup_expr="gte")
+    max_score = ScoreFilter(field_name="judge_score", lookup_expr="lte")
+    violation = TextFilter(method="filter_violation", help_text="An unfixed rule violation code.")
+    q = TextFilter(method="filter_text", help_text="Text contained in the messages.")
+
+    class Meta:
+        model = Trajectory
+        fields = []
+
+    def filter_violation(self, qs, name, value):
+        unfixed = RuleViolation.objects.filter(trajectory=OuterRef("pk"), code=value, fixed=False)
+        return qs.filter(Exists(unfixed))
+
+    def filter_text(self, qs, name, value):
+        return qs.annotate(messages_text=Cast("messages", TextField())).filter(messages_text__icontains=value)

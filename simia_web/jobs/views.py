@@ -1,0 +1,112 @@
+"""Job pages: list, detail with progress per stage, the LLM call log, cancel and retry."""
+
+from django.contrib import messages
+from django.core.paginator import Paginator
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from simia_web.accounts.permissions import role_required
+from simia_web.curation.selectors import pretty_json
+from simia_web.llm.models import LLMCall
+
+from . import selectors
+from .models import Job, JobKind, JobStatus
+from .services import JobError, job_cancel, job_retry
+
+PAGE_SIZE = 50
+CALL_PAGE_SIZE = 25
+
+
+def progress_rows(job: Job) -> list[dict]:
+    rows = []
+    for stage, counts in selectors.job_progress(job).items():
+        finished = counts["done"] + counts["failed"] + counts["cancelled"]
+        rows.append(
+            {"stage": stage, **counts, "percent": round(100 * finished / counts["total"]) if counts["total"] else 0}
+        )
+    return rows
+
+
+@role_required("annotator")
+def job_list(request):
+    qs = Job.objects.select_related("created_by").order_by("-id")
+    status, kind = request.GET.get("status", ""), request.GET.get("kind", "")
+    if status in JobStatus.values:
+        qs = qs.filter(status=status)
+    if kind in JobKind.values:
+        qs = qs.filter(kind=kind)
+    page = Paginator(qs, PAGE_SIZE).get_page(request.GET.get("page"))
+    query = request.GET.copy()
+    query.pop("page", None)
+    return render(
+        request,
+        "jobs/list.html",
+        {
+            "page": page,
+            "query": query.urlencode(),
+            "status": status,
+            "kind": kind,
+            "statuses": JobStatus.choices,
+            "kinds": JobKind.choices,
+        },
+    )
+
+
+@role_required("annotator")
+def job_detail(request, pk: int):
+    job = get_object_or_404(Job.objects.select_related("created_by"), pk=pk)
+    calls = Paginator(
+        LLMCall.objects.filter(job=job).select_related("profile").defer("request", "response").order_by("-id"),
+        CALL_PAGE_SIZE,
+    ).get_page(request.GET.get("page"))
+    summary = selectors.job_summary(job)
+    return render(
+        request,
+        "jobs/detail.html",
+        {
+            "job": job,
+            "params_json": pretty_json(job.params),
+            "progress": progress_rows(job),
+            "summary": summary,
+            "reasons": sorted(summary["rejection_reasons"].items(), key=lambda kv: -kv[1]),
+            "page": calls,
+            "query": "",
+        },
+    )
+
+
+@role_required("annotator")
+def job_progress(request, pk: int):
+    """The progress block, polled by htmx every two seconds while the job runs; 286 stops the polling."""
+    job = get_object_or_404(Job, pk=pk)
+    response = render(
+        request, "jobs/_progress.html", {"job": job, "progress": progress_rows(job), "poll": job.is_active}
+    )
+    if not job.is_active:
+        response.status_code = 286
+    return response
+
+
+@role_required("curator")
+@require_POST
+def job_cancel_view(request, pk: int):
+    job = get_object_or_404(Job, pk=pk)
+    try:
+        job_cancel(job=job, actor=request.user)
+        messages.success(request, f"Job {pk} cancelled.")
+    except JobError as exc:
+        messages.error(request, str(exc))
+    return redirect("job-detail", pk=pk)
+
+
+@role_required("curator")
+@require_POST
+def job_retry_view(request, pk: int):
+    job = get_object_or_404(Job, pk=pk)
+    try:
+        new = job_retry(job=job, actor=request.user)
+    except JobError as exc:
+        messages.error(request, str(exc))
+        return redirect("job-detail", pk=pk)
+    messages.success(request, f"Job {new.pk} queued with the parameters of job {pk}.")
+    return redirect("job-detail", pk=new.pk)
