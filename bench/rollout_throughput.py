@@ -58,37 +58,72 @@ def main() -> None:
     from tests.support.scripts import APIS, pipeline_responder, tasks_answer
 
     stub = StubLLM(responder=pipeline_responder(), latency=args.latency).start()
-    EndpointProfile.objects.create(name="bench", base_url=stub.url, model="stub", is_default=True,
-                                   max_concurrency=args.concurrency, timeout_seconds=30)
+    EndpointProfile.objects.create(
+        name="bench",
+        base_url=stub.url,
+        model="stub",
+        is_default=True,
+        max_concurrency=args.concurrency,
+        timeout_seconds=30,
+    )
     domain = domain_ensure(name="bench")
-    apis_store(domain=domain, apis=APIS["apis"], state_schema=APIS["state_schema"],
-               initial_state=APIS["initial_state"])
+    apis_store(domain=domain, apis=APIS["apis"], state_schema=APIS["state_schema"], initial_state=APIS["initial_state"])
     task_count = args.rollouts // args.per_task
     tasks_store(domain=domain, tasks=tasks_answer(task_count)["tasks"][:task_count])
 
     worker = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "simia_web", "worker", "--pool", "threads", "--concurrency",
-         str(args.concurrency), "--loglevel", "WARNING", "--without-gossip", "--without-mingle"],
-        cwd=ROOT, env=os.environ.copy())
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "simia_web",
+            "worker",
+            "--pool",
+            "threads",
+            "--concurrency",
+            str(args.concurrency),
+            "--loglevel",
+            "WARNING",
+            "--without-gossip",
+            "--without-mingle",
+        ],
+        cwd=ROOT,
+        env=os.environ.copy(),
+    )
     try:
         time.sleep(3)  # let the worker connect before the clock starts
         profiler = None
         if os.environ.get("BENCH_PROFILE"):
-            profiler = subprocess.Popen(["py-spy", "record", "-p", str(worker.pid), "-o", os.environ["BENCH_PROFILE"],
-                                         "-f", "raw", "-r", "200", "--gil"])
+            profiler = subprocess.Popen(
+                [
+                    "py-spy",
+                    "record",
+                    "-p",
+                    str(worker.pid),
+                    "-o",
+                    os.environ["BENCH_PROFILE"],
+                    "-f",
+                    "raw",
+                    "-r",
+                    "200",
+                    "--gil",
+                ]
+            )
+        import psutil
+
+        idle_cpu = sum(psutil.Process(worker.pid).cpu_times()[:2])  # start-up, not the job's
         job = rollout_queue(domain="bench", rollouts=args.per_task, tasks=task_count)
         while True:
             job.refresh_from_db()
             if not job.is_active:
                 break
             time.sleep(0.2)
-        import psutil
-
         cpu = psutil.Process(worker.pid).cpu_times()
         if profiler:
             profiler.send_signal(2)
             profiler.wait()
-        worker_cpu = cpu.user + cpu.system
+        worker_cpu = cpu.user + cpu.system - idle_cpu
     finally:
         worker.terminate()
         worker.wait(timeout=30)
@@ -101,7 +136,10 @@ def main() -> None:
     rate = calls / seconds
     print(f"job {job.pk} {job.status}: {job.summary.get('trajectories')} in {seconds:.2f} s")
     print(f"LLM calls: {calls} ({calls / max(1, args.rollouts):.1f} per rollout), max in flight {stub.max_in_flight}")
-    print(f"worker CPU: {worker_cpu:.2f} s over {seconds:.2f} s of job time ({worker_cpu / seconds:.0%} of one core)")
+    print(
+        f"worker CPU during the job: {worker_cpu:.2f} s over {seconds:.2f} s ({worker_cpu / seconds:.0%} of one core), "
+        f"{worker_cpu / calls * 1000:.1f} ms per LLM call"
+    )
     print(f"throughput: {rate:.1f} calls/s; ideal {ideal:.0f} calls/s; ratio {rate / ideal:.1%}")
 
 

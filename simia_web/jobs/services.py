@@ -43,8 +43,12 @@ def _plan_stage(job: Job, after_stage: str | None) -> list[int]:
         _job_finish(job)
         return []
     stage, plans = planned
-    for plan in plans:
-        JobUnit.objects.get_or_create(job=job, key=plan.key, defaults={"stage": plan.stage, "params": plan.params})
+    # ignore_conflicts: units planned by an earlier, interrupted run of this step are kept as they are.
+    JobUnit.objects.bulk_create(
+        [JobUnit(job=job, key=plan.key, stage=plan.stage, params=plan.params) for plan in plans],
+        ignore_conflicts=True,
+        batch_size=500,
+    )
     job.stage = stage
     job.save(update_fields=["stage"])
     pending = list(job.units.filter(stage=stage, status=UnitStatus.PENDING).values_list("id", flat=True))

@@ -1,7 +1,11 @@
+import time
+
 from django.conf import settings
 from django.db import IntegrityError, transaction
 
 from .models import EndpointProfile, StageRoute
+
+_resolved: dict[tuple, tuple[float, EndpointProfile]] = {}
 
 
 def profile_default() -> EndpointProfile:
@@ -26,8 +30,25 @@ def profile_default() -> EndpointProfile:
 
 
 def profile_for_stage(stage: str, profile_id: int | None = None) -> EndpointProfile:
-    """The profile a job asked for, else the stage's route, else the default."""
+    """The profile a job asked for, else the stage's route, else the default.
+
+    Resolved profiles are kept for SIMIA_PROFILE_CACHE_SECONDS: a rollout asks four times, and workers
+    run thousands. Saving a profile or a route clears this process's cache; other processes see the
+    change when their entries expire.
+    """
+    key = (stage, profile_id)
+    now = time.monotonic()
+    cached = _resolved.get(key)
+    if cached and cached[0] > now:
+        return cached[1]
     if profile_id:
-        return EndpointProfile.objects.get(pk=profile_id)
-    route = StageRoute.objects.select_related("profile").filter(stage=stage).first()
-    return route.profile if route else profile_default()
+        profile = EndpointProfile.objects.get(pk=profile_id)
+    else:
+        route = StageRoute.objects.select_related("profile").filter(stage=stage).first()
+        profile = route.profile if route else profile_default()
+    _resolved[key] = (now + settings.SIMIA_PROFILE_CACHE_SECONDS, profile)
+    return profile
+
+
+def profile_cache_clear(**_signal_kwargs) -> None:
+    _resolved.clear()
