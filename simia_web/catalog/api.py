@@ -1,0 +1,230 @@
+"""REST endpoints of the catalog: domains, APIs, tasks and seeds (read), and the seed upload."""
+
+from django.db.models import Count
+from drf_spectacular.utils import extend_schema
+from rest_framework import parsers, serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.response import Response
+
+from simia_web.accounts.api import ApiAutoSchema
+from simia_web.accounts.permissions import IsCurator, IsMember
+
+from .filters import ApiFilter, SeedFilter, TaskFilter
+from .importers import FORMATS, ImportRejected, seeds_import
+from .models import Api, Domain, Seed, Task
+
+SUMMARY_DEFERRED = ("policy", "state_schema", "initial_state", "provenance")
+
+
+class DomainSummarySerializer(serializers.ModelSerializer):
+    api_count = serializers.IntegerField(read_only=True)
+    task_count = serializers.IntegerField(read_only=True)
+    seed_count = serializers.IntegerField(read_only=True)
+
+    class Meta:
+        model = Domain
+        fields = ["id", "name", "description", "source", "version", "api_count", "task_count", "seed_count"]
+
+
+class DomainDetailSerializer(DomainSummarySerializer):
+    class Meta(DomainSummarySerializer.Meta):
+        fields = [
+            *DomainSummarySerializer.Meta.fields,
+            "policy",
+            "state_schema",
+            "initial_state",
+            "state_errors",
+            "job",
+            "provenance",
+            "content_hash",
+            "created_at",
+            "updated_at",
+        ]
+
+
+class ApiSerializer(serializers.ModelSerializer):
+    domain = serializers.SlugRelatedField(slug_field="name", read_only=True)
+
+    class Meta:
+        model = Api
+        fields = [
+            "id",
+            "domain",
+            "name",
+            "description",
+            "kind",
+            "parameters",
+            "returns",
+            "touches",
+            "valid",
+            "errors",
+            "version",
+            "job",
+            "provenance",
+            "content_hash",
+            "created_at",
+            "updated_at",
+        ]
+
+
+class TaskSummarySerializer(serializers.ModelSerializer):
+    domain = serializers.SlugRelatedField(slug_field="name", read_only=True)
+
+    class Meta:
+        model = Task
+        fields = ["id", "domain", "external_id", "instruction", "difficulty", "status", "version", "job", "created_at"]
+
+
+class TaskDetailSerializer(TaskSummarySerializer):
+    class Meta(TaskSummarySerializer.Meta):
+        fields = [
+            *TaskSummarySerializer.Meta.fields,
+            "user_scenario",
+            "apis_needed",
+            "expected_outcome",
+            "expected_actions",
+            "errors",
+            "duplicate_of",
+            "provenance",
+            "content_hash",
+            "updated_at",
+        ]
+
+
+class SeedSummarySerializer(serializers.ModelSerializer):
+    domain = serializers.SlugRelatedField(slug_field="name", read_only=True)
+
+    class Meta:
+        model = Seed
+        fields = ["id", "domain", "source_format", "source_name", "source_record", "usable", "version", "created_at"]
+
+
+class SeedDetailSerializer(SeedSummarySerializer):
+    class Meta(SeedSummarySerializer.Meta):
+        fields = [
+            *SeedSummarySerializer.Meta.fields,
+            "messages",
+            "tools",
+            "problems",
+            "created_by",
+            "job",
+            "provenance",
+            "content_hash",
+            "updated_at",
+        ]
+
+
+class SeedUploadSerializer(serializers.Serializer):
+    file = serializers.FileField(help_text="A ShareGPT or OpenAI chat file (.json/.jsonl), or a τ²-bench .zip.")
+    format = serializers.ChoiceField(choices=FORMATS)
+    domain = serializers.SlugField(required=False, max_length=80, help_text="Target domain (default: from the file).")
+
+
+class ImportIssueSerializer(serializers.Serializer):
+    file = serializers.CharField()
+    line = serializers.IntegerField(allow_null=True)
+    field = serializers.CharField()
+    message = serializers.CharField()
+    record = serializers.IntegerField(allow_null=True)
+
+
+class ImportResultSerializer(serializers.Serializer):
+    domain = serializers.CharField()
+    format = serializers.CharField()
+    created = serializers.DictField(child=serializers.IntegerField())
+    skipped_duplicates = serializers.DictField(child=serializers.IntegerField())
+    unusable_seeds = serializers.IntegerField()
+    notes = serializers.ListField(child=serializers.CharField())
+
+
+class ImportRejectedSerializer(serializers.Serializer):
+    detail = serializers.CharField()
+    total = serializers.IntegerField()
+    errors = ImportIssueSerializer(many=True)
+
+
+class SummaryDetailViewSet(viewsets.ReadOnlyModelViewSet):
+    """List endpoints answer summaries; the detail endpoint the whole object."""
+
+    summary_serializer = detail_serializer = None
+
+    def get_serializer_class(self):
+        return self.summary_serializer if self.action == "list" else self.detail_serializer
+
+
+class DomainViewSet(SummaryDetailViewSet):
+    schema = ApiAutoSchema()
+    summary_serializer, detail_serializer = DomainSummarySerializer, DomainDetailSerializer
+    lookup_field = "name"
+    lookup_value_regex = "[-a-zA-Z0-9_]+"
+    filterset_fields = ["source"]
+
+    def get_queryset(self):
+        qs = Domain.objects.annotate(
+            api_count=Count("apis", distinct=True),
+            task_count=Count("tasks", distinct=True),
+            seed_count=Count("seeds", distinct=True),
+        )
+        return qs.defer(*SUMMARY_DEFERRED) if self.action == "list" else qs
+
+
+class ApiViewSet(viewsets.ReadOnlyModelViewSet):
+    schema = ApiAutoSchema()
+    serializer_class = ApiSerializer
+    filterset_class = ApiFilter
+    queryset = Api.objects.select_related("domain")
+
+
+class TaskViewSet(SummaryDetailViewSet):
+    schema = ApiAutoSchema()
+    summary_serializer, detail_serializer = TaskSummarySerializer, TaskDetailSerializer
+    filterset_class = TaskFilter
+    queryset = Task.objects.select_related("domain")
+
+
+class SeedViewSet(SummaryDetailViewSet):
+    schema = ApiAutoSchema()
+    summary_serializer, detail_serializer = SeedSummarySerializer, SeedDetailSerializer
+    filterset_class = SeedFilter
+
+    def get_queryset(self):
+        qs = Seed.objects.select_related("domain")
+        return qs.defer("messages", "tools", "provenance", "problems") if self.action == "list" else qs
+
+    def get_permissions(self):
+        return [IsCurator()] if self.action == "upload" else [IsMember()]
+
+    @extend_schema(
+        request={"multipart/form-data": SeedUploadSerializer},
+        responses={201: ImportResultSerializer, 400: ImportRejectedSerializer},
+        description="Import seeds with the same service and checks as `import_seeds`. Nothing is written on error.",
+    )
+    @action(
+        detail=False,
+        methods=["post"],
+        parser_classes=[parsers.MultiPartParser, parsers.FormParser],
+        filter_backends=[],
+        pagination_class=None,
+    )
+    def upload(self, request):
+        form = SeedUploadSerializer(data=request.data)
+        if not form.is_valid():  # answered in the same shape as a refused import
+            upload = request.data.get("file")
+            errors = [
+                {"file": getattr(upload, "name", ""), "line": None, "field": name, "message": str(msg), "record": None}
+                for name, messages in form.errors.items()
+                for msg in messages
+            ]
+            body = {"detail": "Upload refused; nothing was written.", "total": len(errors), "errors": errors}
+            return Response(body, status=status.HTTP_400_BAD_REQUEST)
+        try:
+            result = seeds_import(
+                source=form.validated_data["file"],
+                format=form.validated_data["format"],
+                domain=form.validated_data.get("domain"),
+                actor=request.user,
+            )
+        except ImportRejected as exc:
+            body = {"detail": exc.message(), "total": exc.total, "errors": [e.as_dict() for e in exc.errors]}
+            return Response(body, status=status.HTTP_400_BAD_REQUEST)
+        return Response(result.as_dict(), status=status.HTTP_201_CREATED)

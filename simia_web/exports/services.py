@@ -1,0 +1,132 @@
+"""Building dataset files: one writer core shared by snapshot jobs and the `export` command."""
+
+import hashlib
+import os
+import uuid
+from contextlib import nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import connection, transaction
+from django.utils import timezone
+
+from simia_web.core.services import audit_record
+from simia_web.jobs.models import JobKind
+from simia_web.jobs.services import job_create
+
+from .formats import EXTENSIONS, WRITERS, ExportStats
+from .models import ExportFormat, Snapshot
+from .selectors import export_filters_clean, export_queryset
+
+
+class HashingWriter:
+    """A write-only binary stream that counts and hashes every byte on its way to the file."""
+
+    def __init__(self, stream):
+        self.stream = stream
+        self.sha256 = hashlib.sha256()
+        self.bytes = 0
+
+    def write(self, data) -> int:
+        self.sha256.update(data)
+        self.bytes += len(data)
+        return self.stream.write(data)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+
+def _read_transaction():
+    """PostgreSQL streams rows through a server-side cursor only inside a transaction (which also
+    gives every pass of a writer the same data). SQLite reads in batches without one, and a
+    transaction there would hold the write lock for the whole export."""
+    return transaction.atomic() if connection.vendor == "postgresql" else nullcontext()
+
+
+@dataclass
+class ExportResult:
+    stats: ExportStats
+    bytes: int
+    sha256: str
+
+
+def export_write(*, format: str, filters: dict, path: Path, label: str = "simia") -> ExportResult:
+    """Write the export to `path` (through a temporary file beside it, renamed at the end)."""
+    if format not in WRITERS:
+        raise ValueError(f"Unknown format {format!r}; choose from {', '.join(WRITERS)}.")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.{uuid.uuid4().hex}.part")
+    stats = ExportStats()
+    try:
+        with open(partial, "wb") as handle, _read_transaction():
+            target = HashingWriter(handle)
+            WRITERS[format](target, export_queryset(filters), stats, label)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(partial, path)
+    finally:
+        partial.unlink(missing_ok=True)
+    return ExportResult(stats=stats, bytes=target.bytes, sha256=target.sha256.hexdigest())
+
+
+def snapshot_create(*, format: str, filters: dict | None, actor=None) -> Snapshot:
+    """Record the request and queue the job that builds it."""
+    if format not in ExportFormat.values:
+        raise ValidationError({"format": f"choose from {', '.join(ExportFormat.values)}"})
+    cleaned = export_filters_clean(filters)
+    actor = actor if getattr(actor, "pk", None) else None
+    with transaction.atomic():
+        job = job_create(kind=JobKind.EXPORT, params={"format": format, "filters": cleaned}, actor=actor)
+        snapshot = Snapshot.objects.create(format=format, filters=cleaned, job=job, created_by=actor)
+        audit_record(actor=actor, action="snapshot.create", target=snapshot, data={"format": format, **cleaned})
+    return snapshot
+
+
+def snapshot_path(snapshot: Snapshot) -> Path:
+    return Path(settings.EXPORTS_DIR) / snapshot.file
+
+
+def snapshot_file_name(snapshot: Snapshot) -> str:
+    return f"snapshot-{snapshot.pk}-{snapshot.format}.{EXTENSIONS[snapshot.format]}"
+
+
+def snapshot_build(*, snapshot: Snapshot):
+    """Write the file under a name of its own, then return the function that records it.
+
+    The recorder runs in the transaction that finishes the job unit: only the first build of a
+    snapshot is kept; a second delivery's file is removed.
+    """
+    name = snapshot_file_name(snapshot)
+    attempt = Path(settings.EXPORTS_DIR) / f"{name}.{uuid.uuid4().hex[:8]}"
+    try:
+        result = export_write(
+            format=snapshot.format, filters=snapshot.filters, path=attempt, label=f"simia_snapshot_{snapshot.pk}"
+        )
+    except Exception as exc:
+        Snapshot.objects.filter(pk=snapshot.pk, sha256="").update(error=f"{type(exc).__name__}: {exc}"[:4000])
+        raise
+
+    def record() -> dict:
+        stats = result.stats
+        updated = Snapshot.objects.filter(pk=snapshot.pk, sha256="").update(
+            count=stats.count,
+            refused_count=stats.refused_count,
+            refusal_reasons=dict(stats.refusal_reasons),
+            refusals=stats.refusals,
+            repaired_count=stats.repaired_count,
+            bytes=result.bytes,
+            sha256=result.sha256,
+            file=name,
+            error="",
+            built_at=timezone.now(),
+        )
+        if not updated:
+            attempt.unlink(missing_ok=True)
+            return {"snapshot": snapshot.pk, "duplicate": True}
+        os.replace(attempt, Path(settings.EXPORTS_DIR) / name)
+        return {"snapshot": snapshot.pk, "count": stats.count, "refused": stats.refused_count, "sha256": result.sha256}
+
+    return record
