@@ -33,7 +33,7 @@ run: install
 	$(MANAGE) runserver --noreload 127.0.0.1:$(PORT)
 
 worker: install
-	$(VENV)/bin/celery -A simia_web worker --pool threads --concurrency 32 --loglevel INFO
+	$(VENV)/bin/celery -A simia_web worker --pool threads --concurrency 64 --loglevel INFO
 
 chromium:
 	@command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; }

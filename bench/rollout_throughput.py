@@ -1,4 +1,4 @@
-"""Rollout throughput of one worker process against a slow OpenAI-compatible server.
+"""Rollout throughput of one worker process against a slow OpenAI-compatible server (run apart).
 
 Target (issue 2): with 200 ms per LLM call and 32 concurrent requests allowed, a job of 200
 rollouts of about 4 LLM calls each reaches at least 85% of the ideal 32 / 0.2 = 160 calls/s.
@@ -37,7 +37,9 @@ def main() -> None:
     parser.add_argument("--rollouts", type=int, default=200)
     parser.add_argument("--per-task", type=int, default=4)
     parser.add_argument("--latency", type=float, default=0.2)
-    parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--concurrency", type=int, default=32, help="Concurrent requests the endpoint allows.")
+    parser.add_argument("--threads", type=int, default=64, help="Worker threads (across all worker processes).")
+    parser.add_argument("--workers", type=int, default=1, help="Worker processes sharing the concurrency.")
     args = parser.parse_args()
 
     reset_database(os.environ["DATABASE_URL"])
@@ -54,13 +56,16 @@ def main() -> None:
     from simia_web.jobs.models import Job
     from simia_web.llm.models import EndpointProfile, LLMCall
     from simia_web.synthesis.services import rollout_queue
-    from tests.support.llm_stub import StubLLM
-    from tests.support.scripts import APIS, pipeline_responder, tasks_answer
+    from tests.support.scripts import APIS, tasks_answer
 
-    stub = StubLLM(responder=pipeline_responder(), latency=args.latency).start()
+    # The scripted server runs in its own process, so its threads do not compete with this one's.
+    stub = subprocess.Popen(
+        [sys.executable, "-m", "tests.support.llm_stub", str(args.latency)], cwd=ROOT, stdout=subprocess.PIPE, text=True
+    )
+    stub_url = stub.stdout.readline().strip()
     EndpointProfile.objects.create(
         name="bench",
-        base_url=stub.url,
+        base_url=stub_url,
         model="stub",
         is_default=True,
         max_concurrency=args.concurrency,
@@ -71,63 +76,47 @@ def main() -> None:
     task_count = args.rollouts // args.per_task
     tasks_store(domain=domain, tasks=tasks_answer(task_count)["tasks"][:task_count])
 
-    worker = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "simia_web",
-            "worker",
-            "--pool",
-            "threads",
-            "--concurrency",
-            str(args.concurrency),
-            "--loglevel",
-            "WARNING",
-            "--without-gossip",
-            "--without-mingle",
-        ],
-        cwd=ROOT,
-        env=os.environ.copy(),
-    )
+    command = [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "simia_web",
+        "worker",
+        "--pool",
+        "threads",
+        "--concurrency",
+        str(args.threads // args.workers),
+        "--loglevel",
+        "WARNING",
+        "--without-gossip",
+        "--without-mingle",
+    ]
+    workers = [
+        subprocess.Popen([*command, "--hostname", f"bench{i}@%h"], cwd=ROOT, env=os.environ.copy())
+        for i in range(args.workers)
+    ]
     try:
         time.sleep(3)  # let the worker connect before the clock starts
-        profiler = None
-        if os.environ.get("BENCH_PROFILE"):
-            profiler = subprocess.Popen(
-                [
-                    "py-spy",
-                    "record",
-                    "-p",
-                    str(worker.pid),
-                    "-o",
-                    os.environ["BENCH_PROFILE"],
-                    "-f",
-                    "raw",
-                    "-r",
-                    "200",
-                    "--gil",
-                ]
-            )
         import psutil
 
-        idle_cpu = sum(psutil.Process(worker.pid).cpu_times()[:2])  # start-up, not the job's
+        def cpu_seconds() -> float:
+            return sum(sum(psutil.Process(w.pid).cpu_times()[:2]) for w in workers)
+
+        idle_cpu = cpu_seconds()  # start-up, not the job's
         job = rollout_queue(domain="bench", rollouts=args.per_task, tasks=task_count)
         while True:
             job.refresh_from_db()
             if not job.is_active:
                 break
             time.sleep(0.2)
-        cpu = psutil.Process(worker.pid).cpu_times()
-        if profiler:
-            profiler.send_signal(2)
-            profiler.wait()
-        worker_cpu = cpu.user + cpu.system - idle_cpu
+        worker_cpu = cpu_seconds() - idle_cpu
     finally:
-        worker.terminate()
-        worker.wait(timeout=30)
-        stub.stop()
+        for worker in workers:
+            worker.terminate()
+        for worker in workers:
+            worker.wait(timeout=30)
+        stub.terminate()
 
     job = Job.objects.get(pk=job.pk)
     seconds = (job.finished_at - job.started_at).total_seconds()
@@ -135,9 +124,10 @@ def main() -> None:
     ideal = args.concurrency / args.latency
     rate = calls / seconds
     print(f"job {job.pk} {job.status}: {job.summary.get('trajectories')} in {seconds:.2f} s")
-    print(f"LLM calls: {calls} ({calls / max(1, args.rollouts):.1f} per rollout), max in flight {stub.max_in_flight}")
+    print(f"LLM calls: {calls} ({calls / max(1, args.rollouts):.1f} per rollout)")
     print(
-        f"worker CPU during the job: {worker_cpu:.2f} s over {seconds:.2f} s ({worker_cpu / seconds:.0%} of one core), "
+        f"{args.workers} worker process(es), CPU during the job: {worker_cpu:.2f} s over {seconds:.2f} s "
+        f"({worker_cpu / seconds:.0%} of one core), "
         f"{worker_cpu / calls * 1000:.1f} ms per LLM call"
     )
     print(f"throughput: {rate:.1f} calls/s; ideal {ideal:.0f} calls/s; ratio {rate / ideal:.1%}")

@@ -150,6 +150,16 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": True,
+    "ENUM_NAME_OVERRIDES": {
+        "TrajectoryKindEnum": "simia_web.curation.models.TrajectoryKind",
+        "TrajectoryStatusEnum": "simia_web.curation.models.TrajectoryStatus",
+        "ApiKindEnum": "simia_web.catalog.models.ApiKind",
+        "TaskStatusEnum": "simia_web.catalog.models.TaskStatus",
+        "SeedFormatEnum": "simia_web.catalog.models.SeedFormat",
+        "JobKindEnum": "simia_web.jobs.models.JobKind",
+        "JobStatusEnum": "simia_web.jobs.models.JobStatus",
+        "ExportFormatEnum": "simia_web.exports.models.ExportFormat",
+    },
 }
 
 # Celery: Redis in production, a filesystem broker that needs no server by default.
@@ -176,6 +186,9 @@ else:
         # A worker killed during a sweep holds its lock until this expires.
         "unacked_mutex_expire": int(os.environ.get("CELERY_RESTORE_LOCK_EXPIRE", "300")),
     }
+# Celery closes database connections around every task unless told to reuse them; a unit is short
+# and a new PostgreSQL connection costs more than most units' queries.
+CELERY_DB_REUSE_MAX = int(os.environ.get("CELERY_DB_REUSE_MAX", "1000"))
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_ACKS_LATE = True

@@ -61,6 +61,7 @@ class JobUnit(models.Model):
     attempts = models.PositiveIntegerField(default=0)
     error = models.TextField(blank=True)
     result = models.JSONField(default=dict, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:

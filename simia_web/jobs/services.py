@@ -4,6 +4,7 @@ import logging
 import traceback
 
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 
 from simia_web.core.services import audit_record
@@ -94,7 +95,7 @@ def unit_execute(*, unit_id: int) -> None:
     unit = JobUnit.objects.select_related("job").filter(pk=unit_id).first()
     if unit is None or unit.status != UnitStatus.PENDING or unit.job.status != JobStatus.RUNNING:
         return
-    JobUnit.objects.filter(pk=unit_id).update(attempts=unit.attempts + 1)
+    JobUnit.objects.filter(pk=unit_id).update(attempts=F("attempts") + 1, started_at=timezone.now())
     pipeline = pipeline_for(unit.job.kind)
     writer = None
     error = ""

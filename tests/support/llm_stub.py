@@ -210,3 +210,18 @@ def _completion(reply: Reply, model: str) -> dict:
             "total_tokens": prompt_tokens + completion_tokens,
         },
     }
+
+
+def serve_pipeline_script(latency: float) -> None:
+    """Serve the scripted domain-first pipeline in this process (benchmarks run it apart from the app)."""
+    from .scripts import pipeline_responder
+
+    stub = StubLLM(responder=pipeline_responder(), latency=latency).start()
+    print(stub.url, flush=True)
+    stub.thread.join()
+
+
+if __name__ == "__main__":
+    import sys
+
+    serve_pipeline_script(float(sys.argv[1]) if len(sys.argv) > 1 else 0.0)
