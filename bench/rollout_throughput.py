@@ -56,6 +56,7 @@ def main() -> None:
     from simia_web.jobs.models import Job
     from simia_web.llm.models import EndpointProfile, LLMCall
     from simia_web.synthesis.services import rollout_queue
+    from tests.support.processes import WorkerProcess
     from tests.support.scripts import APIS, tasks_answer
 
     # The scripted server runs in its own process, so its threads do not compete with this one's.
@@ -76,24 +77,8 @@ def main() -> None:
     task_count = args.rollouts // args.per_task
     tasks_store(domain=domain, tasks=tasks_answer(task_count)["tasks"][:task_count])
 
-    command = [
-        sys.executable,
-        "-m",
-        "celery",
-        "-A",
-        "simia_web",
-        "worker",
-        "--pool",
-        "threads",
-        "--concurrency",
-        str(args.threads // args.workers),
-        "--loglevel",
-        "WARNING",
-        "--without-gossip",
-        "--without-mingle",
-    ]
     workers = [
-        subprocess.Popen([*command, "--hostname", f"bench{i}@%h"], cwd=ROOT, env=os.environ.copy())
+        WorkerProcess(os.environ.copy(), args.threads // args.workers, hostname=f"bench{i}@%h").start()
         for i in range(args.workers)
     ]
     try:
@@ -113,9 +98,7 @@ def main() -> None:
         worker_cpu = cpu_seconds() - idle_cpu
     finally:
         for worker in workers:
-            worker.terminate()
-        for worker in workers:
-            worker.wait(timeout=30)
+            worker.stop()
         stub.terminate()
 
     job = Job.objects.get(pk=job.pk)

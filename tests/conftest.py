@@ -1,7 +1,4 @@
 import os
-import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -15,6 +12,7 @@ from simia_web.llm.models import EndpointProfile
 from simia_web.llm.selectors import profile_cache_clear
 
 from .support.llm_stub import StubLLM
+from .support.processes import WorkerProcess
 from .support.scripts import pipeline_responder
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -68,52 +66,6 @@ def _database_url() -> str:
         return f"sqlite:///{db['NAME']}"
     user, host, port = db.get("USER") or "postgres", db.get("HOST") or "127.0.0.1", db.get("PORT") or 5432
     return f"postgres://{user}@{host}:{port}/{db['NAME']}"
-
-
-class WorkerProcess:
-    """A real `celery worker` process on the test database and broker."""
-
-    def __init__(self, env: dict, concurrency: int = 8):
-        self.env = env
-        self.concurrency = concurrency
-        self.proc = None
-
-    def start(self):
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "simia_web",
-                "worker",
-                "--pool",
-                "threads",
-                "--concurrency",
-                str(self.concurrency),
-                "--loglevel",
-                "WARNING",
-                "--without-gossip",
-                "--without-mingle",
-                "--without-heartbeat",
-            ],
-            cwd=ROOT,
-            env=self.env,
-            start_new_session=True,
-        )
-        return self
-
-    def kill(self, sig=signal.SIGKILL):
-        if self.proc and self.proc.poll() is None:
-            os.killpg(self.proc.pid, sig)
-            self.proc.wait(timeout=30)
-
-    def stop(self):
-        self.kill(signal.SIGTERM)
-
-
-def redis_broker_url(worker_id: str = "") -> str:
-    return os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/14")
 
 
 @pytest.fixture

@@ -82,6 +82,11 @@ def _openai_client(profile: EndpointProfile) -> openai.OpenAI:
         return _clients[key]
 
 
+def _redact_key(text: str, profile: EndpointProfile) -> str:
+    api_key = os.environ.get(profile.api_key_env, "")
+    return text.replace(api_key, "[redacted]") if len(api_key) >= 8 else text
+
+
 def _semaphore(profile: EndpointProfile) -> threading.BoundedSemaphore:
     key = (profile.pk, profile.max_concurrency)
     with _lock:
@@ -273,14 +278,15 @@ class LLMClient:
             result, latency_ms = self._send(request)
             if isinstance(result, Exception):
                 kind, transient = _failure_kind(result, offers_options=bool(extra))
+                failure = _redact_key(str(result), profile)  # some servers echo the key in a 401
                 reply.calls.append(
-                    self._record(**record, attempt=attempt, latency_ms=latency_ms, error=str(result), error_kind=kind)
+                    self._record(**record, attempt=attempt, latency_ms=latency_ms, error=failure, error_kind=kind)
                 )
                 if kind == "unsupported_mode":
                     raise _Unsupported() from result
                 if not transient:
-                    raise LLMError(kind, str(result)[:500]) from result
-                last_error = f"{kind}: {str(result)[:300]}"
+                    raise LLMError(kind, failure[:500]) from result
+                last_error = f"{kind}: {failure[:300]}"
                 if attempt < attempts:
                     time.sleep(_retry_after(result) or self._backoff(attempt))
                 continue
@@ -344,18 +350,15 @@ class LLMClient:
         )
         if hit is None:
             return None
-        return LLMCall.objects.create(
-            stage=self.stage,
-            profile=self.profile,
-            model=self.profile.model,
-            job_id=self.job_id,
-            request_hash=request_hash,
-            prompt_version=prompt_version,
+        return self._record(
             request=request,
-            response=hit.response,
+            request_hash=request_hash,
             mode=mode,
+            prompt_version=prompt_version,
+            attempt=1,
+            latency_ms=0,
+            response=hit.response,
             cache_hit=True,
-            cost=Decimal(0),
         )
 
     def _record(
@@ -372,6 +375,7 @@ class LLMClient:
         tokens_out=0,
         error="",
         error_kind="",
+        cache_hit=False,
     ) -> LLMCall:
         return LLMCall.objects.create(
             stage=self.stage,
@@ -389,7 +393,8 @@ class LLMClient:
             tokens_in=tokens_in,
             tokens_out=tokens_out,
             latency_ms=latency_ms,
-            cost=_cost(self.profile, tokens_in, tokens_out),
+            cache_hit=cache_hit,
+            cost=Decimal(0) if cache_hit else _cost(self.profile, tokens_in, tokens_out),
         )
 
     @staticmethod

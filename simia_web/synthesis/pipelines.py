@@ -9,7 +9,7 @@ from simia_web.jobs.pipelines import UnitPlan, pipeline_register
 from simia_web.llm.client import LLMError, client_for_stage
 from simia_web.llm.models import Stage
 
-from .generation import apis_generate, tasks_generate
+from .generation import API_PROMPT_VERSION, TASK_PROMPT_VERSION, apis_generate, tasks_generate
 from .rollout import RolloutLimits, api_specs, rollout_run
 
 
@@ -19,6 +19,16 @@ def _limits(params: dict) -> RolloutLimits:
         max_errors=params.get("max_errors", 3),
         user_turns=params.get("user_turns", 0),
     )
+
+
+def _provenance(unit, client, reply, prompt_version: str) -> dict:
+    return {
+        "stage": unit.stage,
+        "llm_calls": reply.call_ids,
+        "model": client.profile.model,
+        "profile": client.profile.name,
+        "prompt_version": prompt_version,
+    }
 
 
 def _rollout_units(task_ids: list[int], rollouts: int) -> list[UnitPlan]:
@@ -85,13 +95,7 @@ class SynthesizePipeline:
                 policy=domain.policy,
                 count=job.params["apis"],
             )
-            provenance = {
-                "stage": unit.stage,
-                "llm_calls": reply.call_ids,
-                "model": client.profile.model,
-                "profile": client.profile.name,
-                "prompt_version": "apis-v1",
-            }
+            provenance = _provenance(unit, client, reply, API_PROMPT_VERSION)
 
             def write():
                 stored = apis_store(
@@ -117,13 +121,7 @@ class SynthesizePipeline:
             state=domain.initial_state,
             count=job.params["tasks"],
         )
-        provenance = {
-            "stage": unit.stage,
-            "llm_calls": reply.call_ids,
-            "model": client.profile.model,
-            "profile": client.profile.name,
-            "prompt_version": "tasks-v1",
-        }
+        provenance = _provenance(unit, client, reply, TASK_PROMPT_VERSION)
 
         def write():
             stored = tasks_store(domain=domain, tasks=reply.data["tasks"], job=job, provenance=provenance)

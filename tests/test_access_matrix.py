@@ -1,0 +1,267 @@
+"""Every route, every role: an explicit table of the minimum role per route and method.
+
+The table must name every route the URL configuration has, so a new route cannot ship unclassified.
+Pages: anonymous → 302 to /accounts/login/, a lower role → 403. API: anonymous → 401, a lower role → 403.
+"""
+
+import uuid
+from dataclasses import dataclass, field
+
+import pytest
+from django.urls import URLPattern, URLResolver, get_resolver, reverse
+
+from simia_web.catalog.models import Api, Seed, Task
+from simia_web.environments.models import EnvSession
+from simia_web.exports.models import Snapshot
+from simia_web.jobs.models import Job, JobKind, JobStatus
+from simia_web.llm.models import EndpointProfile, LLMCall
+from tests.pages.factories import TOOLS, conversation, make_job, make_trajectory, verdict
+
+ANNOTATOR, CURATOR, ADMIN = "annotator", "curator", "admin"
+ROLES = [ANNOTATOR, CURATOR, ADMIN]
+RANK = {ANNOTATOR: 1, CURATOR: 2, ADMIN: 3}
+LOGIN = "/accounts/login/"
+
+
+@dataclass(frozen=True)
+class Route:
+    kind: str  # "page" or "api"
+    methods: dict[str, str]  # HTTP method → minimum role
+    kwargs: dict[str, str] = field(default_factory=dict)  # URL kwarg → key of the `objects` fixture
+
+
+def page(methods, **kwargs):
+    return Route("page", methods, kwargs)
+
+
+def api(methods, **kwargs):
+    return Route("api", methods, kwargs)
+
+
+# Route name → who may do what. Keep in step with the issue's roles:
+# annotator reviews and fixes trajectories; curator queues jobs, edits the catalog, bulk-reviews, exports,
+# runs RL environments; admin does everything (users and endpoint profiles live in the Django admin).
+ROUTES: dict[str, Route] = {
+    # auth (public by design: checked separately below)
+    "login": page({}),
+    "logout": page({}),
+    # workspace
+    "dashboard": page({"GET": ANNOTATOR}),
+    "review-queue": page({"GET": ANNOTATOR}),
+    "review-bulk": page({"POST": CURATOR}),
+    "trajectory": page({"GET": ANNOTATOR}, pk="trajectory"),
+    "trajectory-decide": page({"POST": ANNOTATOR}, pk="trajectory"),
+    "agreement": page({"GET": ANNOTATOR}),
+    # catalog: everyone reads, curators edit (the detail pages take the edit as a POST)
+    "domain-list": page({"GET": ANNOTATOR}),
+    "domain-detail": page({"GET": ANNOTATOR}, name="domain"),
+    "api-list": page({"GET": ANNOTATOR}),
+    "api-detail": page({"GET": ANNOTATOR, "POST": CURATOR}, pk="api"),
+    "task-list": page({"GET": ANNOTATOR}),
+    "task-detail": page({"GET": ANNOTATOR, "POST": CURATOR}, pk="task"),
+    "seed-list": page({"GET": ANNOTATOR}),
+    "seed-detail": page({"GET": ANNOTATOR, "POST": CURATOR}, pk="seed"),
+    "queue-synthesis": page({"GET": CURATOR, "POST": CURATOR}),
+    "queue-rollouts": page({"GET": CURATOR, "POST": CURATOR}),
+    "queue-amplify": page({"GET": CURATOR, "POST": CURATOR}),
+    # jobs and the LLM call log
+    "job-list": page({"GET": ANNOTATOR}),
+    "job-detail": page({"GET": ANNOTATOR}, pk="job"),
+    "job-progress": page({"GET": ANNOTATOR}, pk="job"),
+    "job-cancel": page({"POST": CURATOR}, pk="job"),
+    "job-retry": page({"POST": CURATOR}, pk="job"),
+    "llm-call": page({"GET": ANNOTATOR}, pk="call"),
+    # API documentation
+    "api-schema": api({"GET": ANNOTATOR}),
+    "api-docs": api({"GET": ANNOTATOR}),
+    # REST API
+    "api-me": api({"GET": ANNOTATOR}),
+    "api-domain-list": api({"GET": ANNOTATOR}),
+    "api-domain-detail": api({"GET": ANNOTATOR}, name="domain"),
+    "api-api-list": api({"GET": ANNOTATOR}),
+    "api-api-detail": api({"GET": ANNOTATOR}, pk="api"),
+    "api-task-list": api({"GET": ANNOTATOR}),
+    "api-task-detail": api({"GET": ANNOTATOR}, pk="task"),
+    "api-seed-list": api({"GET": ANNOTATOR}),
+    "api-seed-detail": api({"GET": ANNOTATOR}, pk="seed"),
+    "api-seed-upload": api({"POST": CURATOR}),
+    "api-trajectory-list": api({"GET": ANNOTATOR}),
+    "api-trajectory-detail": api({"GET": ANNOTATOR}, pk="trajectory"),
+    "api-job-list": api({"GET": ANNOTATOR, "POST": CURATOR}),
+    "api-job-detail": api({"GET": ANNOTATOR}, pk="job"),
+    "api-job-cancel": api({"POST": CURATOR}, pk="job"),
+    "api-snapshot-list": api({"GET": ANNOTATOR, "POST": CURATOR}),
+    "api-snapshot-detail": api({"GET": ANNOTATOR}, pk="snapshot"),
+    "api-snapshot-download": api({"GET": ANNOTATOR}, pk="snapshot"),
+    "api-llm-profile-list": api({"GET": ANNOTATOR}),
+    "api-llm-profile-detail": api({"GET": ANNOTATOR}, pk="profile"),
+    "env-create": api({"POST": CURATOR}),
+    "env-detail": api({"GET": CURATOR}, session_id="session"),
+    "env-step": api({"POST": CURATOR}, session_id="session"),
+}
+
+
+@pytest.fixture(autouse=True)
+def _fast_passwords(settings):
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+# Routes of the Django admin (users, endpoint profiles): generated per model, protected by the admin site.
+ADMIN_NAMESPACE = "admin"
+
+
+def _walk(resolver, namespace=None):
+    for entry in resolver.url_patterns:
+        if isinstance(entry, URLResolver):
+            yield from _walk(entry, entry.namespace or namespace)
+        elif isinstance(entry, URLPattern):
+            yield namespace, entry
+
+
+def _routes():
+    return [(namespace, pattern) for namespace, pattern in _walk(get_resolver())]
+
+
+def _drf_methods(callback) -> set[str] | None:
+    """The methods a DRF view answers (None for plain Django views)."""
+    if getattr(callback, "actions", None):  # a viewset route
+        return {m.upper() for m in callback.actions}
+    view_class = getattr(callback, "cls", None)
+    if view_class is None:
+        return None
+    return {m.upper() for m in view_class.http_method_names if m not in ("options", "head") and hasattr(view_class, m)}
+
+
+def test_every_route_is_classified():
+    names = []
+    for namespace, pattern in _routes():
+        if namespace == ADMIN_NAMESPACE:
+            continue
+        assert pattern.name, f"route {pattern.pattern} has no name; name it and add it to ROUTES"
+        names.append(pattern.name)
+    assert len(names) == len(set(names)), "two routes share a name"
+    assert set(names) - set(ROUTES) == set(), "new routes: add them to ROUTES with their minimum role"
+    assert set(ROUTES) - set(names) == set(), "ROUTES names routes that no longer exist"
+
+
+def test_api_routes_list_every_method_they_answer():
+    """A method added to an API view (say PATCH) must be classified too."""
+    for namespace, pattern in _routes():
+        route = ROUTES.get(pattern.name)
+        if namespace == ADMIN_NAMESPACE or route is None or route.kind != "api":
+            continue
+        methods = _drf_methods(pattern.callback)
+        assert methods is not None, f"{pattern.name} is not a DRF view"
+        methods.discard("HEAD")
+        assert methods == set(route.methods), (pattern.name, methods)
+
+
+@pytest.fixture
+def objects(db, users):
+    job = make_job(status=JobStatus.RUNNING)
+    t = make_trajectory(judge=verdict(), job=job)
+    domain = t.domain
+    task = Task.objects.create(domain=domain, instruction="Cancel W1")
+    export_job = Job.objects.create(kind=JobKind.EXPORT, status=JobStatus.QUEUED, params={})
+    return {
+        "trajectory": t,
+        "job": job,
+        "domain": domain,
+        "api": Api.objects.create(domain=domain, name="cancel_order", parameters=TOOLS[0]["function"]["parameters"]),
+        "task": task,
+        "seed": Seed.objects.create(domain=domain, source_format="openai", messages=conversation(), tools=TOOLS),
+        "call": LLMCall.objects.create(stage="judge", model="m", request_hash="x", request={"messages": []}, job=job),
+        "snapshot": Snapshot.objects.create(format="openai", job=export_job, created_by=users[CURATOR]),
+        "profile": EndpointProfile.objects.create(name="audit", model="m"),
+        "session": EnvSession.objects.create(domain=domain, task=task, created_by=users[CURATOR]),
+    }
+
+
+def _url(name: str, route: Route, objects: dict) -> str:
+    kwargs = {}
+    for kwarg, key in route.kwargs.items():
+        obj = objects[key]
+        kwargs[kwarg] = obj.name if kwarg == "name" else obj.pk
+    return reverse(name, kwargs=kwargs)
+
+
+CASES = [
+    pytest.param(name, method, role, id=f"{name}-{method}")
+    for name, route in ROUTES.items()
+    for method, role in route.methods.items()
+]
+
+
+def _send(client, method: str, url: str):
+    return client.generic(method, url, data=b"{}" if method != "GET" else b"", content_type="application/json")
+
+
+@pytest.mark.parametrize("name,method,needs", CASES)
+def test_access(client, users, objects, name, method, needs):
+    route = ROUTES[name]
+    url = _url(name, route, objects)
+
+    response = _send(client, method, url)
+    if route.kind == "page":
+        assert response.status_code == 302, (url, response.status_code)
+        assert response["Location"].startswith(LOGIN), response["Location"]
+    else:
+        assert response.status_code == 401, (url, response.status_code)
+
+    for role in ROLES:
+        client.force_login(users[role])
+        response = _send(client, method, url)
+        if RANK[role] < RANK[needs]:
+            assert response.status_code == 403, (url, method, role, response.status_code)
+        else:
+            assert response.status_code not in (401, 403), (url, method, role, response.status_code)
+            location = response.get("Location", "")
+            assert not location.startswith(LOGIN), (url, method, role, location)
+        client.logout()
+
+
+def test_token_auth_follows_the_same_roles(client, users, objects):
+    """Token clients (the training teams' scripts) get the same answers as sessions."""
+    from simia_web.accounts.services import user_token
+
+    annotator = {"HTTP_AUTHORIZATION": f"Token {user_token(user=users[ANNOTATOR])}"}
+    assert client.post("/api/v1/jobs/", {}, content_type="application/json", **annotator).status_code == 403
+    assert client.post("/api/v1/envs/", {}, content_type="application/json", **annotator).status_code == 403
+    assert client.post("/api/v1/snapshots/", {}, content_type="application/json", **annotator).status_code == 403
+    assert client.get("/api/v1/trajectories/", **annotator).status_code == 200
+    assert client.get("/api/v1/trajectories/", HTTP_AUTHORIZATION="Token nope").status_code == 401
+
+
+def test_other_curators_env_session_is_not_found(client, users, objects):
+    """Sessions are private to whoever started them (admins see all)."""
+    from simia_web.accounts.services import user_create
+    from tests.conftest import PASSWORD
+
+    other = user_create(username="curator2", role=CURATOR, password=PASSWORD)
+    session = objects["session"]
+    client.force_login(other)
+    assert client.get(f"/api/v1/envs/{session.pk}").status_code == 404
+    step = {"message": {"role": "assistant", "content": "Hello"}}
+    assert client.post(f"/api/v1/envs/{session.pk}/step", step, content_type="application/json").status_code == 404
+    assert client.get(f"/api/v1/envs/{uuid.uuid4()}").status_code == 404
+    client.force_login(users[ADMIN])
+    assert client.get(f"/api/v1/envs/{session.pk}").status_code == 200
+
+
+def test_login_and_logout_are_public(client):
+    assert client.get(LOGIN).status_code == 200
+    assert client.post("/accounts/logout/").status_code == 302
+
+
+@pytest.mark.parametrize("url", ["/admin/", "/admin/accounts/user/", "/admin/llm/endpointprofile/"])
+def test_admin_site_is_for_admins_only(client, users, url):
+    """Users and endpoint profiles are managed in the Django admin: staff only (admins are staff)."""
+    response = client.get(url)
+    assert response.status_code == 302 and "/login/" in response["Location"]
+    for role in (ANNOTATOR, CURATOR):
+        client.force_login(users[role])
+        response = client.get(url)
+        assert response.status_code == 302 and response["Location"].startswith("/admin/login/"), (role, url)
+        client.logout()
+    client.force_login(users[ADMIN])
+    assert client.get(url).status_code == 200
