@@ -49,6 +49,7 @@ bench: install
 	DATABASE_URL=postgres://postgres@127.0.0.1:5432/simia_bench CELERY_BROKER_URL=redis://127.0.0.1:6379/13 \
 		$(PY) bench/rollout_throughput.py
 	DATABASE_URL=$(TEST_DATABASE_URL) $(PY) bench/env_step_overhead.py
+	DATABASE_URL=postgres://postgres@127.0.0.1:5432/simia_bench $(PY) bench/export_throughput.py
 
 clean:
 	rm -rf $(VENV) var
