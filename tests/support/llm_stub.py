@@ -88,6 +88,7 @@ class StubLLM:
                     self._send(Reply(status=404, error_message=f"no route {self.path}"), {})
 
             def do_POST(self):
+                received = time.monotonic()
                 length = int(self.headers.get("content-length", 0))
                 body = json.loads(self.rfile.read(length) or b"{}")
                 headers = {k.lower(): v for k, v in self.headers.items()}
@@ -95,7 +96,8 @@ class StubLLM:
                 stub._enter()
                 try:
                     reply = stub._reply_for(request)
-                    time.sleep(stub.latency + reply.delay)
+                    # Latency counts from arrival, so the server's own work does not add to it.
+                    time.sleep(max(0.0, received + stub.latency + reply.delay - time.monotonic()))
                     self._send(reply, body)
                 finally:
                     stub._leave()
