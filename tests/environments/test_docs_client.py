@@ -1,4 +1,4 @@
-"""The client in docs/rl-environments.md runs a whole episode against a live server."""
+"""The client in the README runs a whole episode against a live server."""
 
 import re
 
@@ -9,11 +9,11 @@ from simia_web.curation.models import Trajectory
 from tests.conftest import ROOT
 from tests.support.scripts import agent_reply
 
-DOC = ROOT / "docs" / "rl-environments.md"
+DOC = ROOT / "README.md"
 
 
 def test_documented_client_runs_one_episode(live_server, shop, script, llm_stub, users, monkeypatch, capsys):
-    code = re.search(r"```python\n(.*?)```", DOC.read_text(), re.S).group(1)
+    code = re.search(r"## RL environments.*?```python\n(.*?)```", DOC.read_text(), re.S).group(1)
     # The stub doubles as the policy server: requests without a stage header are the agent's.
     script.agent = agent_reply
     monkeypatch.setenv("SIMIA_URL", live_server.url)
