@@ -54,7 +54,7 @@ ROUTES: dict[str, Route] = {
     "agreement": page({"GET": ANNOTATOR}),
     # catalog: everyone reads, curators edit (the detail pages take the edit as a POST)
     "domain-list": page({"GET": ANNOTATOR}),
-    "domain-detail": page({"GET": ANNOTATOR}, name="domain"),
+    "domain-detail": page({"GET": ANNOTATOR, "POST": CURATOR}, name="domain"),
     "api-list": page({"GET": ANNOTATOR}),
     "api-detail": page({"GET": ANNOTATOR, "POST": CURATOR}, pk="api"),
     "task-list": page({"GET": ANNOTATOR}),

@@ -20,8 +20,21 @@ class PrettyJSONField(forms.JSONField):
 
 
 class VersionedForm(forms.Form):
+    """An edit form whose fields (but the note) are attributes of the row edited."""
+
     version = forms.IntegerField(widget=forms.HiddenInput)
     note = forms.CharField(required=False, max_length=300, help_text="What changed and why (kept in the history).")
+
+    @classmethod
+    def initial_for(cls, obj) -> dict:
+        return {name: getattr(obj, name) for name in cls.base_fields if name != "note"}
+
+
+class DomainEditForm(VersionedForm):
+    description = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3}))
+    policy = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 10}))
+    state_schema = PrettyJSONField(help_text="JSON Schema of the world state (an object schema).")
+    initial_state = PrettyJSONField(help_text="The world state every rollout starts from; must match the schema.")
 
 
 class ApiEditForm(VersionedForm):
@@ -30,6 +43,9 @@ class ApiEditForm(VersionedForm):
     parameters = PrettyJSONField(help_text="JSON Schema of the arguments (an object schema).")
     returns = PrettyJSONField(required=False, help_text="JSON Schema of the result.")
 
+    def clean_returns(self):
+        return self.cleaned_data["returns"] or {}
+
 
 class TaskEditForm(VersionedForm):
     instruction = forms.CharField(widget=forms.Textarea(attrs={"rows": 4}))
@@ -37,10 +53,18 @@ class TaskEditForm(VersionedForm):
     apis_needed = PrettyJSONField(required=False, help_text='A JSON list of API names, e.g. ["get_order"].')
     difficulty = forms.CharField(required=False, max_length=16)
 
+    def clean_apis_needed(self):
+        value = self.cleaned_data["apis_needed"]
+        return [] if value is None else value
+
 
 class SeedEditForm(VersionedForm):
     messages = PrettyJSONField(help_text="OpenAI chat messages.")
     tools = PrettyJSONField(required=False, help_text="OpenAI tools list.")
+
+    def clean_tools(self):
+        value = self.cleaned_data["tools"]
+        return [] if value is None else value
 
 
 class SynthesisForm(forms.Form):
@@ -64,6 +88,9 @@ class RolloutForm(forms.Form):
     max_errors = forms.IntegerField(min_value=1, max_value=50, initial=3)
     user_turns = forms.IntegerField(min_value=0, max_value=20, initial=0)
 
+    def clean_domain(self) -> str:
+        return self.cleaned_data["domain"].name
+
 
 class AmplifyForm(forms.Form):
     count = forms.IntegerField(min_value=1, initial=10, help_text="How many new trajectories to write.")
@@ -79,3 +106,7 @@ class AmplifyForm(forms.Form):
         if not all(part.isdigit() for part in raw):
             raise forms.ValidationError("Seed ids are whole numbers.")
         return [int(part) for part in raw] or None
+
+    def clean_domain(self) -> str | None:
+        domain = self.cleaned_data["domain"]
+        return domain.name if domain else None

@@ -1,4 +1,4 @@
-"""Writes to domains, APIs and tasks."""
+"""Writes to domains, APIs, tasks and seeds."""
 
 from django.contrib.contenttypes.models import ContentType
 from django.core.exceptions import ValidationError
@@ -14,7 +14,13 @@ from simia_web.formats.openai import openai_messages_to_canonical
 from simia_web.synthesis.rules import rules_check, shingles, similarity
 
 from .models import Api, Domain, DomainSource, Seed, Task, TaskStatus
-from .validation import api_problems, api_set_problems, state_problems
+from .validation import (
+    INITIAL_STATE_LABEL,
+    STATE_SCHEMA_LABEL,
+    api_problems,
+    api_set_problems,
+    state_problems,
+)
 
 NEAR_DUPLICATE_THRESHOLD = 0.8
 
@@ -113,9 +119,18 @@ def tasks_store(*, domain: Domain, tasks: list[dict], job=None, provenance: dict
 
 
 # --- Edits with revisions -------------------------------------------------------------------------
-# Seeds, APIs and tasks are edited by annotators before more data is generated from them. Every
-# edit is a compare-and-set on `version`, stores a Revision (full snapshot plus JSON Patch from the
-# previous one) and an audit event, all in one transaction.
+# Domains, seeds, APIs and tasks are edited by curators before more data is generated from them.
+# Every edit is a compare-and-set on `version`, stores a Revision (full snapshot plus JSON Patch from
+# the previous one) and an audit event, all in one transaction.
+
+
+def domain_snapshot(domain: Domain) -> dict:
+    return {
+        "description": domain.description,
+        "policy": domain.policy,
+        "state_schema": domain.state_schema,
+        "initial_state": domain.initial_state,
+    }
 
 
 def seed_snapshot(seed: Seed) -> dict:
@@ -143,7 +158,7 @@ def task_snapshot(task: Task) -> dict:
     }
 
 
-SNAPSHOTS = {Seed: seed_snapshot, Api: api_snapshot, Task: task_snapshot}
+SNAPSHOTS = {Domain: domain_snapshot, Seed: seed_snapshot, Api: api_snapshot, Task: task_snapshot}
 
 
 def revision_initial(*, obj, actor=None, note: str = "created") -> Revision:
@@ -156,6 +171,11 @@ def _revision_base(obj, actor) -> None:
     content_type = ContentType.objects.get_for_model(obj)
     if not Revision.objects.filter(content_type=content_type, object_id=obj.pk, version=obj.version).exists():
         revision_initial(obj=obj, actor=None, note="state before the first edit")
+
+
+def _edited(obj, **changes) -> dict:
+    """The row's current values with the edits applied; a None edit leaves that field as it is."""
+    return {name: getattr(obj, name) if value is None else value for name, value in changes.items()}
 
 
 def _edit_commit(*, obj, expected_version: int, actor, fields: dict, note: str, action: str):
@@ -180,11 +200,10 @@ def seed_problems_compute(messages: list[dict], tools: list[dict]) -> list[dict]
 def seed_update(*, seed: Seed, expected_version: int, actor, messages=None, tools=None, note: str = "") -> Seed:
     """Edit a seed's messages and/or tools. Structure errors refuse the edit; rule findings are kept
     on the seed (usable=False with its problems) so an annotator can save work in progress."""
-    new_messages = seed.messages if messages is None else messages
-    new_tools = seed.tools if tools is None else tools
+    new = _edited(seed, messages=messages, tools=tools)
     try:
-        new_messages = openai_messages_to_canonical(new_messages)
-        new_tools = tools_list(new_tools)
+        new_messages = openai_messages_to_canonical(new["messages"])
+        new_tools = tools_list(new["tools"])
     except FormatError as exc:
         raise ValidationError({"messages" if exc.field.startswith("messages") else "tools": str(exc)}) from None
     digest = content_hash({"messages": new_messages, "tools": new_tools})
@@ -219,10 +238,7 @@ def api_update(
     """Edit an API's description, parameter/return schemas or kind; an invalid result is refused."""
     spec = {
         "name": api.name,
-        "description": api.description if description is None else description,
-        "parameters": api.parameters if parameters is None else parameters,
-        "returns": api.returns if returns is None else returns,
-        "kind": api.kind if kind is None else kind,
+        **_edited(api, description=description, parameters=parameters, returns=returns, kind=kind),
         "touches": api.touches,
     }
     if not isinstance(spec["description"], str):
@@ -260,13 +276,14 @@ def task_update(
 ) -> Task:
     """Edit a task; a rejected task whose problems are fixed becomes valid again."""
     errors = {}
-    new_instruction = task.instruction if instruction is None else instruction
+    new = _edited(
+        task, instruction=instruction, expected_outcome=expected_outcome, apis_needed=apis_needed, difficulty=difficulty
+    )
+    new_instruction, new_outcome, new_needed, new_difficulty = new.values()
     if not isinstance(new_instruction, str) or not new_instruction.strip():
         errors["instruction"] = "must not be empty"
-    new_outcome = task.expected_outcome if expected_outcome is None else expected_outcome
     if not isinstance(new_outcome, str):
         errors["expected_outcome"] = "must be text"
-    new_needed = task.apis_needed if apis_needed is None else apis_needed
     if not isinstance(new_needed, list) or not all(isinstance(n, str) for n in new_needed):
         errors["apis_needed"] = "must be a list of API names"
     else:
@@ -274,7 +291,6 @@ def task_update(
         unknown = [n for n in new_needed if n not in known]
         if unknown:
             errors["apis_needed"] = f"unknown APIs: {', '.join(unknown)}"
-    new_difficulty = task.difficulty if difficulty is None else difficulty
     if not isinstance(new_difficulty, str) or len(new_difficulty) > 16:
         errors["difficulty"] = "must be text of at most 16 characters"
     if errors:
@@ -289,4 +305,37 @@ def task_update(
         fields.update(status=TaskStatus.VALID, errors=[])
     return _edit_commit(
         obj=task, expected_version=expected_version, actor=actor, fields=fields, note=note, action="task.update"
+    )
+
+
+@transaction.atomic
+def domain_update(
+    *,
+    domain: Domain,
+    expected_version: int,
+    actor,
+    description=None,
+    policy=None,
+    state_schema=None,
+    initial_state=None,
+    note: str = "",
+) -> Domain:
+    """Edit a domain's description, policy, world-state schema or initial state; an initial state the
+    schema refuses (or an invalid schema) is refused, so rollouts always start from a valid world."""
+    new = _edited(
+        domain, description=description, policy=policy, state_schema=state_schema, initial_state=initial_state
+    )
+    errors = {name: "must be text" for name in ("description", "policy") if not isinstance(new[name], str)}
+    problems = state_problems(new["state_schema"], new["initial_state"])
+    if problems:
+        errors["state_schema" if problems[0].startswith(STATE_SCHEMA_LABEL) else "initial_state"] = problems
+    if not isinstance(new["initial_state"], dict):  # episodes patch the state by JSON Pointer from an object root
+        errors["initial_state"] = "must be a JSON object"
+    if errors:
+        raise ValidationError(errors)
+    # The state is valid now: drop its old problems, keep those of the API set.
+    labels = (STATE_SCHEMA_LABEL, INITIAL_STATE_LABEL)
+    fields = {**new, "state_errors": [e for e in domain.state_errors if not str(e).startswith(labels)]}
+    return _edit_commit(
+        obj=domain, expected_version=expected_version, actor=actor, fields=fields, note=note, action="domain.update"
     )

@@ -62,12 +62,17 @@ def api_set_problems(apis: list[dict]) -> tuple[dict[int, list[str]], list[str]]
     return per_api, set_problems
 
 
+# Every problem state_problems reports starts with one of these (the rest of a domain's state_errors
+# are problems of its API set).
+STATE_SCHEMA_LABEL, INITIAL_STATE_LABEL = "state schema", "initial state"
+
+
 def state_problems(state_schema, initial_state) -> list[str]:
-    problems = schema_problems(state_schema, "state schema")
+    problems = schema_problems(state_schema, STATE_SCHEMA_LABEL)
     if problems:
         return problems
     error = jsonschema.exceptions.best_match(Validator(state_schema).iter_errors(initial_state))
     if error is not None:
         where = "/".join(str(p) for p in error.absolute_path) or "(root)"
-        problems.append(f"initial state breaks the state schema at {where}: {error.message}")
+        problems.append(f"{INITIAL_STATE_LABEL} breaks the state schema at {where}: {error.message}")
     return problems

@@ -1,5 +1,7 @@
 """Catalog pages: domains, APIs, tasks and seeds (list, view, edit with history) and the queue forms."""
 
+from functools import partial
+
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
@@ -15,7 +17,15 @@ from simia_web.synthesis.amplify import amplification_queue
 from simia_web.synthesis.services import rollout_queue, synthesis_queue
 
 from . import services
-from .forms import AmplifyForm, ApiEditForm, RolloutForm, SeedEditForm, SynthesisForm, TaskEditForm
+from .forms import (
+    AmplifyForm,
+    ApiEditForm,
+    DomainEditForm,
+    RolloutForm,
+    SeedEditForm,
+    SynthesisForm,
+    TaskEditForm,
+)
 from .models import Api, Domain, Seed, Task, TaskStatus
 
 PAGE_SIZE = 50
@@ -66,23 +76,6 @@ def domain_list(request):
         qs = qs.filter(Q(name__icontains=q) | Q(description__icontains=q))
     page, query = _page(request, qs)
     return render(request, "catalog/domain_list.html", {"page": page, "query": query, "q": q})
-
-
-@role_required("annotator")
-def domain_detail(request, name: str):
-    domain = get_object_or_404(Domain, name=name)
-    return render(
-        request,
-        "catalog/domain_detail.html",
-        {
-            "domain": domain,
-            "apis": domain.apis.order_by("-valid", "name")[:200],
-            "n_tasks": domain.tasks.count(),
-            "n_seeds": domain.seeds.count(),
-            "state_schema": pretty_json(domain.state_schema),
-            "initial_state": pretty_json(domain.initial_state),
-        },
-    )
 
 
 # ---------------------------------------------------------------- lists
@@ -163,8 +156,10 @@ def _domain_names() -> list[str]:
 # ---------------------------------------------------------------- view and edit
 
 
-def _edit(request, *, obj, form_class, initial: dict, save, template: str, context: dict):
-    """Shared GET/POST handling: the service validates, a stale version is refused and nothing is lost."""
+def _edit(request, *, obj, form_class, update, template: str, context: dict):
+    """Shared GET/POST handling: the service validates, a stale version is refused and nothing is lost.
+
+    The form's fields are the service's keyword arguments (`version` becomes `expected_version`)."""
     can_edit = request.user.has_role("curator")
     conflict = None
     if request.method == "POST":
@@ -172,8 +167,9 @@ def _edit(request, *, obj, form_class, initial: dict, save, template: str, conte
             raise PermissionDenied("Editing needs the curator role.")
         form = form_class(request.POST)
         if form.is_valid():
+            data = dict(form.cleaned_data)
             try:
-                save(form.cleaned_data)
+                update(expected_version=data.pop("version"), actor=request.user, **data)
             except VersionConflict as exc:
                 conflict = exc
                 obj.refresh_from_db()
@@ -183,7 +179,7 @@ def _edit(request, *, obj, form_class, initial: dict, save, template: str, conte
                 messages.success(request, f"Saved version {obj.version}.")
                 return redirect(request.path)
     else:
-        form = form_class(initial={**initial, "version": obj.version})
+        form = form_class(initial=form_class.initial_for(obj))
     return render(
         request,
         template,
@@ -199,28 +195,33 @@ def _edit(request, *, obj, form_class, initial: dict, save, template: str, conte
 
 
 @role_required("annotator")
+def domain_detail(request, name: str):
+    domain = get_object_or_404(Domain, name=name)
+    return _edit(
+        request,
+        obj=domain,
+        form_class=DomainEditForm,
+        update=partial(services.domain_update, domain=domain),
+        template="catalog/domain_detail.html",
+        context={
+            "domain": domain,
+            "apis": domain.apis.order_by("-valid", "name")[:200],
+            "n_tasks": domain.tasks.count(),
+            "n_seeds": domain.seeds.count(),
+            "state_schema": pretty_json(domain.state_schema),
+            "initial_state": pretty_json(domain.initial_state),
+        },
+    )
+
+
+@role_required("annotator")
 def api_detail(request, pk: int):
     api = get_object_or_404(Api.objects.select_related("domain"), pk=pk)
-
-    def save(data):
-        services.api_update(
-            api=api,
-            expected_version=data["version"],
-            actor=request.user,
-            description=data["description"],
-            parameters=data["parameters"],
-            returns=data["returns"] or {},
-            kind=data["kind"],
-            note=data["note"],
-        )
-
-    initial = {"description": api.description, "kind": api.kind, "parameters": api.parameters, "returns": api.returns}
     return _edit(
         request,
         obj=api,
         form_class=ApiEditForm,
-        initial=initial,
-        save=save,
+        update=partial(services.api_update, api=api),
         template="catalog/api_detail.html",
         context={"api": api, "tool_json": pretty_json(api.as_tool())},
     )
@@ -229,31 +230,11 @@ def api_detail(request, pk: int):
 @role_required("annotator")
 def task_detail(request, pk: int):
     task = get_object_or_404(Task.objects.select_related("domain"), pk=pk)
-
-    def save(data):
-        services.task_update(
-            task=task,
-            expected_version=data["version"],
-            actor=request.user,
-            instruction=data["instruction"],
-            expected_outcome=data["expected_outcome"],
-            apis_needed=data["apis_needed"] if data["apis_needed"] is not None else [],
-            difficulty=data["difficulty"],
-            note=data["note"],
-        )
-
-    initial = {
-        "instruction": task.instruction,
-        "expected_outcome": task.expected_outcome,
-        "apis_needed": task.apis_needed,
-        "difficulty": task.difficulty,
-    }
     return _edit(
         request,
         obj=task,
         form_class=TaskEditForm,
-        initial=initial,
-        save=save,
+        update=partial(services.task_update, task=task),
         template="catalog/task_detail.html",
         context={"task": task},
     )
@@ -262,23 +243,11 @@ def task_detail(request, pk: int):
 @role_required("annotator")
 def seed_detail(request, pk: int):
     seed = get_object_or_404(Seed.objects.select_related("domain", "created_by"), pk=pk)
-
-    def save(data):
-        services.seed_update(
-            seed=seed,
-            expected_version=data["version"],
-            actor=request.user,
-            messages=data["messages"],
-            tools=data["tools"] if data["tools"] is not None else [],
-            note=data["note"],
-        )
-
     return _edit(
         request,
         obj=seed,
         form_class=SeedEditForm,
-        initial={"messages": seed.messages, "tools": seed.tools},
-        save=save,
+        update=partial(services.seed_update, seed=seed),
         template="catalog/seed_detail.html",
         context={"seed": seed},
     )
@@ -287,11 +256,12 @@ def seed_detail(request, pk: int):
 # ---------------------------------------------------------------- queue jobs
 
 
-def _queue_form(request, form_class, start, title: str, **form_kwargs):
-    form = form_class(request.POST or None, initial=request.GET.dict(), **form_kwargs)
+def _queue_form(request, form_class, queue, title: str):
+    """The form's fields are the queue service's keyword arguments."""
+    form = form_class(request.POST or None, initial=request.GET.dict())
     if request.method == "POST" and form.is_valid():
         try:
-            job = start(form.cleaned_data)
+            job = queue(actor=request.user, **form.cleaned_data)
         except ValidationError as exc:
             _add_errors(form, exc)
         else:
@@ -300,50 +270,16 @@ def _queue_form(request, form_class, start, title: str, **form_kwargs):
     return render(request, "catalog/queue_form.html", {"form": form, "title": title})
 
 
-RUN_OPTIONS = ("max_steps", "max_errors", "user_turns")
-
-
 @role_required("curator")
 def queue_synthesis(request):
-    def start(data):
-        return synthesis_queue(
-            domains=data["domains"],
-            apis=data["apis"],
-            tasks=data["tasks"],
-            rollouts=data["rollouts"],
-            actor=request.user,
-            **{k: data[k] for k in RUN_OPTIONS},
-        )
-
-    return _queue_form(request, SynthesisForm, start, "Queue synthesis (domains → APIs → tasks → rollouts)")
+    return _queue_form(request, SynthesisForm, synthesis_queue, "Queue synthesis (domains → APIs → tasks → rollouts)")
 
 
 @role_required("curator")
 def queue_rollouts(request):
-    def start(data):
-        return rollout_queue(
-            domain=data["domain"].name,
-            rollouts=data["rollouts"],
-            tasks=data["tasks"],
-            actor=request.user,
-            **{k: data[k] for k in RUN_OPTIONS},
-        )
-
-    return _queue_form(request, RolloutForm, start, "Queue rollouts on existing tasks")
+    return _queue_form(request, RolloutForm, rollout_queue, "Queue rollouts on existing tasks")
 
 
 @role_required("curator")
 def queue_amplify(request):
-    def start(data):
-        return amplification_queue(
-            count=data["count"],
-            domain=data["domain"].name if data["domain"] else None,
-            seed_ids=data["seed_ids"],
-            strategy=data["strategy"],
-            rng_seed=data["rng_seed"],
-            min_messages=data["min_messages"],
-            max_messages=data["max_messages"],
-            actor=request.user,
-        )
-
-    return _queue_form(request, AmplifyForm, start, "Queue seed amplification")
+    return _queue_form(request, AmplifyForm, amplification_queue, "Queue seed amplification")
