@@ -35,10 +35,10 @@ def reset_database(url: str) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rollouts", type=int, default=200)
-    parser.add_argument("--per-task", type=int, default=4)
     parser.add_argument("--latency", type=float, default=0.2)
     parser.add_argument("--concurrency", type=int, default=32, help="Concurrent requests the endpoint allows.")
     parser.add_argument("--threads", type=int, default=64, help="Worker threads (across all worker processes).")
+    parser.add_argument("--warm-up", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument("--workers", type=int, default=1, help="Worker processes sharing the concurrency.")
     args = parser.parse_args()
 
@@ -74,7 +74,8 @@ def main() -> None:
     )
     domain = domain_ensure(name="bench")
     apis_store(domain=domain, apis=APIS["apis"], state_schema=APIS["state_schema"], initial_state=APIS["initial_state"])
-    task_count = args.rollouts // args.per_task
+    # One rollout per task: the same 200 units as 50 tasks x 4, and the warm-up can take a subset.
+    task_count = args.rollouts
     tasks_store(domain=domain, tasks=tasks_answer(task_count)["tasks"][:task_count])
 
     workers = [
@@ -88,13 +89,19 @@ def main() -> None:
         def cpu_seconds() -> float:
             return sum(sum(psutil.Process(w.pid).cpu_times()[:2]) for w in workers)
 
-        idle_cpu = cpu_seconds()  # start-up, not the job's
-        job = rollout_queue(domain="bench", rollouts=args.per_task, tasks=task_count)
-        while True:
-            job.refresh_from_db()
-            if not job.is_active:
-                break
-            time.sleep(0.2)
+        def run_job(rollouts: int):
+            job = rollout_queue(domain="bench", rollouts=1, tasks=rollouts)
+            while job.is_active:
+                time.sleep(0.1)
+                job.refresh_from_db()
+            return job
+
+        if args.warm_up:
+            # A long-running worker has its threads and database connections open; a fresh one opens
+            # them during its first units. Measure the steady state unless --no-warm-up is given.
+            run_job(min(args.threads, task_count))
+        idle_cpu = cpu_seconds()
+        job = run_job(task_count)
         worker_cpu = cpu_seconds() - idle_cpu
     finally:
         for worker in workers:
