@@ -71,8 +71,20 @@ def verdict_record(*, trajectory: Trajectory, verdict: dict) -> JudgeVerdict:
     return row
 
 
+HUMAN_STATUSES = frozenset({TrajectoryStatus.ACCEPTED, TrajectoryStatus.REJECTED})
+
+
+def status_transition_check(*, previous: str, status: str) -> None:
+    """Pipeline statuses may be replaced by anything; a human decision only by another human decision."""
+    if status not in TrajectoryStatus.values:
+        raise ReviewError(f"unknown status {status!r}")
+    if previous in HUMAN_STATUSES and status not in HUMAN_STATUSES:
+        raise ReviewError(f"a trajectory a person {previous} cannot go back to {status}")
+
+
 def trajectory_status_set(*, trajectory: Trajectory, status: str, actor=None, reason: str = "") -> Trajectory:
-    """Change a status with an audit event in the same transaction."""
+    """Change a status (checked against the legal transitions) with an audit event in the same transaction."""
+    status_transition_check(previous=trajectory.status, status=status)
     with transaction.atomic():
         previous = trajectory.status
         Trajectory.objects.filter(pk=trajectory.pk).update(status=status)
@@ -220,6 +232,8 @@ def reviews_bulk(*, trajectories, reviewer, decision: str, reason: str = "") -> 
     if not rows:
         return 0
     status = STATUS_FOR_DECISION[decision]
+    for _, _, previous in rows:
+        status_transition_check(previous=previous, status=status)
     Review.objects.bulk_create(
         Review(trajectory_id=pk, reviewer=reviewer, decision=decision, reason=reason, trajectory_version=version)
         for pk, version, _ in rows
