@@ -1,10 +1,12 @@
 """Simia-SFT amplification: each unit turns one seed into one new trajectory in a single LLM call.
 
 A job of `count` outputs has exactly `count` units, and every unit stores exactly one trajectory,
-whatever happens: an LLM failure is stored as a trajectory with an `llm_error` violation.
+whatever happens: an LLM failure is stored as a trajectory with an `llm_error` violation, any other
+error (a seed deleted mid-job, a bug in post-processing) as one with an `internal_error` violation.
 """
 
 import json
+import logging
 import random
 import secrets
 
@@ -28,6 +30,8 @@ from .rules import DEFAULT_MAX_MESSAGES, DEFAULT_MIN_MESSAGES, Violation
 PROMPT_VERSION = "amplify-v1"
 STRATEGIES = ("round_robin", "random")
 MAX_COUNT = 100_000
+
+logger = logging.getLogger(__name__)
 
 # Loose on purpose: a malformed conversation must reach the rules (which name the mistake) rather
 # than be refused by the schema and retried away.
@@ -134,7 +138,8 @@ def amplification_queue(
                 {"seed": f"seeds {', '.join(map(str, unusable))} fail the rules (see their problems)"}
             )
         seeds = seeds.filter(pk__in=seed_ids)
-    chosen = list(seeds.order_by("id").values_list("id", flat=True))
+    seed_domains = dict(seeds.order_by("id").values_list("id", "domain_id"))
+    chosen = list(seed_domains)
     if not chosen:
         raise ValidationError({"seed": "no usable seed matches; import seeds first or fix their problems"})
     if strategy == "random" and rng_seed is None:
@@ -143,6 +148,8 @@ def amplification_queue(
         "count": count,
         "domain": domain,
         "seeds": chosen,
+        # Lets an output whose seed is deleted before it runs still be stored under the right domain.
+        "seed_domains": {str(pk): domain_id for pk, domain_id in seed_domains.items()},
         "strategy": strategy,
         "rng_seed": rng_seed,
         "min_messages": _bounded_int(min_messages, "min_messages", 1, 1000),
@@ -172,23 +179,83 @@ def _siblings(job, seed_id: int, exclude_unit) -> list[tuple[str, list[dict]]]:
     return [(f"trajectory {pk} of this job", messages) for pk, messages in rows]
 
 
+def _seed_domain_id(params: dict, seed_id: int) -> int | None:
+    """The domain of a seed that may have been deleted since the job was queued."""
+    recorded = params.get("seed_domains", {}).get(str(seed_id))
+    if recorded is not None:
+        return recorded
+    return Domain.objects.filter(name=params.get("domain") or "").values_list("id", flat=True).first()
+
+
 def amplify_unit_run(job: Job, unit):
+    """Return the unit's writer; any failure, here or in the writer, still stores one trajectory."""
+    seed_id = unit.params["seed"]
+    # Filled in as the run goes, so a failure stores whatever was reached.
+    partial = {
+        "tools": [],
+        "messages": [],
+        "provenance": {
+            "stage": "amplify",
+            "prompt_version": PROMPT_VERSION,
+            "seed": seed_id,
+            "strategy": job.params["strategy"],
+            "rng_seed": job.params.get("rng_seed"),
+            "output": unit.params["index"],
+            "llm_calls": [],
+        },
+    }
+
+    def failure_writer(exc: Exception):
+        logger.exception("amplify unit %s (job %s) failed; storing it as internal_error", unit.pk, job.pk)
+        return lambda: _internal_error_store(job=job, unit=unit, partial=partial, exc=exc)
+
+    try:
+        store = _amplified_writer(job, unit, partial)
+    except Exception as exc:  # e.g. the seed was deleted, or a post-processing bug
+        return failure_writer(exc)
+
+    def write():
+        try:
+            with transaction.atomic():  # a savepoint, so the failure can still be written after a database error
+                return store()
+        except Exception as exc:
+            return failure_writer(exc)()
+
+    return write
+
+
+def _internal_error_store(*, job: Job, unit, partial: dict, exc: Exception) -> dict:
+    seed_id = partial["provenance"]["seed"]
+    seed = Seed.objects.filter(pk=seed_id).first()
+    detail = f"{type(exc).__name__}: {exc}"[:2000]
+    domain_id = seed.domain_id if seed else _seed_domain_id(job.params, seed_id)
+    if domain_id is None:
+        raise RuntimeError(f"cannot store output {unit.params['index']}: the domain of seed {seed_id} is gone") from exc
+    trajectory = trajectory_create(
+        kind=TrajectoryKind.AMPLIFIED,
+        domain_id=domain_id,
+        seed=seed,
+        seed_version=partial["provenance"].get("seed_version"),
+        job=job,
+        unit=unit,
+        messages=partial["messages"],
+        tools=partial["tools"],
+        termination_reason="internal_error",
+        provenance={**partial["provenance"], "error": detail},
+        violations=[Violation("internal_error", None, detail)],
+    )
+    return {"trajectory": trajectory.pk, "status": trajectory.status}
+
+
+def _amplified_writer(job: Job, unit, partial: dict):
     params = job.params
     seed = Seed.objects.select_related("domain").get(pk=unit.params["seed"])
     tools = seed.tools or [api.as_tool() for api in seed.domain.apis.filter(valid=True)]
+    partial["tools"] = tools
     profiles = params.get("profiles", {})
     client = client_for_stage(Stage.AMPLIFY, job_id=job.pk, profile_id=profiles.get(Stage.AMPLIFY))
-    provenance = {
-        "stage": "amplify",
-        "prompt_version": PROMPT_VERSION,
-        "model": client.profile.model,
-        "profile": client.profile.name,
-        "seed": seed.pk,
-        "seed_version": seed.version,
-        "strategy": params["strategy"],
-        "rng_seed": params.get("rng_seed"),
-        "output": unit.params["index"],
-    }
+    provenance = partial["provenance"]
+    provenance.update(model=client.profile.model, profile=client.profile.name, seed_version=seed.version)
     fields = {"domain": seed.domain, "seed": seed, "seed_version": seed.version, "tools": tools}
     verdict = None
     try:
@@ -207,6 +274,7 @@ def amplify_unit_run(job: Job, unit):
         fields["termination_reason"] = "llm_error"
     else:
         provenance["llm_calls"] = reply.call_ids
+        partial["messages"] = reply.data["messages"]
         messages, violations = amplified_check(
             reply.data["messages"],
             tools,
@@ -216,6 +284,7 @@ def amplify_unit_run(job: Job, unit):
             max_messages=params["max_messages"],
             threshold=params["near_duplicate"],
         )
+        partial["messages"] = messages
         violations += near_duplicate_violations(messages, _siblings(job, seed.pk, unit), params["near_duplicate"])
         fields["termination_reason"] = "amplified"
         if not any(not v.fixed for v in violations):

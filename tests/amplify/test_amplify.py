@@ -2,6 +2,7 @@
 
 import json
 import random
+from types import SimpleNamespace
 
 import pytest
 from django.core.exceptions import ValidationError
@@ -11,6 +12,7 @@ from simia_web.catalog.models import Seed
 from simia_web.catalog.services import seed_update
 from simia_web.curation.models import Trajectory, TrajectoryKind, TrajectoryStatus
 from simia_web.jobs.models import JobStatus
+from simia_web.jobs.services import job_start
 from simia_web.synthesis.amplify import amplification_queue, seed_order
 from tests.support.llm_stub import Reply
 from tests.support.scripts import pipeline_responder
@@ -217,3 +219,76 @@ def test_command_waits_and_prints_summary(seed, llm_stub, capsys):
     call_command("amplify", "--count", "2", "--domain", "shop", "--wait")
     out = capsys.readouterr().out
     assert "succeeded" in out and '"judged_pass": 2' in out
+
+
+def test_seed_deleted_after_queueing_still_yields_every_trajectory(seed, llm_stub, monkeypatch):
+    other = Seed.objects.create(
+        domain=seed.domain, source_format="openai", messages=conversation(500), tools=TOOLS, content_hash="o"
+    )
+    llm_stub.responder = script({i: conversation(i) for i in range(4)})
+    held = []
+    monkeypatch.setattr("simia_web.jobs.tasks.job_start", SimpleNamespace(delay=held.append))
+    job = amplification_queue(count=4, domain="shop")
+    assert held == [job.pk]
+    other_pk = other.pk
+    other.delete()
+    monkeypatch.undo()
+    job_start(job_id=job.pk)
+
+    job.refresh_from_db()
+    assert job.status == JobStatus.SUCCEEDED, job.error
+    trajectories = Trajectory.objects.filter(job=job, kind=TrajectoryKind.AMPLIFIED)
+    assert trajectories.count() == 4
+    orphans = [t for t in trajectories if t.provenance["seed"] == other_pk]
+    assert len(orphans) == 2
+    for t in orphans:
+        assert t.seed_id is None and t.domain_id == seed.domain_id and t.messages == []
+        assert t.status == TrajectoryStatus.RULES_FAILED and t.termination_reason == "internal_error"
+        violation = t.violations.get()
+        assert violation.code == "internal_error" and violation.detail.startswith("DoesNotExist: ")
+        assert "Traceback" not in violation.detail
+    assert job.summary["rejection_reasons"] == {"internal_error": 2}
+    assert job.summary["trajectories"]["judged_pass"] == 2
+
+
+def test_post_processing_bug_still_yields_every_trajectory(seed, llm_stub, monkeypatch):
+    def broken(*args, **kwargs):
+        raise KeyError("tool_calls")
+
+    monkeypatch.setattr("simia_web.synthesis.amplify.amplified_check", broken)
+    llm_stub.responder = script({i: conversation(i) for i in range(3)})
+    job = amplification_queue(count=3, domain="shop")
+
+    job.refresh_from_db()
+    assert job.status == JobStatus.SUCCEEDED, job.error
+    trajectories = Trajectory.objects.filter(job=job, kind=TrajectoryKind.AMPLIFIED)
+    assert trajectories.count() == 3
+    for t in trajectories:
+        assert t.status == TrajectoryStatus.RULES_FAILED and t.seed_id == seed.pk and t.tools == TOOLS
+        assert t.messages == conversation(t.provenance["output"])  # the raw reply, kept for inspection
+        assert t.violations.get().detail == "KeyError: 'tool_calls'"
+        assert len(t.provenance["llm_calls"]) == 1
+    assert job.summary["rejection_reasons"] == {"internal_error": 3}
+    assert job.summary["units"] == {"done": 3}
+
+
+def test_failure_while_storing_still_yields_every_trajectory(seed, llm_stub, monkeypatch):
+    from simia_web.synthesis import amplify
+
+    calls = []
+
+    def fails_when_storing(messages, siblings, threshold):
+        calls.append(messages)
+        if len(calls) > 1:  # the run's check passes; the writer's recheck fails
+            raise RuntimeError("sibling lookup broke")
+        return []
+
+    monkeypatch.setattr(amplify, "near_duplicate_violations", fails_when_storing)
+    llm_stub.responder = script({0: conversation(0)})
+    job = amplification_queue(count=1, domain="shop")
+
+    job.refresh_from_db()
+    assert job.status == JobStatus.SUCCEEDED, job.error
+    t = Trajectory.objects.get(job=job)
+    assert t.status == TrajectoryStatus.RULES_FAILED and t.messages == conversation(0) and not t.verdicts.exists()
+    assert t.violations.get().detail == "RuntimeError: sibling lookup broke"
