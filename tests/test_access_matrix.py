@@ -95,9 +95,10 @@ ROUTES: dict[str, Route] = {
     "api-snapshot-download": api({"GET": ANNOTATOR}, pk="snapshot"),
     "api-llm-profile-list": api({"GET": ANNOTATOR}),
     "api-llm-profile-detail": api({"GET": ANNOTATOR}, pk="profile"),
-    "env-create": api({"POST": CURATOR}),
+    "env-list": api({"GET": CURATOR, "POST": CURATOR}),
     "env-detail": api({"GET": CURATOR}, session_id="session"),
     "env-step": api({"POST": CURATOR}, session_id="session"),
+    "env-abandon": api({"POST": CURATOR}, session_id="session"),
 }
 
 

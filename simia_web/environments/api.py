@@ -1,13 +1,18 @@
-"""REST endpoints of the RL environment: reset (create a session), step, and session state."""
+"""REST endpoints of the RL environment: reset (create a session), step, abandon, session state and list."""
 
-from drf_spectacular.utils import extend_schema, inline_serializer
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers, status
+from rest_framework.generics import GenericAPIView
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from simia_web.accounts.permissions import IsCurator
+from simia_web.core.pagination import IdCursorPagination
 
 from . import selectors, services
+from .filters import EnvSessionFilter
+from .models import EnvSession
 
 
 class EnvCreateSerializer(serializers.Serializer):
@@ -40,9 +45,26 @@ class EnvStepResultSerializer(serializers.Serializer):
         child=serializers.DictField(), help_text="Messages to append: tool results or the user's reply."
     )
     done = serializers.BooleanField()
-    reward = serializers.FloatField(allow_null=True, help_text="Judge reward 0..1 once done.")
+    reward = serializers.FloatField(
+        allow_null=True, help_text="Judge reward 0..1 once done; null while running, when abandoned or unjudged."
+    )
     termination_reason = serializers.CharField(allow_null=True)
     info = serializers.DictField()
+
+
+class EnvSessionSummarySerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    task = serializers.IntegerField(source="task_id")
+    domain = serializers.CharField(source="domain.name")
+    group = serializers.CharField(source="group.key", allow_null=True, default=None)
+    done = serializers.BooleanField()
+    reward = serializers.FloatField(allow_null=True)
+    termination_reason = serializers.SerializerMethodField()
+    steps = serializers.IntegerField(source="step_count")
+    created_at = serializers.DateTimeField()
+
+    def get_termination_reason(self, session) -> str | None:
+        return session.termination_reason or None
 
 
 class EnvSessionSerializer(serializers.Serializer):
@@ -77,8 +99,33 @@ def _error(exc: services.EnvError) -> Response:
     return Response({"error": exc.code, "detail": exc.detail}, status=exc.status)
 
 
-class EnvCreateApi(APIView):
+class SessionCursorPagination(IdCursorPagination):
+    # Session ids are random UUIDs: newest first by creation time instead.
+    ordering = "-created_at"
+
+
+class EnvListCreateApi(GenericAPIView):
     permission_classes = [IsCurator]
+    serializer_class = EnvSessionSummarySerializer
+    filterset_class = EnvSessionFilter
+    pagination_class = SessionCursorPagination
+
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):  # schema generation has no user
+            return EnvSession.objects.none()
+        return selectors.sessions_list(actor=self.request.user)
+
+    @extend_schema(
+        responses={
+            200: EnvSessionSummarySerializer(many=True),
+            400: OpenApiResponse(OpenApiTypes.OBJECT, "Invalid filter: {parameter: [messages]}."),
+            404: OpenApiResponse(OpenApiTypes.OBJECT, "Invalid pagination cursor."),
+        },
+        summary="List sessions: your own (admins: all), newest first",
+    )
+    def get(self, request):
+        page = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
+        return self.get_paginated_response(EnvSessionSummarySerializer(page, many=True).data)
 
     @extend_schema(
         request=EnvCreateSerializer,
@@ -127,6 +174,22 @@ class EnvStepApi(APIView):
     def post(self, request, session_id):
         try:
             result = services.env_step(session_id=session_id, actor=request.user, payload=request.data)
+        except services.EnvError as exc:
+            return _error(exc)
+        return Response(result)
+
+
+class EnvAbandonApi(APIView):
+    permission_classes = [IsCurator]
+
+    @extend_schema(
+        request=None,
+        responses={200: EnvStepResultSerializer, 404: ERROR, 409: ERROR},
+        summary="Abandon: end an unfinished episode without a reward",
+    )
+    def post(self, request, session_id):
+        try:
+            result = services.env_abandon(session_id=session_id, actor=request.user)
         except services.EnvError as exc:
             return _error(exc)
         return Response(result)

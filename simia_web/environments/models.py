@@ -14,6 +14,7 @@ class TerminationReason(models.TextChoices):
     MAX_ERRORS = "max_errors", "Error limit reached"
     TOKEN_BUDGET = "token_budget", "Token budget spent"
     LLM_ERROR = "llm_error", "The user simulator could not answer"
+    ABANDONED = "abandoned", "Abandoned by the client"
 
 
 class EnvGroup(models.Model):

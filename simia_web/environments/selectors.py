@@ -25,6 +25,15 @@ def sessions_visible(*, actor) -> QuerySet[EnvSession]:
     return sessions.filter(created_by=actor)
 
 
+# The conversation and state snapshots: not needed to list sessions, and they grow with every step.
+HEAVY_FIELDS = ("tools", "api_specs", "initial_state", "state", "messages", "steps", "llm_call_ids")
+
+
+def sessions_list(*, actor) -> QuerySet[EnvSession]:
+    """The sessions the actor may see, without the heavy JSON columns, for a summary listing."""
+    return sessions_visible(actor=actor).defer(*HEAVY_FIELDS)
+
+
 def session_for_step(*, session_id, actor) -> EnvSession | None:
     """The session row, locked until the end of the transaction (PostgreSQL); None when not visible.
 

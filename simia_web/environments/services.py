@@ -1,4 +1,4 @@
-"""RL environment sessions: reset (create), step, and the end of an episode (reward and stored trajectory).
+"""RL environment sessions: reset (create), step, abandon, and the end of an episode (reward and stored trajectory).
 
 A step rebuilds a synthesis Episode from the stored session, lets it answer the agent's message (tool
 calls through the simulator with explicit state and JSON Patch, text through the user simulator) and
@@ -272,11 +272,47 @@ def _usage_add(session: EnvSession, episode: Episode, counted: int) -> int:
     return len(episode.llm_call_ids)
 
 
+def _trajectory_store(
+    session: EnvSession,
+    *,
+    messages: list,
+    tools: list,
+    steps: dict,
+    final_state: dict,
+    violations: list,
+    verdict: dict | None,
+    llm_calls: list,
+) -> None:
+    """The ended episode as an rl trajectory, so it is reviewed and exported like any other."""
+    session.trajectory = trajectory_create(
+        violations=violations,
+        verdict=verdict,
+        kind=TrajectoryKind.RL,
+        domain=session.domain,
+        task=session.task,
+        messages=messages,
+        tools=tools,
+        steps=steps,
+        initial_state=session.initial_state,
+        final_state=final_state,
+        termination_reason=session.termination_reason,
+        reward=session.reward,
+        provenance={
+            "stage": "rl",
+            "env_session": str(session.pk),
+            "group": session.group.key if session.group else None,
+            "created_by": session.created_by_id,
+            "limits": session.limits,
+            "llm_calls": llm_calls,
+        },
+    )
+
+
 def _episode_finish(session: EnvSession, episode: Episode) -> dict:
     """Rules, judge reward and the stored rl trajectory; returns the info to report."""
     task = session.task
     violations = rules_check(episode.messages, episode.tools)
-    # Every ended episode is judged, truncated ones too: the trainer needs a reward for each.
+    # Every episode that ends by itself is judged, truncated ones too: the trainer needs a reward for each.
     verdict = judge_run(
         client=client_for_stage(Stage.JUDGE),
         messages=episode.messages,
@@ -288,27 +324,15 @@ def _episode_finish(session: EnvSession, episode: Episode) -> dict:
         episode.llm_call_ids.append(verdict["llm_call"].pk)
     session.reward = verdict["score"]
     session.reward_breakdown = verdict["scores"]
-    session.trajectory = trajectory_create(
-        violations=violations,
-        verdict=verdict,
-        kind=TrajectoryKind.RL,
-        domain=session.domain,
-        task=task,
+    _trajectory_store(
+        session,
         messages=episode.messages,
         tools=episode.tools,
         steps=episode.steps,
-        initial_state=session.initial_state,
         final_state=episode.state,
-        termination_reason=session.termination_reason,
-        reward=session.reward,
-        provenance={
-            "stage": "rl",
-            "env_session": str(session.pk),
-            "group": session.group.key if session.group else None,
-            "created_by": session.created_by_id,
-            "limits": session.limits,
-            "llm_calls": session.llm_call_ids + episode.llm_call_ids,
-        },
+        violations=violations,
+        verdict=verdict,
+        llm_calls=session.llm_call_ids + episode.llm_call_ids,
     )
     return {
         "reward_breakdown": verdict["scores"],
@@ -397,4 +421,62 @@ def env_step(*, session_id, actor, payload) -> dict:
         "reward": session.reward,
         "termination_reason": session.termination_reason or None,
         "info": info,
+    }
+
+
+# -- abandon ---------------------------------------------------------------------------------------
+
+
+def env_abandon(*, session_id, actor) -> dict:
+    """End an unfinished episode at the client's request; answers like a final step.
+
+    The conversation so far is stored as an rl trajectory with its rule violations but is not judged:
+    an abandoned episode has no outcome to score, so `reward` stays null and no LLM call is made.
+    """
+    with transaction.atomic():
+        session = selectors.session_for_step(session_id=session_id, actor=actor)
+        if session is None:
+            raise EnvNotFound(f"no environment session {session_id}")
+        if session.done:
+            raise EnvFinished(f"the episode has ended ({session.termination_reason}); nothing to abandon")
+        session.done = True
+        session.termination_reason = TerminationReason.ABANDONED
+        session.finished_at = timezone.now()
+        violations = rules_check(session.messages, session.tools)
+        _trajectory_store(
+            session,
+            messages=session.messages,
+            tools=session.tools,
+            steps=session.steps,
+            final_state=session.state,
+            violations=violations,
+            verdict=None,
+            llm_calls=session.llm_call_ids,
+        )
+        updated = EnvSession.objects.filter(pk=session.pk, version=session.version).update(
+            version=F("version") + 1,
+            done=True,
+            termination_reason=session.termination_reason,
+            trajectory=session.trajectory,
+            finished_at=session.finished_at,
+            updated_at=timezone.now(),
+        )
+        if not updated:
+            raise EnvConflict("a step on this session was applied at the same time; retry")
+    return {
+        "observation": [],
+        "done": True,
+        "reward": None,
+        "termination_reason": session.termination_reason,
+        "info": {
+            "step": session.step_count,
+            "errors": session.error_count,
+            "tokens_used": session.tokens_used,
+            "tool_errors": {},
+            "reward_breakdown": {},
+            "judge": None,
+            "violations": [v.as_dict() for v in violations],
+            "trajectory": session.trajectory.pk,
+            "llm": selectors.calls_usage(call_ids=[]),
+        },
     }
