@@ -3,6 +3,7 @@
 import hashlib
 import os
 import uuid
+import weakref
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,6 +53,21 @@ class ExportResult:
     sha256: str
 
 
+def _export_into(*, format: str, filters: dict, path: Path, label: str) -> ExportResult:
+    """Write the export to `path` and sync it to disk; on any failure (or interruption) remove it."""
+    stats = ExportStats()
+    try:
+        with open(path, "wb") as handle, _read_transaction():
+            target = HashingWriter(handle)
+            WRITERS[format](target, export_queryset(filters), stats, label)
+            handle.flush()
+            os.fsync(handle.fileno())
+    except BaseException:
+        path.unlink(missing_ok=True)
+        raise
+    return ExportResult(stats=stats, bytes=target.bytes, sha256=target.sha256.hexdigest())
+
+
 def export_write(*, format: str, filters: dict, path: Path, label: str = "simia") -> ExportResult:
     """Write the export to `path` (through a temporary file beside it, renamed at the end)."""
     if format not in WRITERS:
@@ -59,17 +75,12 @@ def export_write(*, format: str, filters: dict, path: Path, label: str = "simia"
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(f".{path.name}.{uuid.uuid4().hex}.part")
-    stats = ExportStats()
     try:
-        with open(partial, "wb") as handle, _read_transaction():
-            target = HashingWriter(handle)
-            WRITERS[format](target, export_queryset(filters), stats, label)
-            handle.flush()
-            os.fsync(handle.fileno())
+        result = _export_into(format=format, filters=filters, path=partial, label=label)
         os.replace(partial, path)
     finally:
         partial.unlink(missing_ok=True)
-    return ExportResult(stats=stats, bytes=target.bytes, sha256=target.sha256.hexdigest())
+    return result
 
 
 def snapshot_create(*, format: str, filters: dict | None, actor=None) -> Snapshot:
@@ -93,40 +104,65 @@ def snapshot_file_name(snapshot: Snapshot) -> str:
     return f"snapshot-{snapshot.pk}-{snapshot.format}.{EXTENSIONS[snapshot.format]}"
 
 
-def snapshot_build(*, snapshot: Snapshot):
-    """Write the file under a name of its own, then return the function that records it.
+def _snapshot_temp_pattern(name: str) -> str:
+    """Temporary files of one snapshot: hidden, one per delivery, never the name a row points at."""
+    return f".{name}.*.part"
 
-    The recorder runs in the transaction that finishes the job unit: only the first build of a
-    snapshot is kept; a second delivery's file is removed.
+
+class SnapshotRecorder:
+    """Records a built file on its snapshot, in the transaction that finishes the job unit.
+
+    The job engine calls it only while the unit is still pending. When the job was cancelled or
+    another delivery finished first it is dropped uncalled, and the finalizer removes the file.
     """
-    name = snapshot_file_name(snapshot)
-    attempt = Path(settings.EXPORTS_DIR) / f"{name}.{uuid.uuid4().hex[:8]}"
-    try:
-        result = export_write(
-            format=snapshot.format, filters=snapshot.filters, path=attempt, label=f"simia_snapshot_{snapshot.pk}"
-        )
-    except Exception as exc:
-        Snapshot.objects.filter(pk=snapshot.pk, sha256="").update(error=f"{type(exc).__name__}: {exc}"[:4000])
-        raise
 
-    def record() -> dict:
-        stats = result.stats
-        updated = Snapshot.objects.filter(pk=snapshot.pk, sha256="").update(
+    def __init__(self, *, snapshot_id: int, temp: Path, name: str, result: ExportResult):
+        self.snapshot_id, self.temp, self.name, self.result = snapshot_id, temp, name, result
+        self._discard = weakref.finalize(self, Path.unlink, temp, missing_ok=True)
+
+    def __call__(self) -> dict:
+        stats = self.result.stats
+        updated = Snapshot.objects.filter(pk=self.snapshot_id, sha256="").update(
             count=stats.count,
             refused_count=stats.refused_count,
             refusal_reasons=dict(stats.refusal_reasons),
             refusals=stats.refusals,
             repaired_count=stats.repaired_count,
-            bytes=result.bytes,
-            sha256=result.sha256,
-            file=name,
+            bytes=self.result.bytes,
+            sha256=self.result.sha256,
+            file=self.name,
             error="",
             built_at=timezone.now(),
         )
-        if not updated:
-            attempt.unlink(missing_ok=True)
-            return {"snapshot": snapshot.pk, "duplicate": True}
-        os.replace(attempt, Path(settings.EXPORTS_DIR) / name)
-        return {"snapshot": snapshot.pk, "count": stats.count, "refused": stats.refused_count, "sha256": result.sha256}
+        if not updated:  # only the first build of a snapshot is kept
+            self._discard()
+            return {"snapshot": self.snapshot_id, "duplicate": True}
+        exports_dir = Path(settings.EXPORTS_DIR)
+        # Renamed before the row commits, so a committed row never points at a missing file.
+        os.replace(self.temp, exports_dir / self.name)
+        # The unit is done now and no other delivery will be recorded: files left by one that
+        # crashed (or is still writing) can go.
+        for leftover in exports_dir.glob(_snapshot_temp_pattern(self.name)):
+            leftover.unlink(missing_ok=True)
+        return {
+            "snapshot": self.snapshot_id,
+            "count": stats.count,
+            "refused": stats.refused_count,
+            "sha256": self.result.sha256,
+        }
 
-    return record
+
+def snapshot_build(*, snapshot: Snapshot) -> SnapshotRecorder:
+    """Write the file to a temporary name of its own and return the recorder that puts it in place."""
+    name = snapshot_file_name(snapshot)
+    exports_dir = Path(settings.EXPORTS_DIR)
+    exports_dir.mkdir(parents=True, exist_ok=True)
+    temp = exports_dir / _snapshot_temp_pattern(name).replace("*", uuid.uuid4().hex)
+    try:
+        result = _export_into(
+            format=snapshot.format, filters=snapshot.filters, path=temp, label=f"simia_snapshot_{snapshot.pk}"
+        )
+    except Exception as exc:
+        Snapshot.objects.filter(pk=snapshot.pk, sha256="").update(error=f"{type(exc).__name__}: {exc}"[:4000])
+        raise
+    return SnapshotRecorder(snapshot_id=snapshot.pk, temp=temp, name=name, result=result)

@@ -9,8 +9,15 @@ from django.core.exceptions import ValidationError
 from simia_web.curation.models import Trajectory, TrajectoryKind, TrajectoryStatus
 from simia_web.exports.models import Snapshot
 from simia_web.exports.selectors import export_filters_clean
-from simia_web.exports.services import export_write, snapshot_create, snapshot_path
+from simia_web.exports.services import (
+    export_write,
+    snapshot_build,
+    snapshot_create,
+    snapshot_file_name,
+    snapshot_path,
+)
 from simia_web.jobs.models import JobStatus
+from simia_web.jobs.services import job_cancel
 
 from .data import TOOLS, conversation, domain_make, trajectory_make
 
@@ -109,3 +116,117 @@ def test_a_failed_build_is_recorded_on_the_snapshot(eager, monkeypatch, client_f
     assert not exports_dir.exists() or not list(exports_dir.iterdir())  # no partial file left behind
     response = client_for("annotator").get(f"/api/v1/snapshots/{snapshot.pk}/download/")
     assert response.status_code == 409
+
+
+def _files(directory) -> list[str]:
+    """Every file in the exports folder, hidden temporary files included."""
+    return sorted(p.name for p in directory.iterdir()) if directory.exists() else []
+
+
+def _writer_that(monkeypatch, *, after_rows: int, action):
+    """Replace the openai writer by the real one whose stream runs `action` after some rows."""
+    from simia_web.exports import formats
+
+    real = formats.WRITERS["openai"]
+
+    class Interrupting:
+        def __init__(self, stream):
+            self.stream, self.rows = stream, 0
+
+        def write(self, data):
+            if self.rows == after_rows:
+                action()
+            self.rows += 1
+            return self.stream.write(data)
+
+        def flush(self):
+            self.stream.flush()
+
+    monkeypatch.setitem(
+        formats.WRITERS, "openai", lambda stream, qs, stats, label: real(Interrupting(stream), qs, stats, label)
+    )
+
+
+def test_a_build_failing_mid_write_leaves_no_file(eager, monkeypatch, settings):
+    shop = domain_make()
+    for i in range(5):
+        trajectory_make(shop, messages=conversation(f"W{i}"))
+
+    def fail():
+        raise OSError("disk full")
+
+    _writer_that(monkeypatch, after_rows=2, action=fail)
+    snapshot = snapshot_create(format="openai", filters={})
+    snapshot.refresh_from_db()
+    snapshot.job.refresh_from_db()
+
+    assert snapshot.job.status == JobStatus.FAILED
+    assert "disk full" in snapshot.job.units.get().error
+    assert "disk full" in snapshot.error and not snapshot.sha256 and not snapshot.file
+    assert _files(settings.EXPORTS_DIR) == []
+
+
+def _create_then_build(monkeypatch, before_build, **fields) -> Snapshot:
+    """snapshot_create with the job held back until `before_build(snapshot)` has run."""
+    from django.db import transaction
+
+    queued = []
+    with monkeypatch.context() as patch:
+        patch.setattr(transaction, "on_commit", lambda fn, *args, **kwargs: queued.append(fn))
+        snapshot = snapshot_create(**fields)
+    before_build(snapshot)
+    for fn in queued:
+        fn()
+    return Snapshot.objects.select_related("job").get(pk=snapshot.pk)
+
+
+def test_a_job_cancelled_mid_write_leaves_no_file(eager, monkeypatch, settings):
+    shop = domain_make()
+    for i in range(5):
+        trajectory_make(shop, messages=conversation(f"W{i}"))
+    _writer_that(monkeypatch, after_rows=2, action=lambda: job_cancel(job=Snapshot.objects.get().job))
+
+    snapshot = snapshot_create(format="openai", filters={})
+    snapshot.refresh_from_db()
+    snapshot.job.refresh_from_db()
+
+    assert snapshot.job.status == JobStatus.CANCELLED
+    assert not snapshot.sha256 and not snapshot.file
+    assert _files(settings.EXPORTS_DIR) == []
+
+
+def test_a_successful_build_leaves_exactly_one_checksummed_file(eager, monkeypatch, settings):
+    shop = domain_make()
+    for i in range(3):
+        trajectory_make(shop, messages=conversation(f"W{i}"))
+
+    def crash_debris(snapshot):  # what an earlier delivery killed mid-write left behind
+        settings.EXPORTS_DIR.mkdir(parents=True, exist_ok=True)
+        (settings.EXPORTS_DIR / f".{snapshot_file_name(snapshot)}.dead.part").write_bytes(b'{"messages": [')
+
+    snapshot = _create_then_build(monkeypatch, crash_debris, format="openai", filters={})
+
+    assert snapshot.job.status == JobStatus.SUCCEEDED, snapshot.job.error
+    assert snapshot.is_built and snapshot.count == 3
+    assert _files(settings.EXPORTS_DIR) == [snapshot.file]
+    data = snapshot_path(snapshot).read_bytes()
+    assert len(data) == snapshot.bytes and hashlib.sha256(data).hexdigest() == snapshot.sha256
+
+
+def test_a_redelivered_build_leaves_no_orphans(eager, settings):
+    shop = domain_make()
+    trajectory_make(shop)
+    snapshot = snapshot_create(format="openai", filters={})
+    snapshot.refresh_from_db()
+    built = snapshot_path(snapshot).read_bytes()
+
+    # Two more deliveries of the unit: one recorded after the first (a duplicate), one never
+    # recorded because the unit was already done (the job engine drops its recorder).
+    duplicate = snapshot_build(snapshot=snapshot)
+    assert duplicate() == {"snapshot": snapshot.pk, "duplicate": True}
+    dropped = snapshot_build(snapshot=snapshot)
+    assert len(_files(settings.EXPORTS_DIR)) == 2
+    del dropped
+
+    assert _files(settings.EXPORTS_DIR) == [snapshot.file]
+    assert snapshot_path(snapshot).read_bytes() == built
