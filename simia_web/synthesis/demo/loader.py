@@ -5,10 +5,11 @@ from pathlib import Path
 import jsonpatch
 from django.db import transaction
 
+from simia_web.accounts.models import Role, User
 from simia_web.catalog.models import Domain, DomainSource
 from simia_web.catalog.services import apis_store, domain_ensure, tasks_store
 from simia_web.curation.models import TrajectoryKind
-from simia_web.curation.services import trajectory_create
+from simia_web.curation.services import review_decide, trajectory_create
 from simia_web.synthesis.episode import agent_system_prompt
 from simia_web.synthesis.judge import CRITERIA
 from simia_web.synthesis.rules import rules_check
@@ -28,6 +29,15 @@ def _verdict(judge: dict | None) -> dict | None:
         "cited_messages": judge["cited"],
         "model": "demo",
     }
+
+
+def _demo_reviewer() -> User:
+    """The account the demo's human reviews belong to; it cannot log in."""
+    reviewer, created = User.objects.get_or_create(username="demo-reviewer", defaults={"role": Role.ANNOTATOR})
+    if created:
+        reviewer.set_unusable_password()
+        reviewer.save(update_fields=["password"])
+    return reviewer
 
 
 @transaction.atomic
@@ -53,7 +63,7 @@ def demo_load() -> list[str]:
             for index, patch in item["patches"].items():
                 state = jsonpatch.apply_patch(state, patch)
                 steps[str(int(index) + 1)] = {"patch": patch, "state_after": state, "errors": []}
-            trajectory_create(
+            trajectory = trajectory_create(
                 kind=TrajectoryKind.DEMO,
                 domain=domain,
                 task=tasks[item["task"]],
@@ -67,5 +77,12 @@ def demo_load() -> list[str]:
                 verdict=_verdict(item["judge"]),
                 provenance={"stage": "demo"},
             )
+            if item.get("review"):
+                review_decide(
+                    trajectory=trajectory,
+                    reviewer=_demo_reviewer(),
+                    expected_version=trajectory.version,
+                    **item["review"],
+                )
         loaded.append(domain.name)
     return loaded
