@@ -119,3 +119,10 @@ def test_synthesize_command_validates_and_sets_domain_text(eager, llm_stub, tmp_
     domain = Domain.objects.get(name="shop")
     assert (domain.description, domain.policy) == ("A shop", "Refunds need a receipt.")
     assert "Refunds need a receipt." in llm_stub.stage_requests("agent")[0].messages[0]["content"]
+
+
+def test_progress_lists_stages_in_planning_order(eager, llm_stub):
+    from simia_web.jobs.selectors import job_progress
+
+    job = synthesis_queue(domains=["shop"], apis=3, tasks=1, rollouts=1)
+    assert list(job_progress(job)) == ["api_synthesis", "task_synthesis", "rollout"]

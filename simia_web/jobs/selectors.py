@@ -1,7 +1,7 @@
 from collections import defaultdict
 from decimal import Decimal
 
-from django.db.models import Count, Sum
+from django.db.models import Count, Min, Sum
 
 from simia_web.llm.models import LLMCall
 
@@ -10,7 +10,13 @@ from .models import Job, JobUnit
 
 def job_progress(job: Job) -> dict[str, dict[str, int]]:
     """{stage: {"total": n, "pending": n, "done": n, "failed": n, "cancelled": n}} in planning order."""
-    rows = JobUnit.objects.filter(job=job).values("stage", "status").annotate(n=Count("id")).order_by("stage")
+    first_unit = dict(
+        JobUnit.objects.filter(job=job).values("stage").annotate(first=Min("id")).values_list("stage", "first")
+    )
+    rows = sorted(
+        JobUnit.objects.filter(job=job).values("stage", "status").annotate(n=Count("id")).order_by(),
+        key=lambda row: first_unit[row["stage"]],
+    )
     progress: dict[str, dict[str, int]] = defaultdict(
         lambda: {"total": 0, "pending": 0, "done": 0, "failed": 0, "cancelled": 0}
     )
