@@ -366,15 +366,30 @@ def _agent_turn(session: EnvSession, episode: Episode, message: dict) -> tuple[l
     return [reply], TerminationReason.TOKEN_BUDGET if session.tokens_used >= session.token_budget else ""
 
 
+def _session_for_change(*, session_id, actor, finished: str) -> EnvSession:
+    """The caller's unfinished session, row-locked for the rest of the transaction."""
+    session = selectors.session_for_step(session_id=session_id, actor=actor)
+    if session is None:
+        raise EnvNotFound(f"no environment session {session_id}")
+    if session.done:
+        raise EnvFinished(f"the episode has ended ({session.termination_reason}); {finished}")
+    return session
+
+
+def _session_save(session: EnvSession, *, version: int, **fields) -> None:
+    """Compare-and-set on the version: a guard for databases without row locks (the other change won)."""
+    updated = EnvSession.objects.filter(pk=session.pk, version=version).update(
+        version=F("version") + 1, updated_at=timezone.now(), **fields
+    )
+    if not updated:
+        raise EnvConflict("another step on this session was applied at the same time; retry")
+
+
 def env_step(*, session_id, actor, payload) -> dict:
     """Apply one agent message; returns {"observation", "done", "reward", "termination_reason", "info"}."""
     message = message_clean(payload=payload)
     with transaction.atomic():
-        session = selectors.session_for_step(session_id=session_id, actor=actor)
-        if session is None:
-            raise EnvNotFound(f"no environment session {session_id}")
-        if session.done:
-            raise EnvFinished(f"the episode has ended ({session.termination_reason}); create a new session")
+        session = _session_for_change(session_id=session_id, actor=actor, finished="create a new session")
         version = session.version
         episode = _episode_load(session)
         observation, reason = _agent_turn(session, episode, message)
@@ -395,8 +410,9 @@ def env_step(*, session_id, actor, payload) -> dict:
             info.update(_episode_finish(session, episode))
         step_calls = episode.llm_call_ids
         info["llm"] = selectors.calls_usage(call_ids=step_calls)
-        updated = EnvSession.objects.filter(pk=session.pk, version=version).update(
-            version=F("version") + 1,
+        _session_save(
+            session,
+            version=version,
             state=episode.state,
             messages=episode.messages,
             steps=episode.steps,
@@ -410,11 +426,7 @@ def env_step(*, session_id, actor, payload) -> dict:
             reward_breakdown=session.reward_breakdown,
             trajectory=session.trajectory,
             finished_at=session.finished_at,
-            updated_at=timezone.now(),
         )
-        if not updated:
-            # A guard for databases without row locks: another step won, this one is rolled back.
-            raise EnvConflict("another step on this session was applied at the same time; retry")
     return {
         "observation": observation,
         "done": session.done,
@@ -434,11 +446,7 @@ def env_abandon(*, session_id, actor) -> dict:
     an abandoned episode has no outcome to score, so `reward` stays null and no LLM call is made.
     """
     with transaction.atomic():
-        session = selectors.session_for_step(session_id=session_id, actor=actor)
-        if session is None:
-            raise EnvNotFound(f"no environment session {session_id}")
-        if session.done:
-            raise EnvFinished(f"the episode has ended ({session.termination_reason}); nothing to abandon")
+        session = _session_for_change(session_id=session_id, actor=actor, finished="nothing to abandon")
         session.done = True
         session.termination_reason = TerminationReason.ABANDONED
         session.finished_at = timezone.now()
@@ -453,16 +461,14 @@ def env_abandon(*, session_id, actor) -> dict:
             verdict=None,
             llm_calls=session.llm_call_ids,
         )
-        updated = EnvSession.objects.filter(pk=session.pk, version=session.version).update(
-            version=F("version") + 1,
+        _session_save(
+            session,
+            version=session.version,
             done=True,
             termination_reason=session.termination_reason,
             trajectory=session.trajectory,
             finished_at=session.finished_at,
-            updated_at=timezone.now(),
         )
-        if not updated:
-            raise EnvConflict("a step on this session was applied at the same time; retry")
     return {
         "observation": [],
         "done": True,
