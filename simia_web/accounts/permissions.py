@@ -46,10 +46,6 @@ class IsCurator(_RolePermission):
     role = Role.CURATOR
 
 
-class IsAdminRole(_RolePermission):
-    role = Role.ADMIN
-
-
 class ReadMemberWriteCurator(BasePermission):
     """Members read; curators and admins write."""
 

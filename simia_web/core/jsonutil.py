@@ -1,4 +1,4 @@
-"""Canonical JSON: one encoding for hashing, storage comparison and file output."""
+"""Canonical JSON for content hashes: the same value always gives the same bytes."""
 
 import hashlib
 from typing import Any
@@ -12,11 +12,3 @@ def canonical_bytes(value: Any) -> bytes:
 
 def content_hash(value: Any) -> str:
     return hashlib.sha256(canonical_bytes(value)).hexdigest()
-
-
-def dumps(value: Any) -> str:
-    return orjson.dumps(value).decode()
-
-
-def loads(text: str | bytes) -> Any:
-    return orjson.loads(text)

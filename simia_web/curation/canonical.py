@@ -1,7 +1,6 @@
 """Helpers over the canonical trajectory format (OpenAI chat messages plus the tools list)."""
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 
@@ -13,13 +12,6 @@ def tool_schemas(tools: list[dict]) -> dict[str, dict]:
         if isinstance(function, dict) and function.get("name"):
             schemas[function["name"]] = function.get("parameters") or {"type": "object", "properties": {}}
     return schemas
-
-
-def tool_calls(messages: list[dict]) -> Iterator[tuple[int, dict]]:
-    """(message index, tool call) for every tool call in the conversation."""
-    for index, message in enumerate(messages):
-        for call in message.get("tool_calls") or []:
-            yield index, call
 
 
 def parse_arguments(call: dict) -> tuple[Any, str | None]:

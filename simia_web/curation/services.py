@@ -61,16 +61,6 @@ def _verdict_headline(verdict: dict | None) -> dict:
     }
 
 
-def verdict_record(*, trajectory: Trajectory, verdict: dict) -> JudgeVerdict:
-    """Store a judge verdict and copy its headline numbers onto the trajectory for the review queue."""
-    row = JudgeVerdict.objects.create(trajectory=trajectory, **verdict)
-    headline = _verdict_headline(verdict)
-    Trajectory.objects.filter(pk=trajectory.pk).update(**headline)
-    for field, value in headline.items():
-        setattr(trajectory, field, value)
-    return row
-
-
 HUMAN_STATUSES = frozenset({TrajectoryStatus.ACCEPTED, TrajectoryStatus.REJECTED})
 
 
@@ -120,10 +110,6 @@ def trajectory_reserve(*, trajectory: Trajectory, user) -> bool:
     else:
         trajectory.refresh_from_db(fields=["reserved_by", "reserved_until"])
     return bool(won)
-
-
-def trajectory_release(*, trajectory: Trajectory, user) -> None:
-    Trajectory.objects.filter(pk=trajectory.pk, reserved_by=user).update(reserved_by=None, reserved_until=None)
 
 
 def _held_by_other(trajectory: Trajectory, user) -> bool:

@@ -20,8 +20,6 @@ from .models import Job, JobKind, JobUnit
 from .selectors import job_progress, job_usage
 from .services import JobError, job_cancel
 
-QUEUEABLE = (JobKind.SYNTHESIZE, JobKind.ROLLOUT, JobKind.AMPLIFY)
-
 
 def drf_validation_error(exc: DjangoValidationError) -> ValidationError:
     """A service's ValidationError as a 400 answer with the same field names."""

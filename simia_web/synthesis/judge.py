@@ -47,7 +47,7 @@ def judge_messages(*, messages: list[dict], tools: list[dict], task: str, policy
 
 
 def judge_run(*, client: LLMClient, messages: list[dict], tools: list[dict], task: str, policy: str) -> dict:
-    """A verdict dict for curation.services.verdict_record; an LLM failure becomes a verdict with `error`."""
+    """A verdict dict for curation.services.trajectory_create; an LLM failure becomes a verdict with `error`."""
     assert client.stage == Stage.JUDGE
     try:
         reply = client.structured(

@@ -2,6 +2,7 @@
 
 import os
 
+import orjson
 import pytest
 import schemathesis
 from django.core.signals import request_finished, request_started
@@ -13,7 +14,6 @@ from hypothesis import HealthCheck, Phase, given, settings
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 from simia_web.accounts.services import user_token
-from simia_web.core.jsonutil import loads
 from tests.exports.data import domain_make, task_make, trajectory_make
 
 pytestmark = pytest.mark.django_db
@@ -32,7 +32,7 @@ def wsgi_app():
 
 def _schema(app):
     generated = SchemaGenerator().get_schema(request=None, public=True)
-    loaded = schemathesis.openapi.from_dict(loads(OpenApiJsonRenderer().render(generated)))
+    loaded = schemathesis.openapi.from_dict(orjson.loads(OpenApiJsonRenderer().render(generated)))
     loaded.app = app
     return loaded
 
