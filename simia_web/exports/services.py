@@ -3,7 +3,6 @@
 import hashlib
 import os
 import uuid
-import weakref
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -112,13 +111,15 @@ def _snapshot_temp_pattern(name: str) -> str:
 class SnapshotRecorder:
     """Records a built file on its snapshot, in the transaction that finishes the job unit.
 
-    The job engine calls it only while the unit is still pending. When the job was cancelled or
-    another delivery finished first it is dropped uncalled, and the finalizer removes the file.
+    The job engine calls it only while the unit is still pending; when the job was cancelled or
+    another delivery finished first, it calls `discard` instead, which removes the file.
     """
 
     def __init__(self, *, snapshot_id: int, temp: Path, name: str, result: ExportResult):
         self.snapshot_id, self.temp, self.name, self.result = snapshot_id, temp, name, result
-        self._discard = weakref.finalize(self, Path.unlink, temp, missing_ok=True)
+
+    def discard(self) -> None:
+        self.temp.unlink(missing_ok=True)
 
     def __call__(self) -> dict:
         stats = self.result.stats
@@ -135,7 +136,7 @@ class SnapshotRecorder:
             built_at=timezone.now(),
         )
         if not updated:  # only the first build of a snapshot is kept
-            self._discard()
+            self.discard()
             return {"snapshot": self.snapshot_id, "duplicate": True}
         exports_dir = Path(settings.EXPORTS_DIR)
         # Renamed before the row commits, so a committed row never points at a missing file.

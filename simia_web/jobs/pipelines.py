@@ -26,7 +26,9 @@ class Pipeline(Protocol):
         """Do the slow work of a unit (LLM calls) and return a function that writes its result.
 
         The writer runs inside the transaction that marks the unit done, so a unit redelivered
-        after a crash or run twice at once writes its result exactly once.
+        after a crash or run twice at once writes its result exactly once. A writer may have a
+        `discard()` method, called instead when it will not run (cancelled job, unit already done)
+        or when it failed, to release what the slow work left behind (a temporary file).
         """
 
 

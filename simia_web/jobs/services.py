@@ -107,7 +107,8 @@ def unit_execute(*, unit_id: int) -> None:
     with transaction.atomic():
         locked = JobUnit.objects.select_for_update().get(pk=unit_id)
         if locked.status != UnitStatus.PENDING:
-            return  # another delivery finished it, or the job was cancelled
+            _writer_discard(writer)  # another delivery finished it, or the job was cancelled
+            return
         if writer is not None:
             try:
                 with transaction.atomic():
@@ -115,6 +116,7 @@ def unit_execute(*, unit_id: int) -> None:
             except Exception as exc:
                 logger.exception("unit %s: writing the result failed", unit_id)
                 error = f"{type(exc).__name__}: {exc}"
+                _writer_discard(writer)
         locked.status = UnitStatus.FAILED if error else UnitStatus.DONE
         locked.error = error[:8000]
         locked.finished_at = timezone.now()
@@ -124,6 +126,13 @@ def unit_execute(*, unit_id: int) -> None:
     stage_open = JobUnit.objects.filter(job_id=unit.job_id, stage=unit.stage, status=UnitStatus.PENDING).exists()
     if not stage_open:
         job_advance(job_id=unit.job_id, stage=unit.stage)
+
+
+def _writer_discard(writer) -> None:
+    """Let a writer that will not run release what it holds (a pipeline's optional `discard`)."""
+    discard = getattr(writer, "discard", None)
+    if discard is not None:
+        discard()
 
 
 def job_advance(*, job_id: int, stage: str) -> None:

@@ -221,12 +221,12 @@ def test_a_redelivered_build_leaves_no_orphans(eager, settings):
     built = snapshot_path(snapshot).read_bytes()
 
     # Two more deliveries of the unit: one recorded after the first (a duplicate), one never
-    # recorded because the unit was already done (the job engine drops its recorder).
+    # recorded because the unit was already done (the job engine discards its recorder).
     duplicate = snapshot_build(snapshot=snapshot)
     assert duplicate() == {"snapshot": snapshot.pk, "duplicate": True}
     dropped = snapshot_build(snapshot=snapshot)
     assert len(_files(settings.EXPORTS_DIR)) == 2
-    del dropped
+    dropped.discard()
 
     assert _files(settings.EXPORTS_DIR) == [snapshot.file]
     assert snapshot_path(snapshot).read_bytes() == built

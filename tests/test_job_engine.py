@@ -1,0 +1,67 @@
+"""The job engine's exactly-once contract with pipelines, without any LLM."""
+
+import pytest
+
+from simia_web.jobs import services
+from simia_web.jobs.models import Job, JobKind, JobStatus, JobUnit, UnitStatus
+
+
+class RecordingWriter:
+    def __init__(self, *, fail=False):
+        self.fail, self.called, self.discarded = fail, 0, 0
+
+    def __call__(self):
+        self.called += 1
+        if self.fail:
+            raise RuntimeError("disk full")
+        return {"ok": True}
+
+    def discard(self):
+        self.discarded += 1
+
+
+class OneUnitPipeline:
+    kind = JobKind.ROLLOUT
+
+    def __init__(self, writer, before_commit=lambda unit: None):
+        self.writer, self.before_commit = writer, before_commit
+
+    def run(self, job, unit):
+        self.before_commit(unit)
+        return self.writer
+
+
+@pytest.fixture
+def unit(db):
+    job = Job.objects.create(kind=JobKind.ROLLOUT, status=JobStatus.RUNNING, stage="rollout")
+    return JobUnit.objects.create(job=job, stage="rollout", key="u1")
+
+
+def _run(monkeypatch, unit, pipeline):
+    monkeypatch.setattr(services, "pipeline_for", lambda kind: pipeline)
+    monkeypatch.setattr(services, "job_advance", lambda **kwargs: None)
+    services.unit_execute(unit_id=unit.pk)
+    unit.refresh_from_db()
+
+
+def test_writer_runs_once_and_marks_the_unit_done(monkeypatch, unit):
+    writer = RecordingWriter()
+    _run(monkeypatch, unit, OneUnitPipeline(writer))
+    assert (writer.called, writer.discarded, unit.status, unit.result) == (1, 0, UnitStatus.DONE, {"ok": True})
+    _run(monkeypatch, unit, OneUnitPipeline(writer))  # a redelivery of a finished unit does nothing
+    assert writer.called == 1 and unit.attempts == 1
+
+
+def test_a_writer_that_will_not_run_is_discarded(monkeypatch, unit):
+    """Another delivery finished the unit while this one did its slow work."""
+    writer = RecordingWriter()
+    finish_elsewhere = lambda u: JobUnit.objects.filter(pk=u.pk).update(status=UnitStatus.DONE)  # noqa: E731
+    _run(monkeypatch, unit, OneUnitPipeline(writer, before_commit=finish_elsewhere))
+    assert (writer.called, writer.discarded) == (0, 1)
+
+
+def test_a_failing_writer_is_discarded_and_the_unit_fails(monkeypatch, unit):
+    writer = RecordingWriter(fail=True)
+    _run(monkeypatch, unit, OneUnitPipeline(writer))
+    assert (writer.called, writer.discarded, unit.status) == (1, 1, UnitStatus.FAILED)
+    assert "disk full" in unit.error
