@@ -321,7 +321,7 @@ def _episode_finish(session: EnvSession, episode: Episode) -> dict:
         policy=session.domain.policy,
     )
     if verdict.get("llm_call"):
-        episode.llm_call_ids.append(verdict["llm_call"].pk)
+        episode.llm_calls.append(verdict["llm_call"])
     session.reward = verdict["score"]
     session.reward_breakdown = verdict["scores"]
     _trajectory_store(

@@ -8,6 +8,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from simia_web.core.services import audit_record
+from simia_web.llm.services import llm_calls_held, llm_calls_write
 
 from .models import Job, JobStatus, JobUnit, UnitStatus
 from .pipelines import pipeline_for
@@ -99,33 +100,39 @@ def unit_execute(*, unit_id: int) -> None:
     pipeline = pipeline_for(unit.job.kind)
     writer = None
     error = ""
+    with llm_calls_held() as calls:
+        try:
+            writer = pipeline.run(unit.job, unit)
+        except Exception as exc:
+            logger.exception("unit %s failed", unit_id)
+            error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=5)}"
+    # Every call is recorded, whatever became of the unit; the writer may refer to the calls' rows.
+    llm_calls_write(calls)
     try:
-        writer = pipeline.run(unit.job, unit)
-    except Exception as exc:
-        logger.exception("unit %s failed", unit_id)
-        error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=5)}"
-    with transaction.atomic():
-        locked = JobUnit.objects.select_for_update().get(pk=unit_id)
-        if locked.status != UnitStatus.PENDING:
-            _writer_discard(writer)  # another delivery finished it, or the job was cancelled
-            return
-        if writer is not None:
-            try:
-                with transaction.atomic():
-                    locked.result = writer() or {}
-            except Exception as exc:
-                logger.exception("unit %s: writing the result failed", unit_id)
-                error = f"{type(exc).__name__}: {exc}"
-                _writer_discard(writer)
-        locked.status = UnitStatus.FAILED if error else UnitStatus.DONE
-        locked.error = error[:8000]
-        locked.finished_at = timezone.now()
-        locked.save(update_fields=["status", "error", "result", "finished_at"])
+        _unit_finish(unit_id, writer, error)
+    except Exception as exc:  # the writer failed and its transaction was rolled back: record the failure alone
+        logger.exception("unit %s: writing the result failed", unit_id)
+        _writer_discard(writer)
+        _unit_finish(unit_id, None, f"{type(exc).__name__}: {exc}")
     # Checked after the commit (inside it, two last units could each see the other pending). Only a stage's
     # last unit needs the job lock, and job_advance checks again under it.
     stage_open = JobUnit.objects.filter(job_id=unit.job_id, stage=unit.stage, status=UnitStatus.PENDING).exists()
     if not stage_open:
         job_advance(job_id=unit.job_id, stage=unit.stage)
+
+
+@transaction.atomic
+def _unit_finish(unit_id: int, writer, error: str) -> None:
+    locked = JobUnit.objects.select_for_update().get(pk=unit_id)
+    if locked.status != UnitStatus.PENDING:
+        _writer_discard(writer)  # another delivery finished it, or the job was cancelled
+        return
+    if writer is not None and not error:
+        locked.result = writer() or {}
+    locked.status = UnitStatus.FAILED if error else UnitStatus.DONE
+    locked.error = error[:8000]
+    locked.finished_at = timezone.now()
+    locked.save(update_fields=["status", "error", "result", "finished_at"])
 
 
 def _writer_discard(writer) -> None:

@@ -6,19 +6,22 @@ or native tools fall back to a weaker mode, remembered per profile; structured a
 validated against their JSON Schema with one repair retry that quotes the error.
 """
 
+import functools
 import json
 import logging
 import os
 import random
 import re
+import ssl
 import threading
 import time
 import uuid
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-import httpx
+import httpx2
 import jsonschema
 import openai
 import orjson
@@ -27,6 +30,7 @@ from django.conf import settings
 from simia_web.core.jsonutil import content_hash
 
 from .models import EndpointProfile, LLMCall, StructuredMode, ToolMode
+from .services import llm_call_mark_invalid, llm_call_record
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +51,8 @@ class LLMReply:
 
     @property
     def call_ids(self) -> list[int]:
+        """Only known once the rows are written (at the end of a job unit: see services.llm_calls_held)."""
+        assert all(c.pk is not None for c in self.calls), "LLM call rows are not written yet"
         return [c.pk for c in self.calls]
 
     @property
@@ -54,10 +60,11 @@ class LLMReply:
         return self.calls[-1] if self.calls else None
 
 
-_clients: dict[tuple, openai.OpenAI] = {}
-_semaphores: dict[tuple, threading.BoundedSemaphore] = {}
+_thread_clients = threading.local()  # .clients: {client key: openai.OpenAI}
+_slots: dict[tuple, threading.BoundedSemaphore] = {}  # (profile id, max concurrency) -> slots
 _downgrades: dict[tuple, str] = {}  # (profile key, "structured"|"tools") -> weaker mode learned at run time
 _lock = threading.Lock()
+_exchange_ms: ContextVar[int] = ContextVar("exchange_ms", default=0)  # set by _SlotTransport
 
 _STRUCTURED_FALLBACK = {
     StructuredMode.JSON_SCHEMA: StructuredMode.JSON_OBJECT,
@@ -70,29 +77,68 @@ _THINKING = re.compile(r"<think>.*?</think>", re.S | re.I)  # reasoning models s
 _RETRY_AFTER_CAP = 30.0
 
 
+@functools.cache
+def _tls_context() -> ssl.SSLContext:
+    return httpx2.create_ssl_context()
+
+
+class _SlotTransport(httpx2.HTTPTransport):
+    """Holds one of the endpoint's concurrency slots for exactly the HTTP exchange.
+
+    The SDK builds the request before a slot is taken, and the slot is free again as soon as the
+    answer's bytes are in, before anything parses them: on a busy worker, time spent waiting for the
+    GIL outside the exchange does not keep the endpoint's capacity idle.
+    """
+
+    def __init__(self, slots: threading.BoundedSemaphore):
+        # One TLS context for all: building one reads the CA bundle (~25 ms), too slow per thread.
+        super().__init__(verify=_tls_context(), limits=openai.DEFAULT_CONNECTION_LIMITS)
+        self._slots = slots
+
+    def handle_request(self, request: httpx2.Request) -> httpx2.Response:
+        with self._slots:
+            started = time.monotonic()
+            try:
+                response = super().handle_request(request)
+                try:
+                    response.read()
+                except BaseException:
+                    response.close()
+                    raise
+            finally:
+                _exchange_ms.set(int((time.monotonic() - started) * 1000))
+        return response
+
+
 def _openai_client(profile: EndpointProfile) -> openai.OpenAI:
+    """This thread's client for the profile's endpoint; the profile's slots are shared by all threads.
+
+    One client per worker thread, each with its own connection: a shared connection pool locks and
+    polls every idle connection on each request, and on a busy worker each of those steps waits for
+    the GIL while holding the pool lock and a slot, which cost a sixth of the endpoint's capacity.
+    """
     api_key = os.environ.get(profile.api_key_env, "") or "not-needed"
-    key = (profile.base_url, api_key, profile.timeout_seconds)
-    with _lock:
-        if key not in _clients:
-            # Retries are ours, so that every attempt is logged and counted.
-            _clients[key] = openai.OpenAI(
-                base_url=profile.base_url or None, api_key=api_key, timeout=profile.timeout_seconds, max_retries=0
+    key = (profile.pk, profile.max_concurrency, profile.base_url, api_key, profile.timeout_seconds)
+    clients = _thread_clients.__dict__.setdefault("clients", {})
+    if key not in clients:
+        with _lock:
+            slots = _slots.setdefault(
+                (profile.pk, profile.max_concurrency), threading.BoundedSemaphore(max(1, profile.max_concurrency))
             )
-        return _clients[key]
+        # Retries are ours, so that every attempt is logged and counted.
+        clients[key] = openai.OpenAI(
+            base_url=profile.base_url or None,
+            api_key=api_key,
+            timeout=profile.timeout_seconds,
+            max_retries=0,
+            http_client=openai.DefaultHttpxClient(transport=_SlotTransport(slots)),
+        )
+    return clients[key]
 
 
 def _redact_key(text: str, profile: EndpointProfile) -> str:
     api_key = os.environ.get(profile.api_key_env, "")
     return text.replace(api_key, "[redacted]") if len(api_key) >= 8 else text
-
-
-def _semaphore(profile: EndpointProfile) -> threading.BoundedSemaphore:
-    key = (profile.pk, profile.max_concurrency)
-    with _lock:
-        if key not in _semaphores:
-            _semaphores[key] = threading.BoundedSemaphore(max(1, profile.max_concurrency))
-        return _semaphores[key]
 
 
 def _cost(profile: EndpointProfile, tokens_in: int, tokens_out: int) -> Decimal | None:
@@ -318,25 +364,24 @@ class LLMClient:
 
     def _send(self, request: dict) -> tuple[Any, int]:
         """One HTTP request: (the completion, or the exception it raised; latency in ms, queueing excluded)."""
-        with _semaphore(self.profile):
-            started = time.monotonic()
-            try:
-                # The raw POST skips the SDK's typed request/response models (a third of a call's CPU) while
-                # keeping its timeouts, error classes and auth; the body is plain JSON either way.
-                response = _openai_client(self.profile).post(
-                    "/chat/completions",
-                    body=request,
-                    cast_to=httpx.Response,
-                    options={"headers": {"X-Simia-Stage": self.stage}},
-                )
-                result = orjson.loads(response.content)
-                if not isinstance(result, dict) or not result.get("choices"):
-                    result = _MalformedResponse("the response has no choices")
-            except (openai.APIError, ValueError) as exc:  # ValueError: a 200 whose body is not JSON
-                result = exc
-            except httpx.TransportError as exc:  # defensive: the SDK maps these to APIConnectionError
-                result = openai.APIConnectionError(request=exc.request)
-            return result, int((time.monotonic() - started) * 1000)
+        _exchange_ms.set(0)
+        try:
+            # The raw POST skips the SDK's typed request/response models (a third of a call's CPU) while
+            # keeping its timeouts, error classes and auth; the body is plain JSON either way.
+            response = _openai_client(self.profile).post(
+                "/chat/completions",
+                body=request,
+                cast_to=httpx2.Response,
+                options={"headers": {"X-Simia-Stage": self.stage}},
+            )
+            result = orjson.loads(response.content)
+            if not isinstance(result, dict) or not result.get("choices"):
+                result = _MalformedResponse("the response has no choices")
+        except (openai.APIError, ValueError) as exc:  # ValueError: a 200 whose body is not JSON
+            result = exc
+        except httpx2.TransportError as exc:  # defensive: the SDK maps these to APIConnectionError
+            result = openai.APIConnectionError(request=exc.request)
+        return result, _exchange_ms.get()
 
     def _backoff(self, attempt: int) -> float:
         base = settings.SIMIA_LLM_BACKOFF_BASE
@@ -377,7 +422,7 @@ class LLMClient:
         error_kind="",
         cache_hit=False,
     ) -> LLMCall:
-        return LLMCall.objects.create(
+        call = LLMCall(
             stage=self.stage,
             profile=self.profile,
             model=self.profile.model,
@@ -396,12 +441,12 @@ class LLMClient:
             cache_hit=cache_hit,
             cost=Decimal(0) if cache_hit else _cost(self.profile, tokens_in, tokens_out),
         )
+        return llm_call_record(call)
 
     @staticmethod
     def _mark_invalid(call: LLMCall | None, kind: str, problem: str) -> None:
         if call is not None:
-            LLMCall.objects.filter(pk=call.pk).update(error=problem[:4000], error_kind=kind)
-            call.error, call.error_kind = problem, kind
+            llm_call_mark_invalid(call, kind=kind, problem=problem)
 
 
 class _Unsupported(Exception):

@@ -1,4 +1,5 @@
 from django.db import models
+from django.utils import timezone
 
 
 class StructuredMode(models.TextChoices):
@@ -83,7 +84,8 @@ class LLMCall(models.Model):
     latency_ms = models.PositiveIntegerField(default=0)
     cost = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
     cache_hit = models.BooleanField(default=False)
-    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    # When the call was made: its row may be written later, at the end of its job unit.
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
 
     class Meta:
         ordering = ["-id"]

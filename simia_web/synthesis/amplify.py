@@ -194,6 +194,7 @@ def amplify_unit_run(job: Job, unit):
     partial = {
         "tools": [],
         "messages": [],
+        "llm_calls": [],  # LLMCall rows; their ids go in the provenance once written
         "provenance": {
             "stage": "amplify",
             "prompt_version": PROMPT_VERSION,
@@ -201,7 +202,6 @@ def amplify_unit_run(job: Job, unit):
             "strategy": job.params["strategy"],
             "rng_seed": job.params.get("rng_seed"),
             "output": unit.params["index"],
-            "llm_calls": [],
         },
     }
 
@@ -241,10 +241,14 @@ def _internal_error_store(*, job: Job, unit, partial: dict, exc: Exception) -> d
         messages=partial["messages"],
         tools=partial["tools"],
         termination_reason="internal_error",
-        provenance={**partial["provenance"], "error": detail},
+        provenance={**partial["provenance"], "llm_calls": _call_ids(partial), "error": detail},
         violations=[Violation("internal_error", None, detail)],
     )
     return {"trajectory": trajectory.pk, "status": trajectory.status}
+
+
+def _call_ids(partial: dict) -> list[int]:
+    return [call.pk for call in partial["llm_calls"]]
 
 
 def _amplified_writer(job: Job, unit, partial: dict):
@@ -269,11 +273,11 @@ def _amplified_writer(job: Job, unit, partial: dict):
             cache_salt=f"{job.pk}:{unit.key}",
         )
     except LLMError as exc:
-        provenance.update(error=str(exc)[:2000], llm_calls=[])
+        provenance.update(error=str(exc)[:2000])
         messages, violations = [], [Violation("llm_error", None, str(exc)[:2000])]
         fields["termination_reason"] = "llm_error"
     else:
-        provenance["llm_calls"] = reply.call_ids
+        partial["llm_calls"] = reply.calls
         partial["messages"] = reply.data["messages"]
         messages, violations = amplified_check(
             reply.data["messages"],
@@ -307,7 +311,7 @@ def _amplified_writer(job: Job, unit, partial: dict):
             job=job,
             unit=unit,
             messages=messages,
-            provenance=provenance,
+            provenance={**provenance, "llm_calls": _call_ids(partial)},
             violations=found,
             verdict=verdict,
             **fields,

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from simia_web.curation.canonical import parse_arguments, tool_schemas
 from simia_web.llm.client import LLMClient, LLMError
+from simia_web.llm.models import LLMCall
 
 from .rules import call_violations
 from .simulator import simulate_call
@@ -42,12 +43,16 @@ class Episode:
     messages: list[dict] = field(default_factory=list)
     steps: dict[str, dict] = field(default_factory=dict)
     errors: int = 0
-    llm_call_ids: list[int] = field(default_factory=list)
+    llm_calls: list[LLMCall] = field(default_factory=list)
     termination_reason: str = ""
 
     def __post_init__(self):
         self.initial_state = copy.deepcopy(self.state)
         self._schemas = tool_schemas(self.tools)
+
+    @property
+    def llm_call_ids(self) -> list[int]:
+        return [call.pk for call in self.llm_calls]
 
     @property
     def done(self) -> bool:
@@ -88,7 +93,7 @@ class Episode:
                 state_schema=self.state_schema,
                 history=self.messages,
             )
-            self.llm_call_ids += outcome["calls"]
+            self.llm_calls += outcome["calls"]
             self.state = outcome["state_after"]
             content = outcome["response"]
             step = {"patch": outcome["patch"], "state_after": self.state, "errors": outcome["errors"]}
@@ -127,7 +132,7 @@ class Episode:
             )
         except LLMError:
             return None
-        self.llm_call_ids += reply.call_ids
+        self.llm_calls += reply.calls
         if reply.data["done"] or not reply.data["message"].strip():
             return None
         message = {"role": "user", "content": reply.data["message"]}

@@ -50,13 +50,15 @@ def _rollout_writer(job, unit):
     )
 
     def write():
+        fields = outcome["fields"]
+        fields["provenance"]["llm_calls"] = [call.pk for call in outcome["llm_calls"]]
         trajectory = trajectory_create(
             kind=TrajectoryKind.ROLLOUT,
             job=job,
             unit=unit,
             violations=outcome["violations"],
             verdict=outcome["verdict"],
-            **outcome["fields"],
+            **fields,
         )
         return {"trajectory": trajectory.pk, "status": trajectory.status}
 
@@ -95,7 +97,6 @@ class SynthesizePipeline:
                 policy=domain.policy,
                 count=job.params["apis"],
             )
-            provenance = _provenance(unit, client, reply, API_PROMPT_VERSION)
 
             def write():
                 stored = apis_store(
@@ -104,7 +105,7 @@ class SynthesizePipeline:
                     state_schema=reply.data["state_schema"],
                     initial_state=reply.data["initial_state"],
                     job=job,
-                    provenance=provenance,
+                    provenance=_provenance(unit, client, reply, API_PROMPT_VERSION),
                 )
                 return {"apis": len(stored), "valid": sum(a.valid for a in stored)}
 
@@ -121,9 +122,9 @@ class SynthesizePipeline:
             state=domain.initial_state,
             count=job.params["tasks"],
         )
-        provenance = _provenance(unit, client, reply, TASK_PROMPT_VERSION)
 
         def write():
+            provenance = _provenance(unit, client, reply, TASK_PROMPT_VERSION)
             stored = tasks_store(domain=domain, tasks=reply.data["tasks"], job=job, provenance=provenance)
             return {"tasks": len(stored), "valid": sum(t.status == TaskStatus.VALID for t in stored)}
 

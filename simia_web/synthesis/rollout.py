@@ -73,7 +73,7 @@ def rollout_run(*, task: Task, limits: RolloutLimits, job_id: int | None, profil
             episode.termination_reason = "llm_error"
             episode.steps["error"] = {"errors": [f"agent: {exc}"]}
             break
-        episode.llm_call_ids += reply.call_ids
+        episode.llm_calls += reply.calls
         episode.handle_assistant(reply.data)
         if episode.errors >= limits.max_errors:
             episode.termination_reason = "max_errors"
@@ -94,7 +94,7 @@ def rollout_run(*, task: Task, limits: RolloutLimits, job_id: int | None, profil
             policy=domain.policy,
         )
         if verdict.get("llm_call"):
-            episode.llm_call_ids.append(verdict["llm_call"].pk)
+            episode.llm_calls.append(verdict["llm_call"])
     return {
         "fields": {
             "domain": domain,
@@ -108,7 +108,6 @@ def rollout_run(*, task: Task, limits: RolloutLimits, job_id: int | None, profil
             "provenance": {
                 "stage": "rollout",
                 "sample": sample,
-                "llm_calls": episode.llm_call_ids,
                 "prompt_versions": {"agent": AGENT_PROMPT_VERSION},
                 "models": {stage: c.profile.model for stage, c in clients.items()},
                 "profiles": {stage: c.profile.name for stage, c in clients.items()},
@@ -116,4 +115,5 @@ def rollout_run(*, task: Task, limits: RolloutLimits, job_id: int | None, profil
         },
         "violations": violations,
         "verdict": verdict,
+        "llm_calls": episode.llm_calls,  # their ids go in the provenance once the rows are written
     }

@@ -70,7 +70,7 @@ def state_apply(state: dict, patch: list[dict], state_schema: dict | None) -> tu
 def simulate_call(
     *, client: LLMClient, api: dict, arguments: dict, task: str, state: dict, state_schema: dict, history: list[dict]
 ) -> dict:
-    """{"response", "patch", "state_after", "errors", "calls"}; never raises for LLM trouble."""
+    """{"response", "patch", "state_after", "errors", "calls" (LLMCall rows)}; never raises for LLM trouble."""
     try:
         reply = client.structured(
             messages=simulator_messages(api=api, arguments=arguments, task=task, state=state, history=history),
@@ -93,5 +93,5 @@ def simulate_call(
         "patch": patch,
         "state_after": new_state,
         "errors": [error] if error else [],
-        "calls": reply.call_ids,
+        "calls": reply.calls,
     }

@@ -73,8 +73,10 @@ class StubLLM:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
-            # Headers and body go out in separate writes: without this, Nagle's algorithm and the client's
-            # delayed ACK add ~40 ms to every answer.
+            # An answer goes out in one write, headers and body together, as servers commonly send small
+            # responses: the client then reads it with one recv, not one for the headers and one for the body.
+            wbufsize = -1
+            # Without this, Nagle's algorithm and the client's delayed ACK can hold a segment back ~40 ms.
             disable_nagle_algorithm = True
 
             def log_message(self, *args):
