@@ -126,3 +126,27 @@ def test_progress_lists_stages_in_planning_order(eager, llm_stub):
 
     job = synthesis_queue(domains=["shop"], apis=3, tasks=1, rollouts=1)
     assert list(job_progress(job)) == ["api_synthesis", "task_synthesis", "rollout"]
+
+
+def test_a_rollout_unit_writes_its_llm_calls_in_one_insert_with_its_result(eager, llm_stub, monkeypatch):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from simia_web.jobs import services as job_services
+
+    synthesis_queue(domains=["shop"], apis=3, tasks=1, rollouts=1)
+    monkeypatch.setattr(job_services, "_enqueue_units", lambda unit_ids: None)  # run the units by hand
+    job = rollout_queue(domain="shop", rollouts=2, tasks=1)
+    first, _second = job.units.order_by("id")
+    with CaptureQueriesContext(connection) as queries:
+        job_services.unit_execute(unit_id=first.pk)
+    statements = [q["sql"] for q in queries.captured_queries]
+    # Load the unit, its task and APIs; one INSERT for the four calls; then BEGIN, lock the unit, store the
+    # trajectory and verdict, mark the unit done, COMMIT; check whether the stage is over. Each round trip
+    # gives up the GIL, which on a busy worker delays the other threads' LLM requests.
+    assert sum(s.startswith('INSERT INTO "llm_llmcall"') for s in statements) == 1
+    assert len(statements) <= 12, statements
+    trajectory = Trajectory.objects.get(job=job)
+    calls = list(LLMCall.objects.filter(job=job).order_by("id").values_list("id", flat=True))
+    assert len(calls) == 4 and trajectory.provenance["llm_calls"] == calls
+    assert trajectory.verdicts.get().llm_call_id == calls[-1]
