@@ -200,9 +200,10 @@ CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-# The embedded default has one worker: on start it re-queues units of running jobs that a
-# killed worker left behind (the filesystem broker cannot redeliver them).
-SIMIA_RECOVER_ON_WORKER_START = env_bool("SIMIA_RECOVER_ON_WORKER_START", CELERY_BROKER_URL.startswith("filesystem://"))
+# On start, a worker re-queues the units of running jobs that have no message left: with the
+# filesystem broker, all of a killed worker's units; with Redis, those it had popped but not yet
+# recorded as unacknowledged when it died (the rest come back after the visibility timeout).
+SIMIA_RECOVER_ON_WORKER_START = env_bool("SIMIA_RECOVER_ON_WORKER_START", True)
 
 # Default LLM endpoint; per-stage profiles live in the database.
 OPENAI_BASE_URL = os.environ.get("OPENAI_BASE_URL", "")

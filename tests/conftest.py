@@ -86,7 +86,6 @@ def celery_worker(transactional_db, settings):
         "CELERY_RESTORE_INTERVAL": "1",
         "CELERY_RESTORE_THROTTLE": "1",
         "CELERY_RESTORE_LOCK_EXPIRE": "3",
-        "SIMIA_RECOVER_ON_WORKER_START": "0",
     }
     workers = []
 

@@ -65,3 +65,35 @@ def test_a_failing_writer_is_discarded_and_the_unit_fails(monkeypatch, unit):
     _run(monkeypatch, unit, OneUnitPipeline(writer))
     assert (writer.called, writer.discarded, unit.status) == (1, 1, UnitStatus.FAILED)
     assert "disk full" in unit.error
+
+
+def test_recovery_requeues_only_units_whose_message_is_lost(db, settings, monkeypatch):
+    """kombu pops a Redis message before recording it as unacknowledged: a worker killed in between loses it."""
+    if not settings.CELERY_BROKER_URL.startswith("redis://"):
+        pytest.skip("set CELERY_BROKER_URL to Redis (make test does)")
+    import json
+
+    import redis
+
+    from simia_web.celery import app
+    from simia_web.jobs.tasks import unit_execute
+
+    client = redis.Redis.from_url(settings.CELERY_BROKER_URL)
+    queue = app.conf.task_default_queue
+    client.delete(queue, "unacked")
+    job = Job.objects.create(kind=JobKind.ROLLOUT, status=JobStatus.RUNNING, stage="rollout")
+    waiting, held, lost = (JobUnit.objects.create(job=job, stage="rollout", key=f"u{i}") for i in range(3))
+    JobUnit.objects.create(job=job, stage="rollout", key="done", status=UnitStatus.DONE)
+    unit_execute.delay(held.pk)
+    unit_execute.delay(waiting.pk)
+    # A worker took `held` (the oldest) and recorded it as unacknowledged, as kombu does before running it.
+    message = client.rpop(queue)
+    assert json.loads(message)["headers"]["argsrepr"] == f"({held.pk},)"
+    client.hset("unacked", "tag-1", json.dumps([json.loads(message), "", queue]))
+    sent = []
+    monkeypatch.setattr(services, "_enqueue_units", sent.extend)
+    try:
+        assert services.jobs_recover() == 1
+    finally:
+        client.delete(queue, "unacked")
+    assert sent == [lost.pk]

@@ -183,17 +183,26 @@ def job_retry(*, job: Job, actor=None) -> Job:
 
 
 def jobs_recover() -> int:
-    """Re-queue the work of unfinished jobs, e.g. after a worker was killed. Returns messages sent."""
+    """Re-queue the work of unfinished jobs, e.g. after a worker was killed. Returns messages sent.
+
+    Units whose message is still in the broker (waiting, or held unacknowledged and so redelivered
+    after the visibility timeout) are left alone where the broker can be read; the others are sent
+    again. A unit sent twice is still written once.
+    """
+    from .broker import units_with_messages
     from .tasks import job_start
 
     sent = 0
     for job in Job.objects.filter(status=JobStatus.QUEUED):
         job_start.delay(job.pk)
         sent += 1
+    queued = units_with_messages()
     for job in Job.objects.filter(status=JobStatus.RUNNING):
         pending = list(job.units.filter(stage=job.stage, status=UnitStatus.PENDING).values_list("id", flat=True))
-        _enqueue_units(pending)
-        sent += len(pending)
         if not pending:
             job_advance(job_id=job.pk, stage=job.stage)
+            continue
+        lost = [unit_id for unit_id in pending if queued is None or unit_id not in queued]
+        _enqueue_units(lost)
+        sent += len(lost)
     return sent
