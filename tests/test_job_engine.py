@@ -67,6 +67,26 @@ def test_a_failing_writer_is_discarded_and_the_unit_fails(monkeypatch, unit):
     assert "disk full" in unit.error
 
 
+def test_a_unit_whose_llm_calls_cannot_be_recorded_fails_instead_of_staying_pending(monkeypatch, unit):
+    def unwritable(calls):
+        raise RuntimeError("value out of range")
+
+    monkeypatch.setattr(services, "llm_calls_write", unwritable)
+    writer = RecordingWriter()
+    _run(monkeypatch, unit, OneUnitPipeline(writer))
+    assert (writer.called, writer.discarded, unit.status) == (0, 1, UnitStatus.FAILED)
+    assert "recording the LLM calls failed" in unit.error
+
+
+def test_recovery_does_not_read_the_broker_when_nothing_is_pending(db, monkeypatch):
+    from simia_web.jobs import broker
+
+    Job.objects.create(kind=JobKind.ROLLOUT, status=JobStatus.RUNNING, stage="rollout")
+    monkeypatch.setattr(services, "job_advance", lambda **kwargs: None)
+    monkeypatch.setattr(broker, "units_with_messages", lambda: pytest.fail("the broker was read"))
+    assert services.jobs_recover() == 0
+
+
 def test_recovery_requeues_only_units_whose_message_is_lost(db, settings, monkeypatch):
     """kombu pops a Redis message before recording it as unacknowledged: a worker killed in between loses it."""
     if not settings.CELERY_BROKER_URL.startswith("redis://"):

@@ -1,5 +1,6 @@
 """Job lifecycle: create, plan stages, execute units exactly once, advance, cancel, recover."""
 
+import functools
 import logging
 import traceback
 
@@ -107,7 +108,12 @@ def unit_execute(*, unit_id: int) -> None:
             logger.exception("unit %s failed", unit_id)
             error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=5)}"
     # Every call is recorded, whatever became of the unit; the writer may refer to the calls' rows.
-    llm_calls_write(calls)
+    try:
+        llm_calls_write(calls)
+    except Exception as exc:  # without their rows the writer cannot cite the calls: fail the unit, do not strand it
+        logger.exception("unit %s: recording its LLM calls failed", unit_id)
+        _writer_discard(writer)
+        writer, error = None, error or f"recording the LLM calls failed: {type(exc).__name__}: {exc}"
     try:
         _unit_finish(unit_id, writer, error)
     except Exception as exc:  # the writer failed and its transaction was rolled back: record the failure alone
@@ -196,13 +202,13 @@ def jobs_recover() -> int:
     for job in Job.objects.filter(status=JobStatus.QUEUED):
         job_start.delay(job.pk)
         sent += 1
-    queued = units_with_messages()
+    queued = functools.cache(units_with_messages)  # the broker is read only if some unit is pending
     for job in Job.objects.filter(status=JobStatus.RUNNING):
         pending = list(job.units.filter(stage=job.stage, status=UnitStatus.PENDING).values_list("id", flat=True))
         if not pending:
             job_advance(job_id=job.pk, stage=job.stage)
             continue
-        lost = [unit_id for unit_id in pending if queued is None or unit_id not in queued]
+        lost = [unit_id for unit_id in pending if queued() is None or unit_id not in queued()]
         _enqueue_units(lost)
         sent += len(lost)
     return sent

@@ -30,7 +30,7 @@ from django.conf import settings
 from simia_web.core.jsonutil import content_hash
 
 from .models import EndpointProfile, LLMCall, StructuredMode, ToolMode
-from .services import llm_call_mark_invalid, llm_call_record
+from .services import llm_call_ids, llm_call_mark_invalid, llm_call_record
 
 logger = logging.getLogger(__name__)
 
@@ -51,9 +51,7 @@ class LLMReply:
 
     @property
     def call_ids(self) -> list[int]:
-        """Only known once the rows are written (at the end of a job unit: see services.llm_calls_held)."""
-        assert all(c.pk is not None for c in self.calls), "LLM call rows are not written yet"
-        return [c.pk for c in self.calls]
+        return llm_call_ids(self.calls)
 
     @property
     def last_call(self) -> LLMCall | None:

@@ -42,6 +42,14 @@ def llm_calls_held() -> Iterator[list[LLMCall]]:
         _held.reset(token)
 
 
+def llm_call_ids(calls: list[LLMCall]) -> list[int]:
+    """The calls' row ids, for provenance: known once the rows are written."""
+    ids = [call.pk for call in calls]
+    if None in ids:
+        raise RuntimeError("LLM call rows are held and not written yet: take their ids in the unit's writer")
+    return ids
+
+
 def llm_calls_write(calls: list[LLMCall]) -> None:
     """Write held rows in one INSERT; their pks are set afterwards."""
     if calls:

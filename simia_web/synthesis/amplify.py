@@ -22,6 +22,7 @@ from simia_web.jobs.pipelines import UnitPlan, pipeline_register
 from simia_web.jobs.services import job_create
 from simia_web.llm.client import LLMError, client_for_stage
 from simia_web.llm.models import Stage
+from simia_web.llm.services import llm_call_ids
 
 from .amplify_rules import NEAR_DUPLICATE_THRESHOLD, amplified_check, near_duplicate_violations
 from .judge import judge_run
@@ -241,14 +242,10 @@ def _internal_error_store(*, job: Job, unit, partial: dict, exc: Exception) -> d
         messages=partial["messages"],
         tools=partial["tools"],
         termination_reason="internal_error",
-        provenance={**partial["provenance"], "llm_calls": _call_ids(partial), "error": detail},
+        provenance={**partial["provenance"], "llm_calls": llm_call_ids(partial["llm_calls"]), "error": detail},
         violations=[Violation("internal_error", None, detail)],
     )
     return {"trajectory": trajectory.pk, "status": trajectory.status}
-
-
-def _call_ids(partial: dict) -> list[int]:
-    return [call.pk for call in partial["llm_calls"]]
 
 
 def _amplified_writer(job: Job, unit, partial: dict):
@@ -311,7 +308,7 @@ def _amplified_writer(job: Job, unit, partial: dict):
             job=job,
             unit=unit,
             messages=messages,
-            provenance={**provenance, "llm_calls": _call_ids(partial)},
+            provenance={**provenance, "llm_calls": llm_call_ids(partial["llm_calls"])},
             violations=found,
             verdict=verdict,
             **fields,

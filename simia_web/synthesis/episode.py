@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from simia_web.curation.canonical import parse_arguments, tool_schemas
 from simia_web.llm.client import LLMClient, LLMError
 from simia_web.llm.models import LLMCall
+from simia_web.llm.services import llm_call_ids
 
 from .rules import call_violations
 from .simulator import simulate_call
@@ -52,7 +53,7 @@ class Episode:
 
     @property
     def llm_call_ids(self) -> list[int]:
-        return [call.pk for call in self.llm_calls]
+        return llm_call_ids(self.llm_calls)
 
     @property
     def done(self) -> bool:

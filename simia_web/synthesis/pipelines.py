@@ -8,6 +8,7 @@ from simia_web.jobs.models import JobKind
 from simia_web.jobs.pipelines import UnitPlan, pipeline_register
 from simia_web.llm.client import LLMError, client_for_stage
 from simia_web.llm.models import Stage
+from simia_web.llm.services import llm_call_ids
 
 from .generation import API_PROMPT_VERSION, TASK_PROMPT_VERSION, apis_generate, tasks_generate
 from .rollout import RolloutLimits, api_specs, rollout_run
@@ -51,7 +52,7 @@ def _rollout_writer(job, unit):
 
     def write():
         fields = outcome["fields"]
-        fields["provenance"]["llm_calls"] = [call.pk for call in outcome["llm_calls"]]
+        fields["provenance"]["llm_calls"] = llm_call_ids(outcome["llm_calls"])
         trajectory = trajectory_create(
             kind=TrajectoryKind.ROLLOUT,
             job=job,
