@@ -178,6 +178,8 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         "store_processed": False,
     }
 else:
+    if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
+        CELERY_BROKER_TRANSPORT = "simia_web.jobs.transport:Transport"
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         # A unit whose worker died is delivered again after this many seconds.
         "visibility_timeout": int(os.environ.get("CELERY_VISIBILITY_TIMEOUT", "3600")),
@@ -212,6 +214,8 @@ SIMIA_MODEL = os.environ.get("SIMIA_MODEL", "gpt-4o-mini")
 SIMIA_LLM_MAX_ATTEMPTS = int(os.environ.get("SIMIA_LLM_MAX_ATTEMPTS", "4"))
 SIMIA_LLM_BACKOFF_BASE = float(os.environ.get("SIMIA_LLM_BACKOFF_BASE", "0.5"))
 SIMIA_PROFILE_CACHE_SECONDS = float(os.environ.get("SIMIA_PROFILE_CACHE_SECONDS", "10"))
+# How long a worker keeps a job's domain and APIs for its rollout units (edits are seen after at most this).
+SIMIA_CATALOG_CACHE_SECONDS = float(os.environ.get("SIMIA_CATALOG_CACHE_SECONDS", "10"))
 
 # Curation
 SIMIA_RESERVATION_MINUTES = int(os.environ.get("SIMIA_RESERVATION_MINUTES", "15"))

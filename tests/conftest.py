@@ -7,6 +7,7 @@ from django.conf import settings
 
 from simia_web.accounts.models import Role
 from simia_web.accounts.services import user_create
+from simia_web.catalog.selectors import catalog_cache_clear
 from simia_web.llm import client as llm_client
 from simia_web.llm.models import EndpointProfile
 from simia_web.llm.selectors import profile_cache_clear
@@ -25,6 +26,7 @@ def _fast_llm_retries(settings):
     settings.SIMIA_LLM_BACKOFF_BASE = 0.01
     llm_client._downgrades.clear()
     profile_cache_clear()  # rows of earlier tests are gone, their cached profiles must go too
+    catalog_cache_clear()
 
 
 @pytest.fixture

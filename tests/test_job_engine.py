@@ -117,3 +117,36 @@ def test_recovery_requeues_only_units_whose_message_is_lost(db, settings, monkey
     finally:
         client.delete(queue, "unacked")
     assert sent == [lost.pk]
+
+
+def test_units_are_sent_in_one_batch_through_a_redis_channel_that_keeps_its_client(db, settings, monkeypatch):
+    if not settings.CELERY_BROKER_URL.startswith("redis://"):
+        pytest.skip("set CELERY_BROKER_URL to Redis (make test does)")
+    import json
+
+    import redis
+
+    from simia_web.celery import app
+    from simia_web.jobs.transport import Channel
+
+    batches = []
+    create_batch = Channel.create_publish_batch
+
+    def counted_batch(self, **options):
+        batches.append(options)
+        return create_batch(self, **options)
+
+    monkeypatch.setattr(Channel, "create_publish_batch", counted_batch)
+    client = redis.Redis.from_url(settings.CELERY_BROKER_URL)
+    queue = app.conf.task_default_queue
+    client.delete(queue)
+    try:
+        services._enqueue_units([11, 12, 13])
+        sent = [json.loads(m)["headers"]["argsrepr"] for m in reversed(client.lrange(queue, 0, -1))]
+    finally:
+        client.delete(queue)
+    assert sent == ["(11,)", "(12,)", "(13,)"] and len(batches) == 1
+    with app.connection_for_write() as connection:
+        channel = connection.default_channel
+        assert isinstance(channel, Channel)
+        assert channel._create_client() is channel._create_client()  # not a new redis.Redis per command

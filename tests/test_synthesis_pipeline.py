@@ -136,17 +136,24 @@ def test_a_rollout_unit_writes_its_llm_calls_in_one_insert_with_its_result(eager
 
     synthesis_queue(domains=["shop"], apis=3, tasks=1, rollouts=1)
     monkeypatch.setattr(job_services, "_enqueue_units", lambda unit_ids: None)  # run the units by hand
-    job = rollout_queue(domain="shop", rollouts=2, tasks=1)
-    first, _second = job.units.order_by("id")
+    job = rollout_queue(domain="shop", rollouts=3, tasks=1)
+    first, second, _last = job.units.order_by("id")  # the last unit of a stage also finishes the job
     with CaptureQueriesContext(connection) as queries:
         job_services.unit_execute(unit_id=first.pk)
+    first_statements = [q["sql"] for q in queries.captured_queries]
+    with CaptureQueriesContext(connection) as queries:
+        job_services.unit_execute(unit_id=second.pk)
     statements = [q["sql"] for q in queries.captured_queries]
-    # Load the unit, its task and APIs; one INSERT for the four calls; then BEGIN, lock the unit, store the
-    # trajectory and verdict, mark the unit done, COMMIT; check whether the stage is over. Each round trip
-    # gives up the GIL, which on a busy worker delays the other threads' LLM requests.
-    assert sum(s.startswith('INSERT INTO "llm_llmcall"') for s in statements) == 1
-    assert len(statements) <= 12, statements
-    trajectory = Trajectory.objects.get(job=job)
-    calls = list(LLMCall.objects.filter(job=job).order_by("id").values_list("id", flat=True))
-    assert len(calls) == 4 and trajectory.provenance["llm_calls"] == calls
-    assert trajectory.verdicts.get().llm_call_id == calls[-1]
+    # Load the unit and its task (the domain and its APIs only for a job's first unit in a process); one
+    # INSERT for the four calls; then BEGIN, lock the unit, store the trajectory and verdict, mark the unit
+    # done, COMMIT; check whether the stage is over. Each round trip gives up the GIL, which on a busy
+    # worker delays the other threads' LLM requests.
+    (calls_insert,) = [s for s in statements if s.startswith('INSERT INTO "llm_llmcall"')]
+    assert "UNNEST" not in calls_insert  # large JSON documents go in as VALUES rows (see DocumentJSONField)
+    assert len(statements) <= 11, statements
+    assert len(first_statements) == len(statements) + 2, first_statements
+    assert not any('FROM "catalog_api"' in s for s in statements)
+    for trajectory in Trajectory.objects.filter(job=job):
+        calls = list(LLMCall.objects.filter(job=job, id__in=trajectory.provenance["llm_calls"]).order_by("id"))
+        assert len(calls) == 4 and trajectory.provenance["llm_calls"] == [call.pk for call in calls]
+        assert trajectory.verdicts.get().llm_call_id == calls[-1].pk

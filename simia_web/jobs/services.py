@@ -22,10 +22,12 @@ class JobError(Exception):
 
 
 def _enqueue_units(unit_ids: list[int]) -> None:
+    """Send one message per unit; on Redis in one round trip (a kombu publish batch)."""
     from .tasks import unit_execute
 
-    for unit_id in unit_ids:
-        unit_execute.delay(unit_id)
+    with unit_execute.app.producer_or_acquire() as producer, producer.batch():
+        for unit_id in unit_ids:
+            unit_execute.apply_async((unit_id,), producer=producer)
 
 
 def job_create(*, kind: str, params: dict, actor=None) -> Job:

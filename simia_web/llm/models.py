@@ -1,6 +1,8 @@
 from django.db import models
 from django.utils import timezone
 
+from simia_web.core.fields import DocumentJSONField
+
 
 class StructuredMode(models.TextChoices):
     AUTO = "auto", "Auto (json_schema, falling back)"
@@ -73,8 +75,8 @@ class LLMCall(models.Model):
     job = models.ForeignKey("jobs.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="llm_calls")
     request_hash = models.CharField(max_length=64, db_index=True)
     prompt_version = models.CharField(max_length=40, blank=True)
-    request = models.JSONField()
-    response = models.JSONField(null=True, blank=True)
+    request = DocumentJSONField()
+    response = DocumentJSONField(null=True, blank=True)
     error = models.TextField(blank=True)
     error_kind = models.CharField(max_length=40, blank=True, db_index=True)
     attempt = models.PositiveSmallIntegerField(default=1)

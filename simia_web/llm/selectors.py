@@ -1,11 +1,11 @@
-import time
-
 from django.conf import settings
 from django.db import IntegrityError, transaction
 
+from simia_web.core.cache import ProcessCache
+
 from .models import EndpointProfile, StageRoute
 
-_resolved: dict[tuple, tuple[float, EndpointProfile]] = {}
+_resolved = ProcessCache("SIMIA_PROFILE_CACHE_SECONDS")
 
 
 def profile_default() -> EndpointProfile:
@@ -36,19 +36,14 @@ def profile_for_stage(stage: str, profile_id: int | None = None) -> EndpointProf
     run thousands. Saving a profile or a route clears this process's cache; other processes see the
     change when their entries expire.
     """
-    key = (stage, profile_id)
-    now = time.monotonic()
-    cached = _resolved.get(key)
-    if cached and cached[0] > now:
-        return cached[1]
-    if profile_id:
-        profile = EndpointProfile.objects.get(pk=profile_id)
-    else:
+
+    def resolve() -> EndpointProfile:
+        if profile_id:
+            return EndpointProfile.objects.get(pk=profile_id)
         route = StageRoute.objects.select_related("profile").filter(stage=stage).first()
-        profile = route.profile if route else profile_default()
-    _resolved[key] = (now + settings.SIMIA_PROFILE_CACHE_SECONDS, profile)
-    return profile
+        return route.profile if route else profile_default()
+
+    return _resolved.get((stage, profile_id), resolve)
 
 
-def profile_cache_clear(**_signal_kwargs) -> None:
-    _resolved.clear()
+profile_cache_clear = _resolved.clear

@@ -1,6 +1,7 @@
 """The synthesize and rollout job kinds: their stages, units and what each unit writes."""
 
 from simia_web.catalog.models import Domain, Task, TaskStatus
+from simia_web.catalog.selectors import domain_with_valid_apis
 from simia_web.catalog.services import apis_store, tasks_store
 from simia_web.curation.models import TrajectoryKind
 from simia_web.curation.services import trajectory_create
@@ -41,9 +42,12 @@ def _rollout_units(task_ids: list[int], rollouts: int) -> list[UnitPlan]:
 
 
 def _rollout_writer(job, unit):
-    task = Task.objects.select_related("domain").get(pk=unit.params["task"])
+    task = Task.objects.get(pk=unit.params["task"])
+    domain, apis = domain_with_valid_apis(task.domain_id, job_id=job.pk)
     outcome = rollout_run(
         task=task,
+        domain=domain,
+        apis=apis,
         limits=_limits(job.params),
         job_id=job.pk,
         profiles=job.params.get("profiles", {}),

@@ -51,10 +51,17 @@ def episode_start(*, domain: Domain, task: Task, apis: list[Api], simulator) -> 
     return episode
 
 
-def rollout_run(*, task: Task, limits: RolloutLimits, job_id: int | None, profiles: dict, sample: str) -> dict:
+def rollout_run(
+    *,
+    task: Task,
+    domain: Domain,
+    apis: list[Api],
+    limits: RolloutLimits,
+    job_id: int | None,
+    profiles: dict,
+    sample: str,
+) -> dict:
     """Run the episode to its end and return the fields of the trajectory to store (not yet written)."""
-    domain = task.domain
-    apis = list(domain.apis.filter(valid=True))
     clients = {
         stage: client_for_stage(stage, job_id=job_id, profile_id=profiles.get(stage))
         for stage in (Stage.AGENT, Stage.SIMULATOR, Stage.USER_SIMULATOR, Stage.JUDGE)

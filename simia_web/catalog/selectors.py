@@ -1,0 +1,28 @@
+"""Reads of the catalog that the pipelines repeat for every unit."""
+
+from simia_web.core.cache import ProcessCache
+
+from .models import Api, Domain
+
+_job_domains = ProcessCache("SIMIA_CATALOG_CACHE_SECONDS")
+
+
+def domain_with_valid_apis(domain_id: int, *, job_id: int | None) -> tuple[Domain, list[Api]]:
+    """A domain and its valid APIs, as the rollout units of one job read them.
+
+    Kept per job and process for SIMIA_CATALOG_CACHE_SECONDS: a job of a thousand rollouts reads them
+    once per worker and interval instead of a thousand times. Keyed by job, so APIs that another job
+    adds are seen by the jobs planned after them; an edit reaches a running job's later units within
+    that interval.
+    """
+
+    def load() -> tuple[Domain, list[Api]]:
+        domain = Domain.objects.get(pk=domain_id)
+        return domain, list(Api.objects.filter(domain_id=domain_id, valid=True))
+
+    if job_id is None:
+        return load()
+    return _job_domains.get((job_id, domain_id), load)
+
+
+catalog_cache_clear = _job_domains.clear
