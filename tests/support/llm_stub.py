@@ -85,9 +85,9 @@ class StubLLM:
             def do_GET(self):
                 if self.path.rstrip("/").endswith("/models"):
                     listing = [{"id": name, "object": "model", "owned_by": "stub"} for name in stub.models]
-                    self._send(Reply(raw_body=json.dumps({"object": "list", "data": listing})), {})
+                    self._send(Reply(raw_body=json.dumps({"object": "list", "data": listing})))
                 else:
-                    self._send(Reply(status=404, error_message=f"no route {self.path}"), {})
+                    self._send(Reply(status=404, error_message=f"no route {self.path}"))
 
             def do_POST(self):
                 received = time.monotonic()
@@ -98,21 +98,16 @@ class StubLLM:
                 stub._enter()
                 try:
                     reply = stub._reply_for(request)
+                    payload = _payload(reply, body)
                     # Latency counts from arrival, so the server's own work does not add to it.
                     time.sleep(max(0.0, received + stub.latency + reply.delay - time.monotonic()))
-                    self._send(reply, body)
+                    self._send(reply, payload)
                 finally:
                     stub._leave()
 
-            def _send(self, reply: Reply, body: dict):
-                if reply.raw_body is not None:
-                    payload = reply.raw_body.encode()
-                elif reply.status != 200:
-                    payload = json.dumps(
-                        {"error": {"message": reply.error_message or "stub error", "type": "invalid_request_error"}}
-                    ).encode()
-                else:
-                    payload = json.dumps(_completion(reply, body.get("model", "stub"))).encode()
+            def _send(self, reply: Reply, payload: bytes | None = None):
+                if payload is None:
+                    payload = _payload(reply, {})
                 self.send_response(reply.status)
                 self.send_header("content-type", "application/json")
                 self.send_header("content-length", str(len(payload)))
@@ -214,6 +209,15 @@ def _completion(reply: Reply, model: str) -> dict:
             "total_tokens": prompt_tokens + completion_tokens,
         },
     }
+
+
+def _payload(reply: Reply, body: dict) -> bytes:
+    if reply.raw_body is not None:
+        return reply.raw_body.encode()
+    if reply.status != 200:
+        error = {"message": reply.error_message or "stub error", "type": "invalid_request_error"}
+        return json.dumps({"error": error}).encode()
+    return json.dumps(_completion(reply, body.get("model", "stub"))).encode()
 
 
 def serve_pipeline_script(latency: float) -> None:
