@@ -7,8 +7,12 @@ rollouts of about 4 LLM calls each reaches at least 85% of the ideal 32 / 0.2 = 
     CELERY_BROKER_URL=redis://127.0.0.1:6379/13 python bench/rollout_throughput.py [--rollouts 200]
 
 Uses (and resets) the database named in DATABASE_URL. Shared machines are noisy (a CPU-bound loop
-varies by 15% from one run to the next here), so the job runs --repeat times on the same worker and
-the median is the figure to quote.
+varies by 15% from one run to the next here, and by 2x over an afternoon), so the job runs --repeat
+times on the same worker and the median is the figure to quote.
+
+With --instructions, the worker runs instead under valgrind's callgrind (solo pool, zero-latency
+server) and the figure is CPU instructions per rollout unit: the same on a busy machine as on a quiet
+one, so a change to the per-unit work can be compared exactly (about a minute; needs valgrind).
 """
 
 import argparse
@@ -37,14 +41,18 @@ def reset_database(url: str) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--rollouts", type=int, default=200)
+    parser.add_argument("--rollouts", type=int, help="Rollouts per job (default 200; 30 with --instructions).")
     parser.add_argument("--latency", type=float, default=0.2)
     parser.add_argument("--concurrency", type=int, default=32, help="Concurrent requests the endpoint allows.")
     parser.add_argument("--threads", type=int, default=64, help="Worker threads (across all worker processes).")
     parser.add_argument("--warm-up", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument("--workers", type=int, default=1, help="Worker processes sharing the concurrency.")
     parser.add_argument("--repeat", type=int, default=3, help="Jobs to measure; the median is reported.")
+    parser.add_argument("--instructions", action="store_true", help="Count CPU instructions per unit instead.")
     args = parser.parse_args()
+    if args.instructions:
+        args.latency = 0.0
+    args.rollouts = args.rollouts or (30 if args.instructions else 200)
 
     reset_database(os.environ["DATABASE_URL"])
     import django
@@ -81,6 +89,13 @@ def main() -> None:
     task_count = args.rollouts
     tasks_store(domain=domain, tasks=tasks_answer(task_count)["tasks"][:task_count])
 
+    if args.instructions:
+        try:
+            count_instructions(task_count)
+        finally:
+            stub.terminate()
+        return
+
     workers = [
         WorkerProcess(os.environ.copy(), args.threads // args.workers, hostname=f"bench{i}@%h").start()
         for i in range(args.workers)
@@ -93,11 +108,7 @@ def main() -> None:
             return sum(sum(psutil.Process(w.pid).cpu_times()[:2]) for w in workers)
 
         def run_job(rollouts: int):
-            job = rollout_queue(domain="bench", rollouts=1, tasks=rollouts)
-            while job.is_active:
-                time.sleep(0.1)
-                job.refresh_from_db()
-            return job
+            return wait_for(rollout_queue(domain="bench", rollouts=1, tasks=rollouts))
 
         if args.warm_up:
             # A long-running worker has its threads, database connections and LLM clients open; a fresh
@@ -127,6 +138,49 @@ def main() -> None:
     print(
         f"{args.workers} worker process(es), {args.threads} threads: median {median:.1f} calls/s "
         f"(min {rates[0]:.1f}, max {rates[-1]:.1f}); ideal {ideal:.0f} calls/s; ratio {median / ideal:.1%}"
+    )
+
+
+def wait_for(job):
+    while job.is_active:
+        time.sleep(0.1)
+        job.refresh_from_db()
+    return job
+
+
+def count_instructions(task_count: int) -> None:
+    import glob
+    import signal
+    import tempfile
+
+    from simia_web.synthesis.services import rollout_queue
+
+    out = tempfile.mkdtemp(prefix="simia-callgrind-")
+    worker = subprocess.Popen(
+        ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}/callgrind.%p"]
+        + [sys.executable, "-m", "celery", "-A", "simia_web", "worker", "--pool", "solo", "--loglevel", "WARNING"]
+        + ["--without-gossip", "--without-mingle", "--without-heartbeat"],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for(rollout_queue(domain="bench", rollouts=1, tasks=10))  # warm-up: imports, connections
+        subprocess.run(["callgrind_control", "--instr=on", str(worker.pid)], check=True, capture_output=True)
+        job = wait_for(rollout_queue(domain="bench", rollouts=1, tasks=task_count))
+        subprocess.run(["callgrind_control", "--instr=off", str(worker.pid)], check=True, capture_output=True)
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        worker.wait()
+    totals = [
+        int(line.split()[1])
+        for path in glob.glob(f"{out}/callgrind.*")
+        for line in Path(path).read_text().splitlines()
+        if line.startswith("totals:")
+    ]
+    print(
+        f"job {job.pk} ({job.status}, {task_count} rollouts, solo worker under callgrind): "
+        f"{sum(totals) / task_count / 1e6:.1f} M instructions per rollout unit (job start and every unit included)"
     )
 
 
