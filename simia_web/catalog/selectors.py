@@ -7,7 +7,7 @@ from .models import Api, Domain
 _job_domains = ProcessCache("SIMIA_CATALOG_CACHE_SECONDS")
 
 
-def domain_with_valid_apis(domain_id: int, *, job_id: int | None) -> tuple[Domain, list[Api]]:
+def domain_with_valid_apis(domain_id: int, *, job_id: int) -> tuple[Domain, list[Api]]:
     """A domain and its valid APIs, as the rollout units of one job read them.
 
     Kept per job and process for SIMIA_CATALOG_CACHE_SECONDS: a job of a thousand rollouts reads them
@@ -20,8 +20,6 @@ def domain_with_valid_apis(domain_id: int, *, job_id: int | None) -> tuple[Domai
         domain = Domain.objects.get(pk=domain_id)
         return domain, list(Api.objects.filter(domain_id=domain_id, valid=True))
 
-    if job_id is None:
-        return load()
     return _job_domains.get((job_id, domain_id), load)
 
 
