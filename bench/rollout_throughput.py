@@ -17,6 +17,7 @@ one, so a change to the per-unit work can be compared exactly (about a minute; n
 
 import argparse
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -51,6 +52,8 @@ def main() -> None:
     parser.add_argument("--instructions", action="store_true", help="Count CPU instructions per unit instead.")
     args = parser.parse_args()
     if args.instructions:
+        if not shutil.which("valgrind"):
+            sys.exit("--instructions needs valgrind (apt-get install -y valgrind)")
         args.latency = 0.0
     args.rollouts = args.rollouts or (30 if args.instructions else 200)
 
