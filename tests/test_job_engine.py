@@ -37,6 +37,22 @@ def unit(db):
     return JobUnit.objects.create(job=job, stage="rollout", key="u1")
 
 
+@pytest.fixture
+def redis_queue(settings):
+    """The Redis client and the default queue's name, emptied before and after the test."""
+    if not settings.CELERY_BROKER_URL.startswith("redis://"):
+        pytest.skip("set CELERY_BROKER_URL to Redis (make test does)")
+    import redis
+
+    from simia_web.celery import app
+
+    client = redis.Redis.from_url(settings.CELERY_BROKER_URL)
+    queue = app.conf.task_default_queue
+    client.delete(queue, "unacked")
+    yield client, queue
+    client.delete(queue, "unacked")
+
+
 def _run(monkeypatch, unit, pipeline):
     monkeypatch.setattr(services, "pipeline_for", lambda kind: pipeline)
     monkeypatch.setattr(services, "job_advance", lambda **kwargs: None)
@@ -87,20 +103,13 @@ def test_recovery_does_not_read_the_broker_when_nothing_is_pending(db, monkeypat
     assert services.jobs_recover() == 0
 
 
-def test_recovery_requeues_only_units_whose_message_is_lost(db, settings, monkeypatch):
+def test_recovery_requeues_only_units_whose_message_is_lost(db, redis_queue, monkeypatch):
     """kombu pops a Redis message before recording it as unacknowledged: a worker killed in between loses it."""
-    if not settings.CELERY_BROKER_URL.startswith("redis://"):
-        pytest.skip("set CELERY_BROKER_URL to Redis (make test does)")
     import json
 
-    import redis
-
-    from simia_web.celery import app
     from simia_web.jobs.tasks import unit_execute
 
-    client = redis.Redis.from_url(settings.CELERY_BROKER_URL)
-    queue = app.conf.task_default_queue
-    client.delete(queue, "unacked")
+    client, queue = redis_queue
     job = Job.objects.create(kind=JobKind.ROLLOUT, status=JobStatus.RUNNING, stage="rollout")
     waiting, held, lost = (JobUnit.objects.create(job=job, stage="rollout", key=f"u{i}") for i in range(3))
     JobUnit.objects.create(job=job, stage="rollout", key="done", status=UnitStatus.DONE)
@@ -112,19 +121,12 @@ def test_recovery_requeues_only_units_whose_message_is_lost(db, settings, monkey
     client.hset("unacked", "tag-1", json.dumps([json.loads(message), "", queue]))
     sent = []
     monkeypatch.setattr(services, "_enqueue_units", sent.extend)
-    try:
-        assert services.jobs_recover() == 1
-    finally:
-        client.delete(queue, "unacked")
+    assert services.jobs_recover() == 1
     assert sent == [lost.pk]
 
 
-def test_units_are_sent_in_one_batch_through_a_redis_channel_that_keeps_its_client(db, settings, monkeypatch):
-    if not settings.CELERY_BROKER_URL.startswith("redis://"):
-        pytest.skip("set CELERY_BROKER_URL to Redis (make test does)")
+def test_units_are_sent_in_one_batch_through_a_redis_channel_that_keeps_its_client(db, redis_queue, monkeypatch):
     import json
-
-    import redis
 
     from simia_web.celery import app
     from simia_web.jobs.transport import Channel
@@ -137,14 +139,9 @@ def test_units_are_sent_in_one_batch_through_a_redis_channel_that_keeps_its_clie
         return create_batch(self, **options)
 
     monkeypatch.setattr(Channel, "create_publish_batch", counted_batch)
-    client = redis.Redis.from_url(settings.CELERY_BROKER_URL)
-    queue = app.conf.task_default_queue
-    client.delete(queue)
-    try:
-        services._enqueue_units([11, 12, 13])
-        sent = [json.loads(m)["headers"]["argsrepr"] for m in reversed(client.lrange(queue, 0, -1))]
-    finally:
-        client.delete(queue)
+    client, queue = redis_queue
+    services._enqueue_units([11, 12, 13])
+    sent = [json.loads(m)["headers"]["argsrepr"] for m in reversed(client.lrange(queue, 0, -1))]
     assert sent == ["(11,)", "(12,)", "(13,)"] and len(batches) == 1
     with app.connection_for_write() as connection:
         channel = connection.default_channel

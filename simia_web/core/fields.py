@@ -1,3 +1,5 @@
+"""A JSONField variant for large documents that are bulk-inserted."""
+
 from django.db import models
 
 
