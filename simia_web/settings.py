@@ -166,6 +166,7 @@ SPECTACULAR_SETTINGS = {
 # Celery: Redis in production, a filesystem broker that needs no server by default.
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "filesystem://")
 if CELERY_BROKER_URL.startswith("filesystem://"):
+    CELERY_BROKER_TRANSPORT = "simia_web.jobs.transport:FilesystemTransport"
     _broker_dir = VAR_DIR / "broker"
     (_broker_dir / "out").mkdir(parents=True, exist_ok=True)
     (_broker_dir / "processed").mkdir(parents=True, exist_ok=True)
@@ -179,7 +180,7 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
     }
 else:
     if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
-        CELERY_BROKER_TRANSPORT = "simia_web.jobs.transport:Transport"
+        CELERY_BROKER_TRANSPORT = "simia_web.jobs.transport:RedisTransport"
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         # A unit whose worker died is delivered again after this many seconds.
         "visibility_timeout": int(os.environ.get("CELERY_VISIBILITY_TIMEOUT", "3600")),

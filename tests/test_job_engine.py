@@ -129,21 +129,72 @@ def test_units_are_sent_in_one_batch_through_a_redis_channel_that_keeps_its_clie
     import json
 
     from simia_web.celery import app
-    from simia_web.jobs.transport import Channel
+    from simia_web.jobs.transport import RedisChannel
 
     batches = []
-    create_batch = Channel.create_publish_batch
+    create_batch = RedisChannel.create_publish_batch
 
     def counted_batch(self, **options):
         batches.append(options)
         return create_batch(self, **options)
 
-    monkeypatch.setattr(Channel, "create_publish_batch", counted_batch)
+    monkeypatch.setattr(RedisChannel, "create_publish_batch", counted_batch)
     client, queue = redis_queue
     services._enqueue_units([11, 12, 13])
     sent = [json.loads(m)["headers"]["argsrepr"] for m in reversed(client.lrange(queue, 0, -1))]
     assert sent == ["(11,)", "(12,)", "(13,)"] and len(batches) == 1
     with app.connection_for_write() as connection:
         channel = connection.default_channel
-        assert isinstance(channel, Channel)
+        assert isinstance(channel, RedisChannel)
         assert channel._create_client() is channel._create_client()  # not a new redis.Redis per command
+
+
+def _consumer_view_while_writing(tmp_path, monkeypatch, transport_class) -> list:
+    """Put a message, and while its bytes are being written, take from the queue as a worker would."""
+    import builtins
+    import contextlib
+    import sys
+    from queue import Empty
+
+    from kombu import Connection
+
+    options = {"data_folder_in": str(tmp_path), "data_folder_out": str(tmp_path)}
+    seen = []
+    with Connection("filesystem://", transport=transport_class, transport_options=options) as conn:
+        channel = conn.default_channel
+
+        class ProbedFile:
+            def __init__(self, file):
+                self.file = file
+
+            def write(self, data):
+                with contextlib.suppress(Empty):  # nothing to take: the message is not visible yet
+                    seen.append(channel._get("celery"))
+                return self.file.write(data)
+
+            def __getattr__(self, name):
+                return getattr(self.file, name)
+
+            def __enter__(self):
+                return self
+
+            def __exit__(self, *exc):
+                self.file.close()
+
+        def probed_open(*args, **kwargs):
+            return ProbedFile(builtins.open(*args, **kwargs))
+
+        module = sys.modules[transport_class.Channel._put.__module__]
+        monkeypatch.setattr(module, "open", probed_open, raising=False)
+        channel._put("celery", {"n": 1})
+        monkeypatch.undo()
+        seen.append(channel._get("celery"))
+    return seen
+
+
+def test_a_filesystem_consumer_never_takes_a_message_still_being_written(tmp_path, monkeypatch):
+    """kombu's own transport creates the file, then writes it: a worker listing the folder in between
+    took the empty file and stopped on a JSON error. Ours renames a finished file into place."""
+    from simia_web.jobs.transport import FilesystemTransport
+
+    assert _consumer_view_while_writing(tmp_path, monkeypatch, FilesystemTransport) == [{"n": 1}]
