@@ -48,9 +48,9 @@ def redis_queue(settings):
 
     client = redis.Redis.from_url(settings.CELERY_BROKER_URL)
     queue = app.conf.task_default_queue
-    client.delete(queue, "unacked")
+    client.delete(queue, "unacked", "unacked_index")
     yield client, queue
-    client.delete(queue, "unacked")
+    client.delete(queue, "unacked", "unacked_index")
 
 
 def _run(monkeypatch, unit, pipeline):
@@ -125,7 +125,8 @@ def test_recovery_requeues_only_units_whose_message_is_lost(db, redis_queue, mon
     assert sent == [lost.pk]
 
 
-def test_units_are_sent_in_one_batch_through_a_redis_channel_that_keeps_its_client(db, redis_queue, monkeypatch):
+def test_units_are_sent_in_two_batches_through_a_redis_channel_that_keeps_its_client(db, redis_queue, monkeypatch):
+    """A small first batch lets workers start while the rest is built; the stage's last message says so."""
     import json
 
     from simia_web.celery import app
@@ -140,13 +141,45 @@ def test_units_are_sent_in_one_batch_through_a_redis_channel_that_keeps_its_clie
 
     monkeypatch.setattr(RedisChannel, "create_publish_batch", counted_batch)
     client, queue = redis_queue
-    services._enqueue_units([11, 12, 13])
-    sent = [json.loads(m)["headers"]["argsrepr"] for m in reversed(client.lrange(queue, 0, -1))]
-    assert sent == ["(11,)", "(12,)", "(13,)"] and len(batches) == 1
+    unit_ids = list(range(100, 100 + services.FIRST_BATCH + 8))
+    services._enqueue_units(unit_ids, whole_stage=True)
+    sent = [json.loads(m)["headers"] for m in reversed(client.lrange(queue, 0, -1))]
+    assert [h["argsrepr"] for h in sent] == [f"({unit_id},)" for unit_id in unit_ids] and len(batches) == 2
+    assert [h["kwargsrepr"] for h in sent[-2:]] == ["{}", "{'last_of_stage': True}"]
     with app.connection_for_write() as connection:
         channel = connection.default_channel
         assert isinstance(channel, RedisChannel)
         assert channel._create_client() is channel._create_client()  # not a new redis.Redis per command
+
+    client.delete(queue)
+    services._enqueue_units([7, 8])  # re-queued by recovery: not known to be a stage's last
+    assert [json.loads(m)["headers"]["kwargsrepr"] for m in client.lrange(queue, 0, -1)] == ["{}", "{}"]
+    assert len(batches) == 3  # one small batch, no empty one
+
+
+def test_a_redis_consumer_takes_what_its_prefetch_allows_in_one_round_trip(db, redis_queue):
+    """kombu took one message per BRPOP, each recorded in a second round trip on the worker's main
+    thread: on a busy worker its threads went idle with the queue still full."""
+    from kombu import Connection, Consumer, Queue
+
+    from simia_web.celery import app
+
+    client, queue = redis_queue
+    with Connection(app.conf.broker_url, transport=app.conf.broker_transport) as connection:
+        with connection.Producer() as producer:
+            for n in range(12):
+                producer.publish({"n": n}, routing_key=queue, declare=[Queue(queue)])
+        received = []
+        consumer = Consumer(connection, [Queue(queue)], callbacks=[lambda body, message: received.append(message)])
+        consumer.qos(prefetch_count=10)
+        with consumer:
+            connection.drain_events(timeout=2)  # one BRPOP wake-up
+        assert [m.payload["n"] for m in received] == list(range(10))  # the prefetch allowance, in order
+        assert client.llen(queue) == 2
+        assert client.hlen("unacked") == 10  # each recorded as unacknowledged, as kombu does
+        for message in received:
+            message.ack()
+        assert client.hlen("unacked") == 0 and client.zcard("unacked_index") == 0
 
 
 def _consumer_view_while_writing(tmp_path, monkeypatch, transport_class) -> list:
@@ -198,3 +231,16 @@ def test_a_filesystem_consumer_never_takes_a_message_still_being_written(tmp_pat
     from simia_web.jobs.transport import FilesystemTransport
 
     assert _consumer_view_while_writing(tmp_path, monkeypatch, FilesystemTransport) == [{"n": 1}]
+
+
+def test_the_last_unit_of_a_stage_marks_its_job_finishing(monkeypatch, unit):
+    """From then on this worker gives the job's units the endpoint fewest-calls-first (llm_slot_rank)."""
+    from simia_web.llm import services as llm_services
+
+    monkeypatch.setattr(services, "pipeline_for", lambda kind: OneUnitPipeline(RecordingWriter()))
+    monkeypatch.setattr(services, "job_advance", lambda **kwargs: None)
+    services.unit_execute(unit_id=unit.pk)
+    assert unit.job_id not in llm_services._finishing_jobs
+    other = JobUnit.objects.create(job=unit.job, stage="rollout", key="u2")
+    services.unit_execute(unit_id=other.pk, last_of_stage=True)
+    assert unit.job_id in llm_services._finishing_jobs

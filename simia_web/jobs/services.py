@@ -9,7 +9,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from simia_web.core.services import audit_record
-from simia_web.llm.services import llm_calls_held, llm_calls_write
+from simia_web.llm.services import llm_calls_held, llm_calls_write, llm_job_finishing
 
 from .models import Job, JobStatus, JobUnit, UnitStatus
 from .pipelines import pipeline_for
@@ -21,13 +21,26 @@ class JobError(Exception):
     pass
 
 
-def _enqueue_units(unit_ids: list[int]) -> None:
-    """Send one message per unit; on Redis in one round trip (a kombu publish batch)."""
+# Units published before the rest of a stage: building a message takes ~1 ms, so with one batch of
+# thousands the workers would wait for all of them before starting the first.
+FIRST_BATCH = 32
+
+
+def _enqueue_units(unit_ids: list[int], *, whole_stage: bool = False) -> None:
+    """Send one message per unit; on Redis a few round trips (kombu publish batches), the first one small.
+
+    When the ids are a whole stage, the last message says so: the worker that starts it knows that the
+    stage has no unit left to start (see llm_job_finishing).
+    """
     from .tasks import unit_execute
 
-    with unit_execute.app.producer_or_acquire() as producer, producer.batch():
-        for unit_id in unit_ids:
-            unit_execute.apply_async((unit_id,), producer=producer)
+    last = unit_ids[-1] if whole_stage and unit_ids else None
+    with unit_execute.app.producer_or_acquire() as producer:
+        for batch in filter(None, (unit_ids[:FIRST_BATCH], unit_ids[FIRST_BATCH:])):
+            with producer.batch():
+                for unit_id in batch:
+                    kwargs = {"last_of_stage": True} if unit_id == last else {}
+                    unit_execute.apply_async((unit_id,), kwargs, producer=producer)
 
 
 def job_create(*, kind: str, params: dict, actor=None) -> Job:
@@ -91,19 +104,21 @@ def job_start(*, job_id: int) -> None:
             job.status, job.error, job.finished_at = JobStatus.FAILED, f"planning failed: {exc}", timezone.now()
             job.save(update_fields=["status", "error", "finished_at"])
             return
-        transaction.on_commit(lambda: _enqueue_units(unit_ids))
+        transaction.on_commit(lambda: _enqueue_units(unit_ids, whole_stage=True))
 
 
-def unit_execute(*, unit_id: int) -> None:
+def unit_execute(*, unit_id: int, last_of_stage: bool = False) -> None:
     """Run one unit. Safe to call any number of times: only the first finished run writes."""
     unit = JobUnit.objects.select_related("job").filter(pk=unit_id).first()
     if unit is None or unit.status != UnitStatus.PENDING or unit.job.status != JobStatus.RUNNING:
         return
     JobUnit.objects.filter(pk=unit_id).update(attempts=F("attempts") + 1, started_at=timezone.now())
+    if last_of_stage:
+        llm_job_finishing(unit.job_id)
     pipeline = pipeline_for(unit.job.kind)
     writer = None
     error = ""
-    with llm_calls_held() as calls:
+    with llm_calls_held(job_id=unit.job_id) as calls:
         try:
             writer = pipeline.run(unit.job, unit)
         except Exception as exc:
@@ -165,7 +180,7 @@ def job_advance(*, job_id: int, stage: str) -> None:
             job.status, job.error, job.finished_at = JobStatus.FAILED, f"planning failed: {exc}", timezone.now()
             job.save(update_fields=["status", "error", "finished_at"])
             return
-        transaction.on_commit(lambda: _enqueue_units(unit_ids))
+        transaction.on_commit(lambda: _enqueue_units(unit_ids, whole_stage=True))
 
 
 def job_cancel(*, job: Job, actor=None) -> Job:

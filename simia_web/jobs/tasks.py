@@ -11,8 +11,8 @@ def job_start(job_id: int) -> None:
 
 
 @shared_task(acks_late=True, ignore_result=True)
-def unit_execute(unit_id: int) -> None:
-    services.unit_execute(unit_id=unit_id)
+def unit_execute(unit_id: int, last_of_stage: bool = False) -> None:
+    services.unit_execute(unit_id=unit_id, last_of_stage=last_of_stage)
 
 
 @worker_ready.connect

@@ -30,7 +30,8 @@ from django.conf import settings
 from simia_web.core.jsonutil import content_hash
 
 from .models import EndpointProfile, LLMCall, StructuredMode, ToolMode
-from .services import llm_call_ids, llm_call_mark_invalid, llm_call_record
+from .services import llm_call_ids, llm_call_mark_invalid, llm_call_record, llm_slot_rank
+from .slots import Slots
 
 logger = logging.getLogger(__name__)
 
@@ -59,7 +60,7 @@ class LLMReply:
 
 
 _thread_clients = threading.local()  # .clients: {client key: openai.OpenAI}
-_slots: dict[tuple, threading.BoundedSemaphore] = {}  # (profile id, max concurrency) -> slots
+_slots: dict[tuple, Slots] = {}  # (profile id, max concurrency) -> slots
 _downgrades: dict[tuple, str] = {}  # (profile key, "structured"|"tools") -> weaker mode learned at run time
 _lock = threading.Lock()
 _exchange_ms: ContextVar[int] = ContextVar("exchange_ms", default=0)  # set by _SlotTransport
@@ -88,13 +89,13 @@ class _SlotTransport(httpx2.HTTPTransport):
     GIL outside the exchange does not keep the endpoint's capacity idle.
     """
 
-    def __init__(self, slots: threading.BoundedSemaphore):
+    def __init__(self, slots: Slots):
         # One TLS context for all: building one reads the CA bundle (~25 ms), too slow per thread.
         super().__init__(verify=_tls_context(), limits=openai.DEFAULT_CONNECTION_LIMITS)
         self._slots = slots
 
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
-        with self._slots:
+        with self._slots.taken(llm_slot_rank()):
             started = time.monotonic()
             try:
                 response = super().handle_request(request)
@@ -120,9 +121,7 @@ def _openai_client(profile: EndpointProfile) -> openai.OpenAI:
     clients = _thread_clients.__dict__.setdefault("clients", {})
     if key not in clients:
         with _lock:
-            slots = _slots.setdefault(
-                (profile.pk, profile.max_concurrency), threading.BoundedSemaphore(max(1, profile.max_concurrency))
-            )
+            slots = _slots.setdefault((profile.pk, profile.max_concurrency), Slots(max(1, profile.max_concurrency)))
         # Retries are ours, so that every attempt is logged and counted.
         clients[key] = openai.OpenAI(
             base_url=profile.base_url or None,

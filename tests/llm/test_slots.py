@@ -1,0 +1,126 @@
+"""Concurrency slots: first come first served for running threads, waiters woken by rank, no lost places."""
+
+import sys
+import threading
+import time
+
+import pytest
+
+from simia_web.llm import services
+from simia_web.llm.models import LLMCall
+from simia_web.llm.slots import Slots
+
+
+@pytest.fixture
+def no_thread_switches():
+    """While the test thread runs Python code, no other thread does (until it blocks)."""
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(5.0)
+    yield
+    sys.setswitchinterval(interval)
+
+
+def _wait_until(condition, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.001)
+
+
+def _queue_waiters(slots: Slots, names, got: list, ranks=None) -> list[threading.Thread]:
+    """Start one thread per name, each waiting for a slot in turn, and note the order they get one."""
+    threads = []
+    for name in names:
+
+        def take(name=name):
+            with slots.taken((lambda: ranks[name]()) if ranks else (lambda: 0)):
+                got.append(name)
+
+        thread = threading.Thread(target=take, daemon=True)
+        thread.start()
+        waiting = len(threads) + 1
+        _wait_until(lambda waiting=waiting: len(slots._waiters) == waiting)
+        threads.append(thread)
+    return threads
+
+
+def test_free_slots_are_taken_at_once_and_bound_the_holders():
+    slots = Slots(2)
+    slots.acquire()
+    slots.acquire()
+    got = []
+    (waiter,) = _queue_waiters(slots, ["late"], got)
+    assert got == []  # both slots are held
+    slots.release()
+    waiter.join(timeout=5)
+    assert got == ["late"]
+    slots.release()
+    with slots.taken():  # the waiter gave its slot back
+        pass
+
+
+def test_waiters_get_slots_in_order_of_arrival(no_thread_switches):
+    slots = Slots(1)
+    slots.acquire()
+    got = []
+    threads = _queue_waiters(slots, ["w1", "w2", "w3"], got)
+    slots.release()  # wakes w1; this thread is still running and takes the slot first
+    slots.acquire()
+    _wait_until(lambda: len(slots._waiters) == 3)  # w1 found no slot and waits again
+    assert got == []
+    slots.release()
+    for thread in threads:
+        thread.join(timeout=5)
+    # w1, passed over once, kept its place instead of going behind w2 and w3.
+    assert got == ["w1", "w2", "w3"]
+
+
+def test_waiters_are_woken_by_the_rank_they_have_when_a_slot_frees():
+    slots = Slots(1)
+    slots.acquire()
+    ranks = {"a": lambda: 5, "b": lambda: 5, "c": lambda: 1}
+    got = []
+    threads = _queue_waiters(slots, ["a", "b", "c"], got, ranks)
+    ranks["b"] = lambda: 0  # b's job started finishing while it waited
+    slots.release()
+    for thread in threads:
+        thread.join(timeout=5)
+    assert got == ["b", "c", "a"]
+
+
+def test_a_thread_of_worse_rank_leaves_a_free_slot_to_the_better_waiters(no_thread_switches):
+    slots = Slots(1)
+    slots.acquire()
+    got = []
+    threads = _queue_waiters(slots, ["urgent-1", "urgent-2"], got, {"urgent-1": lambda: 0, "urgent-2": lambda: 0})
+    slots.release()  # due to urgent-1, which has not run yet: this thread holds the interpreter
+
+    def late():
+        with slots.taken(lambda: 3):
+            got.append("late")
+
+    threads.append(threading.Thread(target=late, daemon=True))
+    threads[-1].start()
+    for thread in threads:
+        thread.join(timeout=5)
+    assert got == ["urgent-1", "urgent-2", "late"]
+
+
+def test_rank_is_first_come_outside_a_finishing_job():
+    assert services.llm_slot_rank()() == 0
+    with services.llm_calls_held(job_id=41) as calls:
+        rank = services.llm_slot_rank()
+        calls.extend([LLMCall(), LLMCall()])
+        assert rank() == 0
+
+
+def test_a_finishing_jobs_units_go_first_fewest_calls_first():
+    with services.llm_calls_held(job_id=42) as calls:
+        calls.extend([LLMCall(), LLMCall()])
+        two_calls = services.llm_slot_rank()
+    with services.llm_calls_held(job_id=42):
+        no_calls = services.llm_slot_rank()
+    with services.llm_calls_held(job_id=43):
+        other_job = services.llm_slot_rank()
+    services.llm_job_finishing(42)
+    assert no_calls() < two_calls() < other_job() == 0
