@@ -135,7 +135,7 @@ def test_a_rollout_unit_writes_its_llm_calls_in_one_insert_with_its_result(eager
     from simia_web.jobs import services as job_services
 
     synthesis_queue(domains=["shop"], apis=3, tasks=1, rollouts=1)
-    monkeypatch.setattr(job_services, "_enqueue_units", lambda unit_ids: None)  # run the units by hand
+    monkeypatch.setattr(job_services, "_enqueue_units", lambda unit_ids, **kwargs: None)  # run the units by hand
     job = rollout_queue(domain="shop", rollouts=3, tasks=1)
     first, second, _last = job.units.order_by("id")  # the last unit of a stage also finishes the job
     with CaptureQueriesContext(connection) as queries:

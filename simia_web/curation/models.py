@@ -1,6 +1,8 @@
 from django.conf import settings
 from django.db import models
 
+from simia_web.core.fields import DocumentJSONField
+
 
 class TrajectoryKind(models.TextChoices):
     ROLLOUT = "rollout", "Simulated rollout"
@@ -39,11 +41,11 @@ class Trajectory(models.Model):
     unit = models.OneToOneField(
         "jobs.JobUnit", null=True, blank=True, on_delete=models.SET_NULL, related_name="trajectory"
     )
-    messages = models.JSONField(default=list)
-    tools = models.JSONField(default=list, blank=True)
-    steps = models.JSONField(default=dict, blank=True)
-    initial_state = models.JSONField(default=dict, blank=True)
-    final_state = models.JSONField(default=dict, blank=True)
+    messages = DocumentJSONField(default=list)
+    tools = DocumentJSONField(default=list, blank=True)
+    steps = DocumentJSONField(default=dict, blank=True)
+    initial_state = DocumentJSONField(default=dict, blank=True)
+    final_state = DocumentJSONField(default=dict, blank=True)
     termination_reason = models.CharField(max_length=40, blank=True)
     reward = models.FloatField(null=True, blank=True)
     # Copied from the latest judge verdict so the review queue can filter and order in SQL.
