@@ -107,9 +107,17 @@ def job_start(*, job_id: int) -> None:
         transaction.on_commit(lambda: _enqueue_units(unit_ids, whole_stage=True))
 
 
+_UNIT_FIELDS_FOR_RUN = ("stage", "key", "params", "status", "job__kind", "job__params", "job__status")
+
+
 def unit_execute(*, unit_id: int, last_of_stage: bool = False) -> None:
     """Run one unit. Safe to call any number of times: only the first finished run writes."""
-    unit = JobUnit.objects.select_related("job").filter(pk=unit_id).first()
+    unit = (
+        JobUnit.objects.select_related("job")
+        .only(*_UNIT_FIELDS_FOR_RUN)  # not the unit's result nor the job's summary, which can be large
+        .filter(pk=unit_id)
+        .first()
+    )
     if unit is None or unit.status != UnitStatus.PENDING or unit.job.status != JobStatus.RUNNING:
         return
     JobUnit.objects.filter(pk=unit_id).update(attempts=F("attempts") + 1, started_at=timezone.now())
@@ -146,16 +154,17 @@ def unit_execute(*, unit_id: int, last_of_stage: bool = False) -> None:
 
 @transaction.atomic
 def _unit_finish(unit_id: int, writer, error: str) -> None:
-    locked = JobUnit.objects.select_for_update().get(pk=unit_id)
-    if locked.status != UnitStatus.PENDING:
+    status = JobUnit.objects.select_for_update().filter(pk=unit_id).values_list("status", flat=True).get()
+    if status != UnitStatus.PENDING:
         _writer_discard(writer)  # another delivery finished it, or the job was cancelled
         return
-    if writer is not None and not error:
-        locked.result = writer() or {}
-    locked.status = UnitStatus.FAILED if error else UnitStatus.DONE
-    locked.error = error[:8000]
-    locked.finished_at = timezone.now()
-    locked.save(update_fields=["status", "error", "result", "finished_at"])
+    result = (writer() or {}) if writer is not None and not error else {}
+    JobUnit.objects.filter(pk=unit_id).update(
+        status=UnitStatus.FAILED if error else UnitStatus.DONE,
+        error=error[:8000],
+        result=result,
+        finished_at=timezone.now(),
+    )
 
 
 def _writer_discard(writer) -> None:
