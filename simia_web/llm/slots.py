@@ -24,32 +24,36 @@ class Slots:
     def __init__(self, size: int):
         self._free = size
         self._lock = threading.Lock()
-        self._waiters: list[tuple[Rank, int, threading.Lock]] = []  # (rank, arrival, gate); at most one per thread
+        # (rank, arrival, gate), at most one per thread: waiting, and woken but not yet running.
+        self._waiting: list[tuple[Rank, int, threading.Lock]] = []
+        self._woken: list[tuple[Rank, int, threading.Lock]] = []
         self._arrivals = itertools.count()
 
     def acquire(self, rank: Rank = first_come) -> None:
         """Take a slot, waiting for one if none is free (or a waiter of better rank is due to take it)."""
         with self._lock:
-            if self._free and (not self._waiters or rank() <= min(w[0]() for w in self._waiters)):
+            if self._free and rank() <= min((w[0]() for w in self._waiting + self._woken), default=rank()):
                 self._free -= 1
                 return
             waiter = (rank, next(self._arrivals), threading.Lock())
             waiter[2].acquire()
-            self._waiters.append(waiter)
+            self._waiting.append(waiter)
         while True:
             waiter[2].acquire()  # released by `release` when it wakes this waiter
             with self._lock:
+                self._woken.remove(waiter)
                 if self._free:
                     self._free -= 1
                     return
-                self._waiters.append(waiter)  # another thread took it first: wait again, same arrival
+                self._waiting.append(waiter)  # a thread of the same rank took it first: wait again, same arrival
 
     def release(self) -> None:
         with self._lock:
             self._free += 1
-            if self._waiters:
-                best = min(self._waiters, key=lambda w: (w[0](), w[1]))
-                self._waiters.remove(best)
+            if self._waiting:
+                best = min(self._waiting, key=lambda w: (w[0](), w[1]))
+                self._waiting.remove(best)
+                self._woken.append(best)
                 best[2].release()
 
     @contextmanager

@@ -39,7 +39,7 @@ def _queue_waiters(slots: Slots, names, got: list, ranks=None) -> list[threading
         thread = threading.Thread(target=take, daemon=True)
         thread.start()
         waiting = len(threads) + 1
-        _wait_until(lambda waiting=waiting: len(slots._waiters) == waiting)
+        _wait_until(lambda waiting=waiting: len(slots._waiting) == waiting)
         threads.append(thread)
     return threads
 
@@ -66,7 +66,7 @@ def test_waiters_get_slots_in_order_of_arrival(no_thread_switches):
     threads = _queue_waiters(slots, ["w1", "w2", "w3"], got)
     slots.release()  # wakes w1; this thread is still running and takes the slot first
     slots.acquire()
-    _wait_until(lambda: len(slots._waiters) == 3)  # w1 found no slot and waits again
+    _wait_until(lambda: len(slots._waiting) == 3)  # w1 found no slot and waits again
     assert got == []
     slots.release()
     for thread in threads:
@@ -124,3 +124,30 @@ def test_a_finishing_jobs_units_go_first_fewest_calls_first():
         other_job = services.llm_slot_rank()
     services.llm_job_finishing(42)
     assert no_calls() < two_calls() < other_job() == 0
+
+
+def test_many_threads_of_changing_ranks_never_exceed_the_slots_and_all_finish():
+    import random
+
+    slots, holding, most, lock = Slots(3), [0], [0], threading.Lock()
+    ranks = {}
+
+    def work(n):
+        for _ in range(50):
+            ranks[n] = random.choice([0, 0, 1, 2])  # read again whenever a slot frees
+            with slots.taken(lambda: ranks[n]):
+                with lock:
+                    holding[0] += 1
+                    most[0] = max(most[0], holding[0])
+                time.sleep(random.random() / 2000)
+                with lock:
+                    holding[0] -= 1
+
+    threads = [threading.Thread(target=work, args=(n,), daemon=True) for n in range(12)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert not any(thread.is_alive() for thread in threads)
+    assert most[0] == 3 and holding[0] == 0
+    assert slots._free == 3 and not slots._waiting and not slots._woken
