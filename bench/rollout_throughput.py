@@ -8,7 +8,9 @@ rollouts of about 4 LLM calls each reaches at least 85% of the ideal 32 / 0.2 = 
 
 Uses (and resets) the database named in DATABASE_URL. Shared machines are noisy (a CPU-bound loop
 varies by 15% from one run to the next here, and by 2x over an afternoon), so the job runs --repeat
-times on the same worker and the median is the figure to quote.
+times on the same worker and the median is the figure to quote. Under each job, where it lost time: how
+long before its first unit started, the mean time a call held its slot (the server answers in --latency),
+and the time after its last unit started against the least it could take then.
 
 With --instructions, the worker runs instead under valgrind's callgrind (solo pool, zero-latency
 server) and the figure is CPU instructions per rollout unit: the same on a busy machine as on a quiet
@@ -118,7 +120,7 @@ def main() -> None:
             # one opens them during its first units. Measure the steady state unless --no-warm-up is given.
             run_job(min(args.threads, task_count))
         loop_before = reference_loop_seconds()
-        results = [measure(run_job, cpu_seconds, task_count) for _ in range(args.repeat)]
+        results = [measure(run_job, cpu_seconds, task_count, args.concurrency) for _ in range(args.repeat)]
     finally:
         for worker in workers:
             worker.stop()
@@ -130,7 +132,7 @@ def main() -> None:
             f"job {result['job']}: {result['trajectories']} in {result['seconds']:.2f} s, {result['calls']} LLM calls "
             f"({result['calls'] / task_count:.1f} per rollout); worker CPU {result['cpu'] / result['seconds']:.0%} "
             f"of one core, {result['cpu'] / result['calls'] * 1000:.1f} ms per call; {result['rate']:.1f} calls/s "
-            f"= {result['rate'] / ideal:.1%} of ideal"
+            f"= {result['rate'] / ideal:.1%} of ideal\n    {result['losses']}"
         )
     print(
         f"machine speed: a fixed pure-Python loop took {loop_before:.2f} s before the jobs and "
@@ -196,7 +198,7 @@ def reference_loop_seconds() -> float:
     return time.perf_counter() - started
 
 
-def measure(run_job, cpu_seconds, task_count: int) -> dict:
+def measure(run_job, cpu_seconds, task_count: int, slots: int) -> dict:
     from simia_web.jobs.models import Job
     from simia_web.llm.models import LLMCall
 
@@ -213,7 +215,30 @@ def measure(run_job, cpu_seconds, task_count: int) -> dict:
         "calls": calls,
         "cpu": worker_cpu,
         "rate": calls / seconds,
+        "losses": losses(job, slots),
     }
+
+
+def losses(job, slots: int) -> str:
+    """Where the job lost time against the ideal: the start, each call's time in a slot, the end.
+
+    A call's row is made when its answer is in, so it held its slot for the latency before that.
+    The end is the time after the last unit started, against the least it could take: the slot time
+    still to use then, spread over every slot.
+    """
+    from simia_web.llm.models import LLMCall
+
+    started = sorted(job.units.values_list("started_at", flat=True))
+    calls = list(LLMCall.objects.filter(job=job).values_list("created_at", "latency_ms"))
+    last_start = started[-1]
+    work_left = sum(
+        min(latency / 1000, (made - last_start).total_seconds()) for made, latency in calls if made > last_start
+    )
+    return (
+        f"first unit {(started[0] - job.started_at).total_seconds() * 1000:.0f} ms after the start; "
+        f"{sum(latency for _, latency in calls) / len(calls):.0f} ms in a slot per call; after the last unit "
+        f"started {(job.finished_at - last_start).total_seconds():.2f} s (at least {work_left / slots:.2f} s)"
+    )
 
 
 if __name__ == "__main__":
