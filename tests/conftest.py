@@ -9,6 +9,7 @@ from simia_web.accounts.models import Role
 from simia_web.accounts.services import user_create
 from simia_web.catalog.selectors import catalog_cache_clear
 from simia_web.llm import client as llm_client
+from simia_web.llm import services as llm_services
 from simia_web.llm.models import EndpointProfile
 from simia_web.llm.selectors import profile_cache_clear
 
@@ -25,6 +26,7 @@ PASSWORD = "correct-horse-9"
 def _fast_llm_retries(settings):
     settings.SIMIA_LLM_BACKOFF_BASE = 0.01
     llm_client._downgrades.clear()
+    llm_services._finishing_jobs.clear()  # job ids come round again in later tests
     profile_cache_clear()  # rows of earlier tests are gone, their cached profiles must go too
     catalog_cache_clear()
 

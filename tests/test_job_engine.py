@@ -184,6 +184,32 @@ def test_a_redis_consumer_takes_what_its_prefetch_allows_in_one_round_trip(db, r
         assert client.hlen("unacked") == 0 and client.zcard("unacked_index") == 0
 
 
+def test_messages_of_a_batch_that_failed_to_deliver_are_recorded_again_when_restored(db, redis_queue):
+    """Their unacked records stay (the visibility timeout restores them); the channel forgets that it wrote
+    them, so a restored copy, which keeps its delivery tag, is recorded on its next delivery."""
+    import pytest
+    from kombu import Connection, Consumer, Queue
+
+    from simia_web.celery import app
+
+    client, queue = redis_queue
+    with Connection(app.conf.broker_url, transport=app.conf.broker_transport) as connection:
+        with connection.Producer() as producer:
+            for n in range(4):
+                producer.publish({"n": n}, routing_key=queue, declare=[Queue(queue)])
+
+        def fail_on_the_third(body, message):
+            if body["n"] == 2:
+                raise RuntimeError("consumer failed")
+
+        consumer = Consumer(connection, [Queue(queue)], callbacks=[fail_on_the_third])
+        consumer.qos(prefetch_count=10)
+        with consumer, pytest.raises(RuntimeError):
+            connection.drain_events(timeout=2)
+        assert client.hlen("unacked") == 4
+        assert not connection.default_channel.qos._recorded
+
+
 def _consumer_view_while_writing(tmp_path, monkeypatch, transport_class) -> list:
     """Put a message, and while its bytes are being written, take from the queue as a worker would."""
     import builtins

@@ -20,6 +20,8 @@ renamed into place, which is atomic.
 import os
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from kombu.exceptions import ChannelError
 from kombu.transport import filesystem, redis, virtual
@@ -34,20 +36,24 @@ class RedisQoS(redis.QoS):
         super().__init__(*args, **kwargs)
         self._recorded: set[str] = set()  # delivery tags whose unacked record a batch has written
 
-    def record(self, payloads: list[dict]) -> None:
-        """Write the unacked records of messages about to be delivered, in one round trip."""
-        now = time.time()
+    @contextmanager
+    def recorded(self, payloads: list[dict]) -> Iterator[None]:
+        """Write the unacked records of messages in one round trip, for delivering them inside."""
+        now, tags = time.time(), [payload["properties"]["delivery_tag"] for payload in payloads]
         with self.pipe_or_acquire() as pipe:
-            for payload in payloads:
-                tag, info = payload["properties"]["delivery_tag"], payload["properties"]["delivery_info"]
+            for tag, payload in zip(tags, payloads, strict=True):
+                info = payload["properties"]["delivery_info"]
                 pipe.zadd(self.unacked_index_key, {tag: now})
                 pipe.hset(self.unacked_key, tag, dumps([payload, info["exchange"], info["routing_key"]]))
             pipe.execute()
-        self._recorded.update(p["properties"]["delivery_tag"] for p in payloads)
+        self._recorded.update(tags)
+        try:
+            yield
+        finally:
+            self._recorded.difference_update(tags)  # a message restored later is recorded again
 
     def append(self, message, delivery_tag):
         if delivery_tag in self._recorded:
-            self._recorded.discard(delivery_tag)
             virtual.QoS.append(self, message, delivery_tag)  # the bookkeeping without a second record
         else:
             super().append(message, delivery_tag)
@@ -83,9 +89,9 @@ class RedisChannel(redis.Channel):
             if not items:
                 continue
             payloads = [loads(item) for item in items]
-            self.qos.record(payloads)
-            for payload in payloads:
-                self.connection._deliver(payload, queue)
+            with self.qos.recorded(payloads):
+                for payload in payloads:
+                    self.connection._deliver(payload, queue)
             allowance -= len(payloads)
 
 
