@@ -6,17 +6,14 @@ or native tools fall back to a weaker mode, remembered per profile; structured a
 validated against their JSON Schema with one repair retry that quotes the error.
 """
 
-import functools
 import json
 import logging
 import os
 import random
 import re
-import ssl
 import threading
 import time
 import uuid
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -32,6 +29,7 @@ from simia_web.core.jsonutil import content_hash
 from .models import EndpointProfile, LLMCall, StructuredMode, ToolMode
 from .services import llm_call_ids, llm_call_mark_invalid, llm_call_record, llm_slot_rank
 from .slots import Slots
+from .transport import SlotTransport, exchange_ms
 
 logger = logging.getLogger(__name__)
 
@@ -63,7 +61,6 @@ _thread_clients = threading.local()  # .clients: {client key: openai.OpenAI}
 _slots: dict[tuple, Slots] = {}  # (profile id, max concurrency) -> slots
 _downgrades: dict[tuple, str] = {}  # (profile key, "structured"|"tools") -> weaker mode learned at run time
 _lock = threading.Lock()
-_exchange_ms: ContextVar[int] = ContextVar("exchange_ms", default=0)  # set by _SlotTransport
 
 _STRUCTURED_FALLBACK = {
     StructuredMode.JSON_SCHEMA: StructuredMode.JSON_OBJECT,
@@ -91,39 +88,6 @@ _DROPPED_HEADERS = {
 _PER_REQUEST_DROPPED_HEADERS = {"X-Stainless-Retry-Count": openai.Omit(), "X-Stainless-Read-Timeout": openai.Omit()}
 
 
-@functools.cache
-def _tls_context() -> ssl.SSLContext:
-    return httpx2.create_ssl_context()
-
-
-class _SlotTransport(httpx2.HTTPTransport):
-    """Holds one of the endpoint's concurrency slots for exactly the HTTP exchange.
-
-    The SDK builds the request before a slot is taken, and the slot is free again as soon as the
-    answer's bytes are in, before anything parses them: on a busy worker, time spent waiting for the
-    GIL outside the exchange does not keep the endpoint's capacity idle.
-    """
-
-    def __init__(self, slots: Slots):
-        # One TLS context for all: building one reads the CA bundle (~25 ms), too slow per thread.
-        super().__init__(verify=_tls_context(), limits=openai.DEFAULT_CONNECTION_LIMITS)
-        self._slots = slots
-
-    def handle_request(self, request: httpx2.Request) -> httpx2.Response:
-        with self._slots.taken(llm_slot_rank()):
-            started = time.monotonic()
-            try:
-                response = super().handle_request(request)
-                try:
-                    response.read()
-                except BaseException:
-                    response.close()
-                    raise
-            finally:
-                _exchange_ms.set(int((time.monotonic() - started) * 1000))
-        return response
-
-
 def _openai_client(profile: EndpointProfile) -> openai.OpenAI:
     """This thread's client for the profile's endpoint; the profile's slots are shared by all threads.
 
@@ -144,7 +108,7 @@ def _openai_client(profile: EndpointProfile) -> openai.OpenAI:
             timeout=profile.timeout_seconds,
             max_retries=0,
             default_headers=_DROPPED_HEADERS,
-            http_client=openai.DefaultHttpxClient(transport=_SlotTransport(slots)),
+            http_client=openai.DefaultHttpxClient(transport=SlotTransport(slots, llm_slot_rank)),
         )
     return clients[key]
 
@@ -377,7 +341,7 @@ class LLMClient:
 
     def _send(self, request: dict) -> tuple[Any, int]:
         """One HTTP request: (the completion, or the exception it raised; latency in ms, queueing excluded)."""
-        _exchange_ms.set(0)
+        exchange_ms.set(0)
         try:
             # The raw POST skips the SDK's typed request/response models (a third of a call's CPU) while
             # keeping its timeouts, error classes and auth; the body is plain JSON either way, here written
@@ -395,7 +359,7 @@ class LLMClient:
             result = exc
         except httpx2.TransportError as exc:  # defensive: the SDK maps these to APIConnectionError
             result = openai.APIConnectionError(request=exc.request)
-        return result, _exchange_ms.get()
+        return result, exchange_ms.get()
 
     def _backoff(self, attempt: int) -> float:
         base = settings.SIMIA_LLM_BACKOFF_BASE

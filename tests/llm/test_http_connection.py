@@ -1,0 +1,145 @@
+"""The LLM client's HTTP/1.1 transport against a raw loopback server: keep-alive, closed connections, encodings."""
+
+import gzip
+import socket
+import threading
+
+import httpx2
+import pytest
+
+from simia_web.llm.slots import Slots, first_come
+from simia_web.llm.transport import SlotTransport, exchange_ms
+
+
+class RawServer:
+    """Accepts connections on loopback and answers each request with the next scripted behaviour.
+
+    A behaviour is bytes to send back (then the connection stays open), or the same followed by
+    closing the connection (`close=True`), or closing without any answer (None).
+    """
+
+    def __init__(self):
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.connections = 0
+        self.requests: list[bytes] = []
+        self.script: list[tuple[bytes | None, bool]] = []
+        self.closed = threading.Semaphore(0)  # released each time the server closes a connection
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.sock.getsockname()[1]}/v1/chat/completions"
+
+    def answer(self, body: bytes, *, headers: str = "", close: bool = False) -> None:
+        head = f"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {len(body)}\r\n{headers}\r\n"
+        self.script.append((head.encode() + body, close))
+
+    def hang_up(self) -> None:
+        self.script.append((None, True))
+
+    def _serve(self):
+        while True:
+            conn, _ = self.sock.accept()
+            self.connections += 1
+            threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
+
+    def _handle(self, conn):
+        try:
+            self._converse(conn)
+        finally:
+            conn.close()
+            self.closed.release()
+
+    def _converse(self, conn):
+        buffer = b""
+        while True:
+            while b"\r\n\r\n" not in buffer:
+                data = conn.recv(65536)
+                if not data:
+                    return
+                buffer += data
+            head, _, buffer = buffer.partition(b"\r\n\r\n")
+            length = next(
+                int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")
+            )
+            while len(buffer) < length:
+                buffer += conn.recv(65536)
+            self.requests.append(head + b"\r\n\r\n" + buffer[:length])
+            buffer = buffer[length:]
+            response, close = self.script.pop(0)
+            if response is not None:
+                conn.sendall(response)
+            if close:
+                return
+
+
+@pytest.fixture
+def server():
+    return RawServer()
+
+
+@pytest.fixture
+def http():
+    client = httpx2.Client(transport=SlotTransport(Slots(1), lambda: first_come), timeout=5)
+    yield client
+    client.close()
+
+
+def test_requests_share_one_keep_alive_connection(server, http):
+    server.answer(b'{"n": 1}')
+    server.answer(b'{"n": 2}')
+    assert http.post(server.url, json={"a": 1}).json() == {"n": 1}
+    assert http.post(server.url, json={"a": 2}).json() == {"n": 2}
+    assert server.connections == 1
+    assert server.requests[1].endswith(b'{"a":2}')
+    assert b"host: 127.0.0.1:" in server.requests[0].lower()  # the client's Host header, sent once
+
+
+def test_a_connection_the_server_closed_while_idle_is_replaced(server, http):
+    server.answer(b'{"n": 1}', close=True)  # no Connection: close header, just gone afterwards
+    server.answer(b'{"n": 2}')
+    assert http.post(server.url, json={}).json() == {"n": 1}
+    assert server.closed.acquire(timeout=5)
+    assert http.post(server.url, json={}).json() == {"n": 2}
+    assert server.connections == 2
+
+
+def test_connection_close_is_honoured(server, http):
+    server.answer(b'{"n": 1}', headers="connection: close\r\n", close=True)
+    server.answer(b'{"n": 2}')
+    assert http.post(server.url, json={}).json() == {"n": 1}
+    assert http.post(server.url, json={}).json() == {"n": 2}
+    assert server.connections == 2
+
+
+def test_a_compressed_answer_is_decoded(server, http):
+    server.answer(gzip.compress(b'{"n": 3}'), headers="content-encoding: gzip\r\n")
+    assert http.post(server.url, json={}).json() == {"n": 3}
+
+
+def test_a_hang_up_without_an_answer_is_a_protocol_error_and_the_next_request_reconnects(server, http):
+    server.hang_up()
+    server.answer(b'{"n": 4}')
+    with pytest.raises(httpx2.RemoteProtocolError):
+        http.post(server.url, json={})
+    assert http.post(server.url, json={}).json() == {"n": 4}
+    assert server.connections == 2
+
+
+def test_a_silent_server_is_a_read_timeout_and_frees_the_slot(server):
+    slots = Slots(1)
+    client = httpx2.Client(transport=SlotTransport(slots, lambda: first_come), timeout=0.2)
+    server.script.append((b"", False))  # reads the request, never answers
+    with pytest.raises(httpx2.ReadTimeout):
+        client.post(server.url, json={})
+    assert exchange_ms.get() >= 200
+    slots.acquire()  # the slot came back: this would block otherwise
+    slots.release()
+
+
+def test_nothing_listening_is_a_connect_error(http):
+    probe = socket.create_server(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()
+    with pytest.raises(httpx2.ConnectError):
+        http.post(f"http://127.0.0.1:{port}/v1/chat/completions", json={})
