@@ -5,12 +5,12 @@ import logging
 import traceback
 
 from django.db import transaction
-from django.db.models import F
 from django.utils import timezone
 
 from simia_web.core.services import audit_record
 from simia_web.llm.services import llm_calls_held, llm_calls_write, llm_job_finishing
 
+from . import unit_rows
 from .models import Job, JobStatus, JobUnit, UnitStatus
 from .pipelines import pipeline_for
 
@@ -110,20 +110,12 @@ def job_start(*, job_id: int) -> None:
         transaction.on_commit(lambda: _enqueue_units(unit_ids, whole_stage=True))
 
 
-_UNIT_FIELDS_FOR_RUN = ("stage", "key", "params", "status", "job__kind", "job__params", "job__status")
-
-
 def unit_execute(*, unit_id: int, last_of_stage: bool = False) -> None:
     """Run one unit. Safe to call any number of times: only the first finished run writes."""
-    unit = (
-        JobUnit.objects.select_related("job")
-        .only(*_UNIT_FIELDS_FOR_RUN)  # not the unit's result nor the job's summary, which can be large
-        .filter(pk=unit_id)
-        .first()
-    )
+    unit = unit_rows.unit_for_run(unit_id)
     if unit is None or unit.status != UnitStatus.PENDING or unit.job.status != JobStatus.RUNNING:
         return
-    JobUnit.objects.filter(pk=unit_id).update(attempts=F("attempts") + 1, started_at=timezone.now())
+    unit_rows.unit_mark_started(unit_id)
     if last_of_stage:
         llm_job_finishing(unit.job_id)
     pipeline = pipeline_for(unit.job.kind)
@@ -150,24 +142,17 @@ def unit_execute(*, unit_id: int, last_of_stage: bool = False) -> None:
         _unit_finish(unit_id, None, f"{type(exc).__name__}: {exc}")
     # Checked after the commit (inside it, two last units could each see the other pending). Only a stage's
     # last unit needs the job lock, and job_advance checks again under it.
-    stage_open = JobUnit.objects.filter(job_id=unit.job_id, stage=unit.stage, status=UnitStatus.PENDING).exists()
-    if not stage_open:
+    if not unit_rows.stage_has_pending_units(unit.job_id, unit.stage):
         job_advance(job_id=unit.job_id, stage=unit.stage)
 
 
 @transaction.atomic
 def _unit_finish(unit_id: int, writer, error: str) -> None:
-    status = JobUnit.objects.select_for_update().filter(pk=unit_id).values_list("status", flat=True).get()
-    if status != UnitStatus.PENDING:
+    if unit_rows.unit_status_locked(unit_id) != UnitStatus.PENDING:
         _writer_discard(writer)  # another delivery finished it, or the job was cancelled
         return
     result = (writer() or {}) if writer is not None and not error else {}
-    JobUnit.objects.filter(pk=unit_id).update(
-        status=UnitStatus.FAILED if error else UnitStatus.DONE,
-        error=error[:8000],
-        result=result,
-        finished_at=timezone.now(),
-    )
+    unit_rows.unit_mark_finished(unit_id, error=error, result=result)
 
 
 def _writer_discard(writer) -> None:

@@ -1,0 +1,74 @@
+"""The statements the job runner makes on a unit's row around every run, as fixed SQL.
+
+Each unit runs five of them (read, mark started, lock, mark finished, "is the stage still open?").
+Built through the ORM, each cost 0.6-1.2 ms of CPU on a busy worker, against 0.06-0.08 ms for the
+same statement as SQL: most of it building and compiling the query, on the thread every other unit
+of the worker is waiting on for the GIL. The SQL is plain enough for both PostgreSQL and SQLite;
+values go through the backend's own adapters, and the rows come back as model instances.
+"""
+
+import orjson
+from django.db import connection
+from django.utils import timezone
+
+from .models import Job, JobUnit, UnitStatus
+
+_UNIT_FIELDS = ("id", "job_id", "stage", "key", "params", "status")
+_JOB_FIELDS = ("id", "kind", "params", "status")
+_READ = (
+    'SELECT u."id", u."job_id", u."stage", u."key", u."params", u."status", j."kind", j."params", j."status" '
+    'FROM "jobs_jobunit" u INNER JOIN "jobs_job" j ON j."id" = u."job_id" WHERE u."id" = %s'
+)
+_MARK_STARTED = 'UPDATE "jobs_jobunit" SET "attempts" = "attempts" + 1, "started_at" = %s WHERE "id" = %s'
+_STATUS = 'SELECT "status" FROM "jobs_jobunit" WHERE "id" = %s'
+_MARK_FINISHED = (
+    'UPDATE "jobs_jobunit" SET "status" = %s, "error" = %s, "result" = %s, "finished_at" = %s WHERE "id" = %s'
+)
+_STAGE_OPEN = 'SELECT 1 FROM "jobs_jobunit" WHERE "job_id" = %s AND "stage" = %s AND "status" = %s LIMIT 1'
+
+
+def unit_for_run(unit_id: int) -> JobUnit | None:
+    """The unit with its job (only the fields a run reads), or None when there is no such unit."""
+    with connection.cursor() as cursor:
+        cursor.execute(_READ, [unit_id])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    unit_id, job_id, stage, key, params, status, job_kind, job_params, job_status = row
+    job = Job.from_db(connection.alias, _JOB_FIELDS, (job_id, job_kind, orjson.loads(job_params), job_status))
+    unit = JobUnit.from_db(connection.alias, _UNIT_FIELDS, (unit_id, job_id, stage, key, orjson.loads(params), status))
+    unit.job = job
+    return unit
+
+
+def unit_mark_started(unit_id: int) -> None:
+    _execute(_MARK_STARTED, [_now(), unit_id])
+
+
+def unit_status_locked(unit_id: int) -> str:
+    """The unit's status, its row locked until the transaction ends (where the database has row locks)."""
+    for_update = " FOR UPDATE" if connection.features.has_select_for_update else ""
+    with connection.cursor() as cursor:
+        cursor.execute(_STATUS + for_update, [unit_id])
+        return cursor.fetchone()[0]
+
+
+def unit_mark_finished(unit_id: int, *, error: str, result: dict) -> None:
+    status = UnitStatus.FAILED if error else UnitStatus.DONE
+    result_value = connection.ops.adapt_json_value(result, None)
+    _execute(_MARK_FINISHED, [status.value, error[:8000], result_value, _now(), unit_id])
+
+
+def stage_has_pending_units(job_id: int, stage: str) -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute(_STAGE_OPEN, [job_id, stage, UnitStatus.PENDING.value])
+        return cursor.fetchone() is not None
+
+
+def _execute(sql: str, params: list) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+
+
+def _now():
+    return connection.ops.adapt_datetimefield_value(timezone.now())
