@@ -12,9 +12,9 @@ def test_celery_options_come_from_django_settings(settings):
 
 
 def test_an_overridden_setting_is_seen_and_restored():
-    before = app.conf.task_always_eager
-    with override_settings(CELERY_TASK_ALWAYS_EAGER=not before, CELERY_RESTORE_MARKER="set"):
-        assert app.conf.task_always_eager is (not before)
+    before = app.conf.task_default_priority
+    with override_settings(CELERY_TASK_DEFAULT_PRIORITY=7, CELERY_RESTORE_MARKER="set"):
+        assert app.conf.task_default_priority == 7
         assert app.conf.restore_marker == "set"
-    assert app.conf.task_always_eager is before
+    assert app.conf.task_default_priority == before
     assert "restore_marker" not in app.conf
