@@ -2,11 +2,14 @@
 
 import gzip
 import socket
+import ssl
 import threading
 
 import httpx2
 import pytest
+import trustme
 
+from simia_web.llm import transport
 from simia_web.llm.slots import Slots, first_come
 from simia_web.llm.transport import SlotTransport, exchange_ms
 
@@ -18,8 +21,9 @@ class RawServer:
     closing the connection (`close=True`), or closing without any answer (None).
     """
 
-    def __init__(self):
+    def __init__(self, tls: ssl.SSLContext | None = None):
         self.sock = socket.create_server(("127.0.0.1", 0))
+        self.tls = tls
         self.connections = 0
         self.requests: list[bytes] = []
         self.script: list[tuple[bytes | None, bool]] = []
@@ -28,7 +32,8 @@ class RawServer:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.sock.getsockname()[1]}/v1/chat/completions"
+        scheme = "https" if self.tls else "http"
+        return f"{scheme}://localhost:{self.sock.getsockname()[1]}/v1/chat/completions"
 
     def answer(self, body: bytes, *, headers: str = "", close: bool = False) -> None:
         head = f"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {len(body)}\r\n{headers}\r\n"
@@ -45,7 +50,11 @@ class RawServer:
 
     def _handle(self, conn):
         try:
+            if self.tls:
+                conn = self.tls.wrap_socket(conn, server_side=True)
             self._converse(conn)
+        except ssl.SSLError:
+            pass  # a client that does not trust the certificate hangs up during the handshake
         finally:
             conn.close()
             self.closed.release()
@@ -92,7 +101,7 @@ def test_requests_share_one_keep_alive_connection(server, http):
     assert http.post(server.url, json={"a": 2}).json() == {"n": 2}
     assert server.connections == 1
     assert server.requests[1].endswith(b'{"a":2}')
-    assert b"host: 127.0.0.1:" in server.requests[0].lower()  # the client's Host header, sent once
+    assert b"host: localhost:" in server.requests[0].lower()  # the client's Host header, sent once
 
 
 def test_a_connection_the_server_closed_while_idle_is_replaced(server, http):
@@ -143,3 +152,20 @@ def test_nothing_listening_is_a_connect_error(http):
     probe.close()
     with pytest.raises(httpx2.ConnectError):
         http.post(f"http://127.0.0.1:{port}/v1/chat/completions", json={})
+
+
+def test_https_verifies_the_server_certificate(http, monkeypatch):
+    ca = trustme.CA()
+    server_tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("localhost").configure_cert(server_tls)
+    server = RawServer(tls=server_tls)
+    server.answer(b'{"n": 5}')
+    server.answer(b'{"n": 6}')
+    with pytest.raises(httpx2.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
+        http.post(server.url, json={})  # the default trust store does not know this CA
+
+    client_tls = ssl.create_default_context()
+    ca.configure_trust(client_tls)
+    monkeypatch.setattr(transport, "tls_context", lambda: client_tls)
+    assert http.post(server.url, json={}).json() == {"n": 5}
+    assert http.post(server.url, json={}).json() == {"n": 6}
