@@ -88,8 +88,11 @@ _DROPPED_HEADERS = {
 _PER_REQUEST_DROPPED_HEADERS = {"X-Stainless-Retry-Count": openai.Omit(), "X-Stainless-Read-Timeout": openai.Omit()}
 
 
-def _openai_client(profile: EndpointProfile) -> openai.OpenAI:
-    """This thread's client for the profile's endpoint; the profile's slots are shared by all threads.
+def _openai_client(profile: EndpointProfile) -> tuple[openai.OpenAI, str]:
+    """This thread's client for the profile's endpoint, and the endpoint's chat completions URL.
+
+    The profile's slots are shared by all threads. The URL is absolute, so that the SDK does not join
+    it to its base URL again on every request (a tenth of the SDK's own CPU per request).
 
     One client per worker thread, each with its own connection: a shared connection pool locks and
     polls every idle connection on each request, and on a busy worker each of those steps waits for
@@ -102,7 +105,7 @@ def _openai_client(profile: EndpointProfile) -> openai.OpenAI:
         with _lock:
             slots = _slots.setdefault((profile.pk, profile.max_concurrency), Slots(max(1, profile.max_concurrency)))
         # Retries are ours, so that every attempt is logged and counted.
-        clients[key] = openai.OpenAI(
+        client = openai.OpenAI(
             base_url=profile.base_url or None,
             api_key=api_key,
             timeout=profile.timeout_seconds,
@@ -110,6 +113,7 @@ def _openai_client(profile: EndpointProfile) -> openai.OpenAI:
             default_headers=_DROPPED_HEADERS,
             http_client=openai.DefaultHttpxClient(transport=SlotTransport(slots, llm_slot_rank)),
         )
+        clients[key] = client, str(client.base_url.join("chat/completions"))
     return clients[key]
 
 
@@ -346,8 +350,9 @@ class LLMClient:
             # The raw POST skips the SDK's typed request/response models (a third of a call's CPU) while
             # keeping its timeouts, error classes and auth; the body is plain JSON either way, here written
             # by orjson (several times faster than the SDK's json.dumps).
-            response = _openai_client(self.profile).post(
-                "/chat/completions",
+            client, url = _openai_client(self.profile)
+            response = client.post(
+                url,
                 content=orjson.dumps(request, option=orjson.OPT_NON_STR_KEYS),
                 cast_to=httpx2.Response,
                 options={"headers": {"X-Simia-Stage": self.stage, **_PER_REQUEST_DROPPED_HEADERS}},
