@@ -57,7 +57,7 @@ class LLMReply:
         return self.calls[-1] if self.calls else None
 
 
-_thread_clients = threading.local()  # .clients: {client key: openai.OpenAI}
+_thread_clients = threading.local()  # .clients: {client key: (openai.OpenAI, chat completions URL)}
 _slots: dict[tuple, Slots] = {}  # (profile id, max concurrency) -> slots
 _downgrades: dict[tuple, str] = {}  # (profile key, "structured"|"tools") -> weaker mode learned at run time
 _lock = threading.Lock()
