@@ -194,13 +194,12 @@ else:
 # and a new PostgreSQL connection costs more than most units' queries.
 CELERY_DB_REUSE_MAX = int(os.environ.get("CELERY_DB_REUSE_MAX", "1000"))
 CELERY_TASK_IGNORE_RESULT = True
-CELERY_RESULT_BACKEND = None
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 # Each thread holds one message in reserve, so a finished unit is replaced at once.
 CELERY_WORKER_PREFETCH_MULTIPLIER = int(os.environ.get("CELERY_WORKER_PREFETCH_MULTIPLIER", "2"))
-CELERY_TASK_SERIALIZER = "json"
-CELERY_ACCEPT_CONTENT = ["json"]
+# Messages are JSON only and no result backend is set: both Celery's defaults, not restated here, since
+# CELERY_TASK_SERIALIZER and the like are also Celery 3 names, which a worker would warn about at start.
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # On start, a worker re-queues the units of running jobs that have no message left: with the

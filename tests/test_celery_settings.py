@@ -18,3 +18,10 @@ def test_an_overridden_setting_is_seen_and_restored():
         assert app.conf.restore_marker == "set"
     assert app.conf.task_default_priority == before
     assert "restore_marker" not in app.conf
+
+
+def test_messages_are_json_only_and_no_setting_is_taken_for_a_celery_3_name():
+    assert app.conf.task_serializer == "json"
+    assert list(app.conf.accept_content) == ["json"]
+    assert app.conf.result_backend is None
+    assert not app.conf.maybe_warn_deprecated_settings()  # a worker would log "celery upgrade settings"

@@ -50,7 +50,10 @@ def unit_status_locked(unit_id: int) -> str:
     for_update = " FOR UPDATE" if connection.features.has_select_for_update else ""
     with connection.cursor() as cursor:
         cursor.execute(_STATUS + for_update, [unit_id])
-        return cursor.fetchone()[0]
+        row = cursor.fetchone()
+    if row is None:  # its job was deleted while it ran
+        raise JobUnit.DoesNotExist(f"no job unit {unit_id}")
+    return row[0]
 
 
 def unit_mark_finished(unit_id: int, *, error: str, result: dict) -> None:

@@ -23,6 +23,10 @@ from .slots import Rank, Slots
 
 # How long the last exchange of this context held its slot, in ms (0 when it never got to send).
 exchange_ms: ContextVar[int] = ContextVar("exchange_ms", default=0)
+# An idle connection older than this is not reused (httpx2's own default): a NAT or firewall may have
+# dropped it without a word, and the next request would wait out its read timeout holding a slot.
+KEEPALIVE_EXPIRY = 5.0
+_HTTP_VERSIONS = {10: b"HTTP/1.0", 11: b"HTTP/1.1"}
 
 
 @functools.cache
@@ -44,6 +48,7 @@ class SlotTransport(httpx2.BaseTransport):
         self._rank = rank
         self._connection: http.client.HTTPConnection | None = None
         self._origin: tuple | None = None
+        self._idle_since = 0.0
 
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
         body = request.read()
@@ -56,9 +61,13 @@ class SlotTransport(httpx2.BaseTransport):
                 exchange_ms.set(int((time.monotonic() - started) * 1000))
         return httpx2.Response(
             response.status,
-            headers=response.getheaders(),
+            # As bytes: header values may be any latin-1 text, which httpx2 would encode as ASCII.
+            headers=[(name.encode("latin-1"), value.encode("latin-1")) for name, value in response.getheaders()],
             stream=httpx2.ByteStream(content),  # decoded (gzip and the like) when the client reads it
-            extensions={"http_version": b"HTTP/1.1", "reason_phrase": response.reason.encode("latin-1")},
+            extensions={
+                "http_version": _HTTP_VERSIONS.get(response.version, b"HTTP/1.1"),
+                "reason_phrase": response.reason.encode("latin-1"),
+            },
             request=request,
         )
 
@@ -70,10 +79,11 @@ class SlotTransport(httpx2.BaseTransport):
     def _exchange(self, request: httpx2.Request, body: bytes, timeouts: dict):
         connection = self._connection_for(request, timeouts)
         try:
+            connection.sock.settimeout(timeouts.get("read"))
             connection.putrequest(
                 request.method, request.url.raw_path.decode("ascii"), skip_host=True, skip_accept_encoding=True
             )
-            for name, value in request.headers.raw:  # Host, Content-Length and the rest, as the SDK set them
+            for name, value in _headers_for(request, body):
                 connection.putheader(name, value)
             connection.endheaders(body)
             response = connection.getresponse()
@@ -87,14 +97,25 @@ class SlotTransport(httpx2.BaseTransport):
         except OSError as exc:
             self.close()
             raise httpx2.ReadError(f"{type(exc).__name__}: {exc}", request=request) from exc
+        except BaseException:  # interrupted mid-exchange (a task time limit, say): the connection is unusable
+            self.close()
+            raise
+        if response.status < 200:  # http.client skips only 100 Continue; the real answer would follow
+            self.close()
+            raise httpx2.RemoteProtocolError(f"unexpected interim answer {response.status}", request=request)
         if response.will_close:  # the server said Connection: close, or HTTP/1.0
             self.close()
+        self._idle_since = time.monotonic()
         return response, content
 
     def _connection_for(self, request: httpx2.Request, timeouts: dict) -> http.client.HTTPConnection:
         url = request.url
         origin = (url.scheme, url.host, url.port)
-        if self._connection is not None and (origin != self._origin or _dropped(self._connection)):
+        if self._connection is not None and (
+            origin != self._origin
+            or time.monotonic() - self._idle_since > KEEPALIVE_EXPIRY
+            or _dropped(self._connection)
+        ):
             self.close()
         if self._connection is None:
             self._connection = self._connect(request, timeouts)
@@ -103,20 +124,33 @@ class SlotTransport(httpx2.BaseTransport):
 
     def _connect(self, request: httpx2.Request, timeouts: dict) -> http.client.HTTPConnection:
         url = request.url
-        if url.scheme == "https":
+        https = url.scheme == "https"
+        port = url.port or (443 if https else 80)  # given, or "::1" would be read as host and port
+        if https:
             connection = http.client.HTTPSConnection(
-                url.host, url.port, timeout=timeouts.get("connect"), context=tls_context()
+                url.host, port, timeout=timeouts.get("connect"), context=tls_context()
             )
         else:
-            connection = http.client.HTTPConnection(url.host, url.port, timeout=timeouts.get("connect"))
+            connection = http.client.HTTPConnection(url.host, port, timeout=timeouts.get("connect"))
         try:
             connection.connect()
         except TimeoutError as exc:
             raise httpx2.ConnectTimeout(f"no connection within {timeouts.get('connect')} s", request=request) from exc
         except OSError as exc:  # refused, unreachable, TLS failures (ssl.SSLError is an OSError)
             raise httpx2.ConnectError(f"{type(exc).__name__}: {exc}", request=request) from exc
-        connection.sock.settimeout(timeouts.get("read"))
         return connection
+
+
+def _headers_for(request: httpx2.Request, body: bytes) -> list[tuple[bytes, bytes]]:
+    """The request's headers as the SDK set them (Host, Content-Length...), for a body sent whole.
+
+    A body given as a stream has its length only once read; httpx2 announced it as chunked.
+    """
+    headers = request.headers.raw
+    if "transfer-encoding" in request.headers:
+        headers = [(k, v) for k, v in headers if k.lower() != b"transfer-encoding"]
+        headers.append((b"Content-Length", str(len(body)).encode()))
+    return headers
 
 
 def _dropped(connection: http.client.HTTPConnection) -> bool:

@@ -1,6 +1,7 @@
 """The LLM client's HTTP/1.1 transport against a raw loopback server: keep-alive, closed connections, encodings."""
 
 import gzip
+import http.client as http_client
 import socket
 import ssl
 import threading
@@ -53,8 +54,8 @@ class RawServer:
             if self.tls:
                 conn = self.tls.wrap_socket(conn, server_side=True)
             self._converse(conn)
-        except ssl.SSLError:
-            pass  # a client that does not trust the certificate hangs up during the handshake
+        except OSError:
+            pass  # the client hung up: mid-handshake when it does not trust the certificate, or with data unread
         finally:
             conn.close()
             self.closed.release()
@@ -169,3 +170,60 @@ def test_https_verifies_the_server_certificate(http, monkeypatch):
     monkeypatch.setattr(transport, "tls_context", lambda: client_tls)
     assert http.post(server.url, json={}).json() == {"n": 5}
     assert http.post(server.url, json={}).json() == {"n": 6}
+
+
+def test_an_interim_answer_is_a_protocol_error_and_its_final_answer_is_not_given_to_the_next_request(server, http):
+    interim = b"HTTP/1.1 103 Early Hints\r\nlink: </style.css>\r\n\r\n"
+    final = b'HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 8\r\n\r\n{"n": 1}'
+    server.script.append((interim + final, False))
+    server.answer(b'{"n": 2}')
+    with pytest.raises(httpx2.RemoteProtocolError, match="103"):
+        http.post(server.url, json={})
+    assert http.post(server.url, json={}).json() == {"n": 2}
+    assert server.connections == 2
+
+
+def test_header_values_may_be_latin_1(server, http):
+    server.answer(b'{"n": 1}', headers="x-note: caf\xe9\r\n")
+    response = http.post(server.url, json={})
+    assert response.json() == {"n": 1}
+    assert response.headers["x-note"] == "caf\xe9"
+
+
+def test_an_exchange_interrupted_midway_leaves_no_half_used_connection(server, http, monkeypatch):
+    class Interrupted(BaseException):
+        pass
+
+    real_getresponse = http_client.HTTPConnection.getresponse
+    calls = []
+
+    def interrupted_once(connection):
+        calls.append(connection)
+        if len(calls) == 1:
+            raise Interrupted()
+        return real_getresponse(connection)
+
+    monkeypatch.setattr(http_client.HTTPConnection, "getresponse", interrupted_once)
+    server.answer(b'{"n": 1}')
+    server.answer(b'{"n": 2}')
+    with pytest.raises(Interrupted):
+        http.post(server.url, json={})
+    assert http.post(server.url, json={}).json() == {"n": 2}  # a new connection, not one still awaiting an answer
+    assert server.connections == 2
+
+
+def test_a_connection_idle_past_the_keep_alive_expiry_is_not_reused(server, http, monkeypatch):
+    monkeypatch.setattr(transport, "KEEPALIVE_EXPIRY", 0.0)
+    server.answer(b'{"n": 1}')
+    server.answer(b'{"n": 2}')
+    http.post(server.url, json={})
+    http.post(server.url, json={})
+    assert server.connections == 2
+
+
+def test_a_streamed_body_is_sent_with_its_length(server, http):
+    server.answer(b'{"n": 1}')
+    assert http.post(server.url, content=iter([b'{"a":', b" 1}"])).json() == {"n": 1}
+    head, _, body = server.requests[0].partition(b"\r\n\r\n")
+    assert body == b'{"a": 1}'
+    assert b"content-length: 8" in head.lower() and b"transfer-encoding" not in head.lower()
