@@ -64,6 +64,7 @@ def test_writer_runs_once_and_marks_the_unit_done(monkeypatch, unit):
     writer = RecordingWriter()
     _run(monkeypatch, unit, OneUnitPipeline(writer))
     assert (writer.called, writer.discarded, unit.status, unit.result) == (1, 0, UnitStatus.DONE, {"ok": True})
+    assert unit.started_at <= unit.finished_at and unit.error == ""
     _run(monkeypatch, unit, OneUnitPipeline(writer))  # a redelivery of a finished unit does nothing
     assert writer.called == 1 and unit.attempts == 1
 

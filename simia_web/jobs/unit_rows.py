@@ -13,11 +13,13 @@ from django.utils import timezone
 
 from .models import Job, JobUnit, UnitStatus
 
+# The fields a run reads (others stay deferred, as with .only()); the job's id is the unit's job_id.
 _UNIT_FIELDS = ("id", "job_id", "stage", "key", "params", "status")
 _JOB_FIELDS = ("id", "kind", "params", "status")
 _READ = (
-    'SELECT u."id", u."job_id", u."stage", u."key", u."params", u."status", j."kind", j."params", j."status" '
-    'FROM "jobs_jobunit" u INNER JOIN "jobs_job" j ON j."id" = u."job_id" WHERE u."id" = %s'
+    "SELECT "
+    + ", ".join([f'u."{name}"' for name in _UNIT_FIELDS] + [f'j."{name}"' for name in _JOB_FIELDS[1:]])
+    + ' FROM "jobs_jobunit" u INNER JOIN "jobs_job" j ON j."id" = u."job_id" WHERE u."id" = %s'
 )
 _MARK_STARTED = 'UPDATE "jobs_jobunit" SET "attempts" = "attempts" + 1, "started_at" = %s WHERE "id" = %s'
 _STATUS = 'SELECT "status" FROM "jobs_jobunit" WHERE "id" = %s'
@@ -29,15 +31,12 @@ _STAGE_OPEN = 'SELECT 1 FROM "jobs_jobunit" WHERE "job_id" = %s AND "stage" = %s
 
 def unit_for_run(unit_id: int) -> JobUnit | None:
     """The unit with its job (only the fields a run reads), or None when there is no such unit."""
-    with connection.cursor() as cursor:
-        cursor.execute(_READ, [unit_id])
-        row = cursor.fetchone()
+    row = _fetchone(_READ, [unit_id])
     if row is None:
         return None
-    unit_id, job_id, stage, key, params, status, job_kind, job_params, job_status = row
-    job = Job.from_db(connection.alias, _JOB_FIELDS, (job_id, job_kind, orjson.loads(job_params), job_status))
-    unit = JobUnit.from_db(connection.alias, _UNIT_FIELDS, (unit_id, job_id, stage, key, orjson.loads(params), status))
-    unit.job = job
+    unit_row, job_row = row[: len(_UNIT_FIELDS)], (row[1], *row[len(_UNIT_FIELDS) :])
+    unit = _instance(JobUnit, _UNIT_FIELDS, unit_row)
+    unit.job = _instance(Job, _JOB_FIELDS, job_row)
     return unit
 
 
@@ -48,9 +47,7 @@ def unit_mark_started(unit_id: int) -> None:
 def unit_status_locked(unit_id: int) -> str:
     """The unit's status, its row locked until the transaction ends (where the database has row locks)."""
     for_update = " FOR UPDATE" if connection.features.has_select_for_update else ""
-    with connection.cursor() as cursor:
-        cursor.execute(_STATUS + for_update, [unit_id])
-        row = cursor.fetchone()
+    row = _fetchone(_STATUS + for_update, [unit_id])
     if row is None:  # its job was deleted while it ran
         raise JobUnit.DoesNotExist(f"no job unit {unit_id}")
     return row[0]
@@ -63,14 +60,24 @@ def unit_mark_finished(unit_id: int, *, error: str, result: dict) -> None:
 
 
 def stage_has_pending_units(job_id: int, stage: str) -> bool:
-    with connection.cursor() as cursor:
-        cursor.execute(_STAGE_OPEN, [job_id, stage, UnitStatus.PENDING.value])
-        return cursor.fetchone() is not None
+    return _fetchone(_STAGE_OPEN, [job_id, stage, UnitStatus.PENDING.value]) is not None
+
+
+def _instance(model, names: tuple, values):
+    """A model instance from a row; `params` is JSON text on both backends (Django loads jsonb as text)."""
+    values = [orjson.loads(value) if name == "params" else value for name, value in zip(names, values, strict=True)]
+    return model.from_db(connection.alias, names, values)
 
 
 def _execute(sql: str, params: list) -> None:
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
+
+
+def _fetchone(sql: str, params: list):
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchone()
 
 
 def _now():

@@ -32,7 +32,8 @@ class Slots:
     def acquire(self, rank: Rank = first_come) -> None:
         """Take a slot, waiting for one if none is free (or a waiter of better rank is due to take it)."""
         with self._lock:
-            if self._free and not any(w[0]() < rank() for w in itertools.chain(self._waiting, self._woken)):
+            mine = rank()
+            if self._free and not any(w[0]() < mine for w in itertools.chain(self._waiting, self._woken)):
                 self._free -= 1
                 return
             waiter = (rank, next(self._arrivals), threading.Lock())
