@@ -23,12 +23,14 @@ def env_list(name: str, default: str) -> list[str]:
 
 
 DEBUG = env_bool("DEBUG", False)
+LOCAL_HOSTS = {"127.0.0.1", "localhost", "[::1]", "::1"}
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]")
 SECRET_KEY = os.environ.get("SECRET_KEY", "")
 if not SECRET_KEY:
-    if not DEBUG and env_bool("SIMIA_REQUIRE_SECRET_KEY", False):
-        raise RuntimeError("SECRET_KEY must be set in production")
+    # A key in the source signs nothing worth having: it is only good for a server no one else can reach.
+    if not set(ALLOWED_HOSTS) <= LOCAL_HOSTS:
+        raise RuntimeError("SECRET_KEY must be set when ALLOWED_HOSTS names hosts other than this machine")
     SECRET_KEY = "insecure-local-only-key-set-SECRET_KEY-in-production"
-ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]")
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", "")
 
 INSTALLED_APPS = [
@@ -203,7 +205,7 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = int(os.environ.get("CELERY_WORKER_PREFETCH_M
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # On start, a worker re-queues the units of running jobs that have no message left: with the
-# filesystem broker, all of a killed worker's units; with Redis, those it had popped but not yet
+# filesystem broker, those a killed worker had taken; with Redis, those it had popped but not yet
 # recorded as unacknowledged when it died (the rest come back after the visibility timeout).
 SIMIA_RECOVER_ON_WORKER_START = env_bool("SIMIA_RECOVER_ON_WORKER_START", True)
 

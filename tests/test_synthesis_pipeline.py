@@ -71,14 +71,17 @@ def test_faults_are_retried_recorded_and_never_crash(eager, llm_stub):
     )
     llm_stub.inject(Reply(content="this is not json"), Reply(content={"response": {}}), stage="simulator")
     llm_stub.inject(Reply(content={"scores": {}}, finish_reason="length"), stage="judge")
-    job = synthesis_queue(domains=["shop"], apis=3, tasks=1, rollouts=1)
+    job = synthesis_queue(domains=["shop"], apis=3, tasks=1, rollouts=2)
     job.refresh_from_db()
     assert job.status == JobStatus.SUCCEEDED
     kinds = set(LLMCall.objects.filter(job=job).exclude(error_kind="").values_list("error_kind", flat=True))
     assert {"unsupported_mode", "rate_limited", "server_error", "invalid_json", "schema_invalid", "truncated"} <= kinds
-    t = Trajectory.objects.get(job=job)
-    # The simulator's garbage was recorded on the step; the rollout went on.
-    assert any("simulator failed" in e for e in t.steps["3"]["errors"])
+    garbled, judged = Trajectory.objects.filter(job=job).order_by("id")
+    # The simulator's garbage was recorded on the step; the rollout went on, and is kept out of the data.
+    assert any("simulator failed" in e for e in garbled.steps["3"]["errors"])
+    assert garbled.status == TrajectoryStatus.RULES_FAILED
+    assert [(v.code, v.message_index) for v in garbled.violations.all()] == [("simulator_failed", 3)]
+    assert judged.status == TrajectoryStatus.JUDGED_PASS  # judged after the judge's truncated answer was retried
     assert LLMCall.objects.filter(job=job, mode="json_object").exists()
 
 

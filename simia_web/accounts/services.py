@@ -1,3 +1,4 @@
+from django.contrib.auth.password_validation import validate_password
 from django.db import transaction
 from rest_framework.authtoken.models import Token
 
@@ -11,8 +12,9 @@ def user_create(*, username: str, role: str, password: str, actor=None, email: s
     if role not in Role.values:
         raise ValueError(f"Unknown role {role!r}; choose one of {', '.join(Role.values)}.")
     user = User(username=username, role=role, email=email, is_staff=role == Role.ADMIN, is_superuser=role == Role.ADMIN)
-    user.set_password(password)
     user.full_clean(exclude=["password"])
+    validate_password(password, user)  # the same length and similarity rules as the password forms
+    user.set_password(password)
     user.save()
     audit_record(actor=actor, action="user.create", target=user, data={"role": role})
     return user

@@ -1,6 +1,8 @@
 from django.conf import settings
 from django.db import models
 
+from .validation import STATE_PROBLEM_LABELS
+
 
 class Provenance(models.Model):
     """Where a generated or imported row came from."""
@@ -38,6 +40,11 @@ class Domain(Provenance):
 
     def __str__(self):
         return self.name
+
+    @property
+    def state_problems(self) -> list[str]:
+        """The world state's own problems (schema, initial state); the rest of state_errors are the API set's."""
+        return [e for e in self.state_errors if str(e).startswith(STATE_PROBLEM_LABELS)]
 
 
 class ApiKind(models.TextChoices):

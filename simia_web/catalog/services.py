@@ -15,7 +15,6 @@ from simia_web.synthesis.rules import rules_check, shingles, similarity
 
 from .models import Api, Domain, DomainSource, Seed, Task, TaskStatus
 from .validation import (
-    INITIAL_STATE_LABEL,
     STATE_SCHEMA_LABEL,
     api_problems,
     api_set_problems,
@@ -334,8 +333,7 @@ def domain_update(
     if errors:
         raise ValidationError(errors)
     # The state is valid now: drop its old problems, keep those of the API set.
-    labels = (STATE_SCHEMA_LABEL, INITIAL_STATE_LABEL)
-    fields = {**new, "state_errors": [e for e in domain.state_errors if not str(e).startswith(labels)]}
+    fields = {**new, "state_errors": [e for e in domain.state_errors if e not in domain.state_problems]}
     return _edit_commit(
         obj=domain, expected_version=expected_version, actor=actor, fields=fields, note=note, action="domain.update"
     )

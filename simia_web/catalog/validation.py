@@ -2,20 +2,14 @@
 
 import re
 
-import jsonschema
+from simia_web.core.schemas import SCHEMA_FAILURES, first_error, schema_error
 
 SNAKE_CASE = re.compile(r"^[a-z][a-z0-9_]{1,63}$")
-Validator = jsonschema.Draft202012Validator
 
 
 def schema_problems(schema, label: str) -> list[str]:
-    if not isinstance(schema, dict):
-        return [f"{label} must be a JSON object"]
-    try:
-        Validator.check_schema(schema)
-    except jsonschema.exceptions.SchemaError as exc:
-        return [f"{label} is not a valid JSON Schema: {exc.message}"]
-    return []
+    error = schema_error(schema)
+    return [f"{label} {error}"] if error else []
 
 
 def api_problems(api: dict) -> list[str]:
@@ -65,14 +59,17 @@ def api_set_problems(apis: list[dict]) -> tuple[dict[int, list[str]], list[str]]
 # Every problem state_problems reports starts with one of these (the rest of a domain's state_errors
 # are problems of its API set).
 STATE_SCHEMA_LABEL, INITIAL_STATE_LABEL = "state schema", "initial state"
+STATE_PROBLEM_LABELS = (STATE_SCHEMA_LABEL, INITIAL_STATE_LABEL)
 
 
 def state_problems(state_schema, initial_state) -> list[str]:
     problems = schema_problems(state_schema, STATE_SCHEMA_LABEL)
     if problems:
         return problems
-    error = jsonschema.exceptions.best_match(Validator(state_schema).iter_errors(initial_state))
-    if error is not None:
-        where = "/".join(str(p) for p in error.absolute_path) or "(root)"
-        problems.append(f"{INITIAL_STATE_LABEL} breaks the state schema at {where}: {error.message}")
+    try:
+        error = first_error(state_schema, initial_state)
+    except SCHEMA_FAILURES as exc:
+        return [f"{STATE_SCHEMA_LABEL} cannot be used: {exc}"]
+    if error:
+        problems.append(f"{INITIAL_STATE_LABEL} breaks the state schema {error}")
     return problems

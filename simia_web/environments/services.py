@@ -19,7 +19,7 @@ from simia_web.curation.services import trajectory_create
 from simia_web.llm.client import client_for_stage
 from simia_web.llm.models import Stage
 from simia_web.synthesis.episode import Episode
-from simia_web.synthesis.judge import judge_run
+from simia_web.synthesis.judge import judge_run, world_evidence
 from simia_web.synthesis.rollout import episode_start
 from simia_web.synthesis.rules import rules_check
 
@@ -319,6 +319,7 @@ def _episode_finish(session: EnvSession, episode: Episode) -> dict:
         tools=episode.tools,
         task=f"{task.instruction}\nExpected outcome: {task.expected_outcome}",
         policy=session.domain.policy,
+        world=world_evidence(episode.initial_state, episode.steps),
     )
     if verdict.get("llm_call"):
         episode.llm_calls.append(verdict["llm_call"])

@@ -3,10 +3,15 @@
 With Redis, kombu pops a message (BRPOP) before it records it as unacknowledged: a worker killed
 in between loses that message for good, and the visibility timeout cannot bring it back. Reading
 the queue and the unacknowledged hash tells those units apart from the ones still waiting.
+
+With the filesystem broker, a message is a file that a worker removes when it takes the message,
+and what a worker has taken but not finished lives only in its memory: the units whose file is
+still in the folder are waiting, and the others a killed worker lost.
 """
 
 import base64
 import json
+import os
 
 import redis
 
@@ -18,8 +23,10 @@ _PAGE = 1000
 
 
 def units_with_messages() -> set[int] | None:
-    """Units whose message waits in the queue or is held unacknowledged; None if the broker is not Redis."""
+    """Units whose message waits in the queue or is held unacknowledged; None if the broker cannot be read."""
     conf = app.conf
+    if conf.broker_url.startswith("filesystem://"):
+        return _units_in_folder(conf.broker_transport_options["data_folder_in"], conf.task_default_queue)
     if not conf.broker_url.startswith(("redis://", "rediss://")):
         return None
     client = redis.Redis.from_url(conf.broker_url)
@@ -32,6 +39,20 @@ def units_with_messages() -> set[int] | None:
             start += _PAGE
     for raw in client.hvals(conf.broker_transport_options.get("unacked_key", "unacked")):
         units.add(_unit_id(json.loads(raw)[0]))  # [message, exchange, routing key]
+    units.discard(None)
+    return units
+
+
+def _units_in_folder(folder: str, queue: str) -> set[int]:
+    units: set[int | None] = set()
+    for name in os.listdir(folder):
+        if name.partition(".")[2] != f"{queue}.msg":  # kombu's "<time>_<uuid>.<queue>.msg"
+            continue
+        try:
+            with open(os.path.join(folder, name), "rb") as message:
+                units.add(_unit_id(json.loads(message.read())))
+        except FileNotFoundError:  # a worker took it meanwhile: it runs, so it is not lost either
+            continue
     units.discard(None)
     return units
 

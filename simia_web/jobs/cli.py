@@ -1,6 +1,7 @@
 """Shared by the management commands that queue jobs: `--wait` with a progress bar and a summary."""
 
 import json
+import sys
 import time
 
 from django.core.exceptions import ValidationError
@@ -12,8 +13,11 @@ from .selectors import job_progress, job_summary
 
 
 def job_wait(job: Job, stdout, poll: float = 0.5) -> Job:
-    """Block until the job ends, drawing progress; raise CommandError unless it succeeded."""
-    bar = tqdm(total=0, unit="unit", file=stdout, dynamic_ncols=True, desc=f"job {job.pk}")
+    """Block until the job ends, drawing progress; raise CommandError unless it succeeded.
+
+    The bar goes to the terminal's stderr, redrawn in place (Django's output wrapper would end each redraw
+    with a newline); the summary goes to `stdout`."""
+    bar = tqdm(total=0, unit="unit", file=sys.stderr, dynamic_ncols=True, desc=f"job {job.pk}")
     while True:
         job.refresh_from_db()
         progress = job_progress(job)

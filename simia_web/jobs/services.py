@@ -82,10 +82,13 @@ def _job_finish(job: Job) -> None:
     from .selectors import job_summary
 
     failed_units = job.units.filter(status=UnitStatus.FAILED).count()
-    done_units = job.units.filter(status=UnitStatus.DONE).count()
-    job.status = JobStatus.FAILED if failed_units and not done_units else JobStatus.SUCCEEDED
+    # A job delivers what its last stage makes (a synthesize job's rollouts, not its APIs): it failed when
+    # none of that stage's units did.
+    last_stage = job.units.filter(stage=job.stage)
+    job.status = JobStatus.SUCCEEDED if last_stage.filter(status=UnitStatus.DONE).exists() else JobStatus.FAILED
     if job.status == JobStatus.FAILED and not job.error:
-        job.error = f"all {failed_units} units failed"
+        planned = last_stage.count()
+        job.error = f"all {planned} units of its {job.stage} stage failed" if planned else "it had nothing to run"
     job.finished_at = timezone.now()
     job.summary = job_summary(job)
     job.save(update_fields=["status", "error", "finished_at", "summary"])

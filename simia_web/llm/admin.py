@@ -8,7 +8,7 @@ class EndpointProfileAdmin(admin.ModelAdmin):
     list_display = ("name", "model", "base_url", "structured_mode", "tool_mode", "max_concurrency", "is_default")
     search_fields = ("name", "model", "base_url")
     fieldsets = (
-        (None, {"fields": ("name", "base_url", "model", "is_default")}),
+        (None, {"fields": ("name", "base_url", "model", "is_default", "follows_environment")}),
         (
             "Credentials",
             {

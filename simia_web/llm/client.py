@@ -19,12 +19,12 @@ from decimal import Decimal
 from typing import Any
 
 import httpx2
-import jsonschema
 import openai
 import orjson
 from django.conf import settings
 
 from simia_web.core.jsonutil import content_hash
+from simia_web.core.schemas import first_error
 
 from .models import EndpointProfile, LLMCall, StructuredMode, ToolMode
 from .services import llm_call_ids, llm_call_mark_invalid, llm_call_record, llm_slot_rank
@@ -66,8 +66,11 @@ _STRUCTURED_FALLBACK = {
     StructuredMode.JSON_SCHEMA: StructuredMode.JSON_OBJECT,
     StructuredMode.JSON_OBJECT: StructuredMode.PROMPT,
 }
-# Words in a 400 answer that say an option (response_format, tools) is what the server refused.
+# A 400 answer that names an option (response_format, tools) and says the server does not take it, as
+# "... is not supported", "does not support tools" or "requires --enable-auto-tool-choice" do. An answer
+# that only names the option, such as an invalid schema for one function, is a bad request.
 _UNSUPPORTED_HINTS = re.compile(r"response_format|json_schema|json_object|structured|tool|function", re.I)
+_REFUSAL_HINTS = re.compile(r"not supported|unsupported|does not support|requires|unrecogni[sz]ed|not allowed", re.I)
 _CODE_FENCE = re.compile(r"```(?:json)?\s*(.*?)\s*```", re.S | re.I)
 _THINKING = re.compile(r"<think>.*?</think>", re.S | re.I)  # reasoning models served by vLLM/Ollama
 _RETRY_AFTER_CAP = 30.0
@@ -160,14 +163,6 @@ def parse_json_answer(text: str | None) -> Any:
         raise
 
 
-def _schema_error(data: Any, schema: dict) -> str | None:
-    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(data))
-    if error is None:
-        return None
-    where = "/".join(str(p) for p in error.absolute_path) or "(root)"
-    return f"at {where}: {error.message}"
-
-
 class LLMClient:
     def __init__(self, profile: EndpointProfile, *, stage: str, job_id: int | None = None):
         self.profile = profile
@@ -186,7 +181,7 @@ class LLMClient:
             content, call = self._send_structured(conversation, schema, schema_name, prompt_version, cache_salt, reply)
             try:
                 data = parse_json_answer(content)
-                problem = _schema_error(data, schema)
+                problem = first_error(schema, data)
             except ValueError as exc:
                 data, problem = None, f"not valid JSON ({exc})"
             if problem is None:
@@ -455,7 +450,7 @@ def _failure_kind(exc: Exception, *, offers_options: bool) -> tuple[str, bool]:
         if status in (408, 409):  # request timeout, lock conflict: worth another try
             return f"http_{status}", True
         if status in (400, 422):
-            if offers_options and _UNSUPPORTED_HINTS.search(str(exc)):
+            if offers_options and _UNSUPPORTED_HINTS.search(str(exc)) and _REFUSAL_HINTS.search(str(exc)):
                 return "unsupported_mode", False
             return "bad_request", False
         return f"http_{status}", False  # 401, 403, 404...: retrying will not help

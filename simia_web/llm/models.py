@@ -44,6 +44,11 @@ class EndpointProfile(models.Model):
     price_output_per_mtok = models.DecimalField(max_digits=10, decimal_places=4, null=True, blank=True)
     cache_enabled = models.BooleanField(default=False)
     is_default = models.BooleanField(default=False)
+    follows_environment = models.BooleanField(
+        default=False,
+        help_text="Take the base URL, model and key variable from OPENAI_BASE_URL, SIMIA_MODEL and OPENAI_API_KEY "
+        "as they are set on the machine using the profile. Untick to set them here instead.",
+    )
 
     class Meta:
         constraints = [

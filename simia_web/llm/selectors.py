@@ -9,9 +9,15 @@ _resolved = ProcessCache("SIMIA_PROFILE_CACHE_SECONDS")
 
 
 def profile_default() -> EndpointProfile:
-    """The default profile, created from OPENAI_BASE_URL / SIMIA_MODEL the first time it is needed."""
+    """The default profile, created from OPENAI_BASE_URL / SIMIA_MODEL the first time it is needed.
+
+    While it follows the environment (as the one made here does), a changed OPENAI_BASE_URL or
+    SIMIA_MODEL takes effect on the next start instead of leaving the first values in the database.
+    """
     profile = EndpointProfile.objects.filter(is_default=True).first()
     if profile:
+        if profile.follows_environment:
+            _follow_environment(profile)
         return profile
     name = "default"
     if EndpointProfile.objects.filter(name=name).exists():  # a non-default profile already took the name
@@ -24,9 +30,23 @@ def profile_default() -> EndpointProfile:
                 api_key_env=settings.OPENAI_API_KEY_ENV,
                 model=settings.SIMIA_MODEL,
                 is_default=True,
+                follows_environment=True,
             )
     except IntegrityError:  # another worker created it first
         return EndpointProfile.objects.get(is_default=True)
+
+
+def _follow_environment(profile: EndpointProfile) -> None:
+    wanted = {
+        "base_url": settings.OPENAI_BASE_URL,
+        "api_key_env": settings.OPENAI_API_KEY_ENV,
+        "model": settings.SIMIA_MODEL,
+    }
+    changed = [name for name, value in wanted.items() if getattr(profile, name) != value]
+    if changed:
+        for name in changed:
+            setattr(profile, name, wanted[name])
+        profile.save(update_fields=changed)
 
 
 def profile_for_stage(stage: str, profile_id: int | None = None) -> EndpointProfile:

@@ -98,6 +98,8 @@ class Episode:
             self.state = outcome["state_after"]
             content = outcome["response"]
             step = {"patch": outcome["patch"], "state_after": self.state, "errors": outcome["errors"]}
+            if outcome["failed"]:
+                step["simulator_failed"] = True
         if step["errors"]:
             self.errors += 1
         tool_message = {

@@ -26,32 +26,53 @@ SCHEMA = {
 }
 
 
-def judge_messages(*, messages: list[dict], tools: list[dict], task: str, policy: str) -> list[dict]:
+STATE_CHARS_SHOWN = 20_000  # a larger initial state is left out of the prompt (its changes are still shown)
+
+
+def world_evidence(initial_state: dict, steps: dict[str, dict]) -> dict:
+    """The explicit world state the simulator worked on: the state it started from and, per tool message
+    (by index), the JSON Patch its answer made and any error applying it."""
+    shown = json.dumps(initial_state, ensure_ascii=False)
+    changes = {
+        index: {"patch": step.get("patch") or [], **({"errors": step["errors"]} if step.get("errors") else {})}
+        for index, step in steps.items()
+        if step.get("patch") or step.get("errors")
+    }
+    return {
+        "initial_state": initial_state if len(shown) <= STATE_CHARS_SHOWN else f"(not shown: {len(shown)} characters)",
+        "state_changes": changes,
+    }
+
+
+def judge_messages(
+    *, messages: list[dict], tools: list[dict], task: str, policy: str, world: dict | None = None
+) -> list[dict]:
     numbered = [{"index": i, **m} for i, m in enumerate(messages)]
+    evidence = {"task": task, "policy": policy[:6000], "tools": tools, "conversation": numbered, **(world or {})}
     return [
         {
             "role": "system",
             "content": "You are a strict reviewer of tool-calling agent conversations used as training data. "
             "Score each criterion from 0 to 1: " + ", ".join(CRITERIA) + ". A conversation passes only if the "
             "task was completed correctly, tools were used with valid arguments, tool results are consistent with "
-            "each other, the policy was followed and the final answer is grounded in tool results. Cite the "
-            "indices of the messages that decided your verdict.",
+            "each other and with the world state (when given: the initial state and each tool message's state "
+            "changes, with any error applying them), the policy was followed and the final answer is grounded in "
+            "tool results. Cite the indices of the messages that decided your verdict.",
         },
-        {
-            "role": "user",
-            "content": json.dumps(
-                {"task": task, "policy": policy[:6000], "tools": tools, "conversation": numbered}, ensure_ascii=False
-            ),
-        },
+        {"role": "user", "content": json.dumps(evidence, ensure_ascii=False)},
     ]
 
 
-def judge_run(*, client: LLMClient, messages: list[dict], tools: list[dict], task: str, policy: str) -> dict:
-    """A verdict dict for curation.services.trajectory_create; an LLM failure becomes a verdict with `error`."""
+def judge_run(
+    *, client: LLMClient, messages: list[dict], tools: list[dict], task: str, policy: str, world: dict | None = None
+) -> dict:
+    """A verdict dict for curation.services.trajectory_create; an LLM failure becomes a verdict with `error`.
+
+    `world` (see world_evidence) lets the judge check the simulator against the explicit state."""
     assert client.stage == Stage.JUDGE
     try:
         reply = client.structured(
-            messages=judge_messages(messages=messages, tools=tools, task=task, policy=policy),
+            messages=judge_messages(messages=messages, tools=tools, task=task, policy=policy, world=world),
             schema=SCHEMA,
             schema_name="judge_verdict",
             prompt_version=PROMPT_VERSION,

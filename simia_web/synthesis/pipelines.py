@@ -7,12 +7,28 @@ from simia_web.curation.models import TrajectoryKind
 from simia_web.curation.services import trajectory_create
 from simia_web.jobs.models import JobKind
 from simia_web.jobs.pipelines import UnitPlan, pipeline_register
-from simia_web.llm.client import LLMError, client_for_stage
+from simia_web.llm.client import client_for_stage
 from simia_web.llm.models import Stage
 from simia_web.llm.services import llm_call_ids
 
 from .generation import API_PROMPT_VERSION, TASK_PROMPT_VERSION, apis_generate, tasks_generate
 from .rollout import RolloutLimits, api_specs, rollout_run
+
+
+class UnusableDomain(Exception):
+    """A domain that a unit cannot use as it is: the unit fails with this reason and calls no LLM."""
+
+
+def _require_valid_state(domain: Domain) -> None:
+    if domain.state_problems:
+        raise UnusableDomain(f"domain {domain.name}'s world state is invalid: {'; '.join(domain.state_problems)}")
+
+
+def _valid_task_ids(tasks) -> list[int]:
+    ids = list(tasks.values_list("id", flat=True))
+    if not ids:
+        raise UnusableDomain("there is no valid task to roll out")
+    return ids
 
 
 def _limits(params: dict) -> RolloutLimits:
@@ -45,6 +61,7 @@ def _rollout_writer(job, unit):
     # Only what a rollout reads: a task's other columns (provenance, API lists) are a third of the read's CPU.
     task = Task.objects.only("domain_id", "instruction", "expected_outcome").get(pk=unit.params["task"])
     domain, apis = domain_with_valid_apis(task.domain_id, job_id=job.pk)
+    _require_valid_state(domain)
     outcome = rollout_run(
         task=task,
         domain=domain,
@@ -85,7 +102,7 @@ class SynthesizePipeline:
                 UnitPlan("task_synthesis", f"tasks:{name}", {"domain": name}) for name in params["domains"]
             ]
         if stage == "task_synthesis":
-            task_ids = list(Task.objects.filter(job=job, status=TaskStatus.VALID).values_list("id", flat=True))
+            task_ids = _valid_task_ids(Task.objects.filter(job=job, status=TaskStatus.VALID))
             return "rollout", _rollout_units(task_ids, params["rollouts"])
         return None
 
@@ -117,9 +134,10 @@ class SynthesizePipeline:
 
             return write
         client = client_for_stage(Stage.TASK_SYNTHESIS, job_id=job.pk, profile_id=profiles.get(Stage.TASK_SYNTHESIS))
+        _require_valid_state(domain)
         apis = list(domain.apis.filter(valid=True))
         if not apis:
-            raise LLMError("no_valid_apis", f"domain {domain.name} has no valid APIs to write tasks for")
+            raise UnusableDomain(f"domain {domain.name} has no valid APIs to write tasks for")
         reply = tasks_generate(
             client=client,
             domain_name=domain.name,
@@ -146,7 +164,7 @@ class RolloutPipeline:
         tasks = Task.objects.filter(domain__name=job.params["domain"], status=TaskStatus.VALID).order_by("id")
         if job.params.get("tasks"):
             tasks = tasks[: job.params["tasks"]]
-        return "rollout", _rollout_units(list(tasks.values_list("id", flat=True)), job.params["rollouts"])
+        return "rollout", _rollout_units(_valid_task_ids(tasks), job.params["rollouts"])
 
     def run(self, job, unit):
         return _rollout_writer(job, unit)

@@ -7,8 +7,8 @@ from simia_web.llm.client import LLMError, client_for_stage
 from simia_web.llm.models import Stage
 
 from .episode import Episode, agent_system_prompt
-from .judge import judge_run
-from .rules import rules_check
+from .judge import judge_run, world_evidence
+from .rules import Violation, rules_check
 
 AGENT_PROMPT_VERSION = "agent-v1"
 
@@ -31,6 +31,16 @@ def api_specs(apis: list[Api]) -> dict[str, dict]:
         }
         for api in apis
     }
+
+
+def simulator_failures(steps: dict[str, dict]) -> list[Violation]:
+    """Tool messages the simulator gave no answer for: the agent was told the service is down, which the
+    real API never said, so the conversation is not kept as training data."""
+    return [
+        Violation("simulator_failed", int(index), "; ".join(step["errors"]))
+        for index, step in steps.items()
+        if step.get("simulator_failed")
+    ]
 
 
 def episode_start(*, domain: Domain, task: Task, apis: list[Api], simulator) -> Episode:
@@ -77,8 +87,10 @@ def rollout_run(
                 messages=episode.messages, tools=episode.tools, prompt_version=AGENT_PROMPT_VERSION, cache_salt=sample
             )
         except LLMError as exc:
+            if not episode.assistant_turns():
+                raise  # the agent never answered: there is no conversation to keep, the unit fails with the reason
             episode.termination_reason = "llm_error"
-            episode.steps["error"] = {"errors": [f"agent: {exc}"]}
+            agent_failure = Violation("llm_error", len(episode.messages) - 1, f"agent: {exc}"[:2000])
             break
         episode.llm_calls += reply.calls
         episode.handle_assistant(reply.data)
@@ -90,7 +102,9 @@ def rollout_run(
             else:
                 episode.termination_reason = "final_answer"
 
-    violations = rules_check(episode.messages, episode.tools)
+    violations = rules_check(episode.messages, episode.tools) + simulator_failures(episode.steps)
+    if episode.termination_reason == "llm_error":
+        violations.append(agent_failure)
     verdict = None
     if not violations:
         verdict = judge_run(
@@ -99,6 +113,7 @@ def rollout_run(
             tools=episode.tools,
             task=f"{task.instruction}\nExpected outcome: {task.expected_outcome}",
             policy=domain.policy,
+            world=world_evidence(episode.initial_state, episode.steps),
         )
         if verdict.get("llm_call"):
             episode.llm_calls.append(verdict["llm_call"])

@@ -5,8 +5,7 @@ Each finding is a Violation with a stable code, the message index it concerns an
 
 from dataclasses import asdict, dataclass
 
-import jsonschema
-
+from simia_web.core.schemas import SCHEMA_FAILURES, schema_validator
 from simia_web.curation.canonical import message_text, parse_arguments, tool_schemas
 
 ROLES = {"system", "user", "assistant", "tool"}
@@ -34,9 +33,9 @@ def argument_violations(schema: dict, arguments: dict, index: int | None, tool: 
             if name not in properties:
                 found.append(Violation("unknown_parameter", index, f"{tool}: unknown parameter {name!r}"))
     try:
-        errors = list(jsonschema.Draft202012Validator(schema).iter_errors(arguments))
-    except jsonschema.exceptions.SchemaError as exc:  # the tool's own schema is broken
-        return [Violation("tool_schema_invalid", index, f"{tool}: {exc.message}")]
+        errors = list(schema_validator(schema).iter_errors(arguments))
+    except SCHEMA_FAILURES as exc:  # the tool's own schema is broken
+        return [Violation("tool_schema_invalid", index, f"{tool}: {getattr(exc, 'message', exc)}")]
     for error in errors:
         if error.validator == "additionalProperties":
             continue  # reported above as unknown_parameter

@@ -4,8 +4,8 @@ import copy
 import json
 
 import jsonpatch
-import jsonschema
 
+from simia_web.core.schemas import SCHEMA_FAILURES, first_error
 from simia_web.llm.client import LLMClient, LLMError
 
 PROMPT_VERSION = "simulator-v1"
@@ -60,17 +60,20 @@ def state_apply(state: dict, patch: list[dict], state_schema: dict | None) -> tu
     except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException, TypeError, KeyError, IndexError) as exc:
         return state, f"patch could not be applied: {exc}"
     if state_schema:
-        error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(state_schema).iter_errors(new_state))
-        if error is not None:
-            where = "/".join(str(p) for p in error.absolute_path) or "(root)"
-            return state, f"patched state breaks the state schema at {where}: {error.message}"
+        try:
+            error = first_error(state_schema, new_state)
+        except SCHEMA_FAILURES as exc:
+            return state, f"the state schema cannot be used: {exc}"
+        if error:
+            return state, f"patched state breaks the state schema {error}"
     return new_state, None
 
 
 def simulate_call(
     *, client: LLMClient, api: dict, arguments: dict, task: str, state: dict, state_schema: dict, history: list[dict]
 ) -> dict:
-    """{"response", "patch", "state_after", "errors", "calls" (LLMCall rows)}; never raises for LLM trouble."""
+    """{"response", "patch", "state_after", "errors", "failed", "calls" (LLMCall rows)}; never raises for LLM
+    trouble: when the simulator gives no usable answer, `failed` is set and the agent is told the service is down."""
     try:
         reply = client.structured(
             messages=simulator_messages(api=api, arguments=arguments, task=task, state=state, history=history),
@@ -84,6 +87,7 @@ def simulate_call(
             "patch": [],
             "state_after": state,
             "errors": [f"simulator failed: {exc}"],
+            "failed": True,
             "calls": [],
         }
     patch = reply.data["patch"]
@@ -93,5 +97,6 @@ def simulate_call(
         "patch": patch,
         "state_after": new_state,
         "errors": [error] if error else [],
+        "failed": False,
         "calls": reply.calls,
     }

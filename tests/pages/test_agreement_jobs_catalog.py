@@ -211,9 +211,11 @@ def test_catalog_lists_bounded(client_for, api, django_assert_max_num_queries):
 
 def test_queue_rollouts_and_synthesis_forms(client_for, api, settings):
     client = client_for("curator")
-    response = client.post(
-        "/queue/rollouts/", {"domain": api.domain.name, "rollouts": 2, "max_steps": 5, "max_errors": 2, "user_turns": 0}
-    )
+    form = {"domain": api.domain.name, "rollouts": 2, "max_steps": 5, "max_errors": 2, "user_turns": 0}
+    response = client.post("/queue/rollouts/", form)
+    assert "has no valid task to roll out" in response.content.decode() and not Job.objects.exists()
+    Task.objects.create(domain=api.domain, instruction="Cancel order W1.")
+    response = client.post("/queue/rollouts/", form)
     job = Job.objects.get(kind="rollout")
     assert response["Location"] == f"/jobs/{job.pk}/" and job.params["rollouts"] == 2
     response = client.post(

@@ -1,3 +1,4 @@
+from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
 from simia_web.accounts.models import Role, User
@@ -17,7 +18,10 @@ class Command(BaseCommand):
     def handle(self, *args, username, role, password, email, token, **options):
         if User.objects.filter(username=username).exists():
             raise CommandError(f"User {username!r} already exists.")
-        user = user_create(username=username, role=role, password=password, email=email)
+        try:
+            user = user_create(username=username, role=role, password=password, email=email)
+        except ValidationError as exc:
+            raise CommandError("; ".join(exc.messages)) from exc
         self.stdout.write(f"Created {role} {username}.")
         if token:
             self.stdout.write(user_token(user=user))
