@@ -22,6 +22,17 @@ SHARED_DATA = ROOT.parent / "shared" / "data"
 PASSWORD = "correct-horse-9"
 
 
+@pytest.fixture
+def eager(settings, transactional_db):
+    """Celery tasks run in-process as they are sent: a whole job runs inside the call that queues it."""
+    settings.CELERY_TASK_ALWAYS_EAGER = True
+    from simia_web.celery import app
+
+    app.conf.task_always_eager = True
+    yield
+    app.conf.task_always_eager = False
+
+
 @pytest.fixture(autouse=True)
 def _fast_llm_retries(settings):
     settings.SIMIA_LLM_BACKOFF_BASE = 0.01

@@ -273,3 +273,26 @@ def test_the_last_unit_of_a_stage_marks_its_job_finishing(monkeypatch, unit):
     other = JobUnit.objects.create(job=unit.job, stage="rollout", key="u2")
     services.unit_execute(unit_id=other.pk, last_of_stage=True)
     assert unit.job_id in llm_services._finishing_jobs
+
+
+def test_recovery_on_the_filesystem_broker_requeues_only_units_without_a_message_file(db, tmp_path, monkeypatch):
+    """A message file is removed when a worker takes it: a unit whose file is still there is waiting, not lost."""
+    from kombu import Connection
+
+    from simia_web.celery import app
+    from simia_web.jobs.tasks import unit_execute
+
+    options = {"data_folder_in": str(tmp_path), "data_folder_out": str(tmp_path), "control_folder": str(tmp_path)}
+    monkeypatch.setenv("CELERY_BROKER_URL", "filesystem://")  # Celery reads the variable before its settings
+    monkeypatch.setitem(app.conf, "broker_transport_options", options)
+    job = Job.objects.create(kind=JobKind.ROLLOUT, status=JobStatus.RUNNING, stage="rollout")
+    waiting, lost = (JobUnit.objects.create(job=job, stage="rollout", key=f"u{i}") for i in range(2))
+    with Connection(
+        "filesystem://", transport="simia_web.jobs.transport:FilesystemTransport", transport_options=options
+    ) as connection:
+        unit_execute.apply_async((waiting.pk,), connection=connection)
+    assert len(list(tmp_path.glob("*.msg"))) == 1
+    sent = []
+    monkeypatch.setattr(services, "_enqueue_units", sent.extend)
+    assert services.jobs_recover() == 1
+    assert sent == [lost.pk]

@@ -11,16 +11,6 @@ from simia_web.synthesis.services import rollout_queue, synthesis_queue
 from .support.llm_stub import Reply
 
 
-@pytest.fixture
-def eager(settings, transactional_db):
-    settings.CELERY_TASK_ALWAYS_EAGER = True
-    from simia_web.celery import app
-
-    app.conf.task_always_eager = True
-    yield
-    app.conf.task_always_eager = False
-
-
 def test_synthesis_job_runs_every_stage(eager, llm_stub):
     job = synthesis_queue(domains=["shop"], apis=3, tasks=2, rollouts=2)
     job.refresh_from_db()

@@ -29,16 +29,6 @@ TOOLS = [
 WORDS = [f"{stem}{i}" for i in range(12) for stem in ("amber", "basil", "cedar", "dune", "ember")]
 
 
-@pytest.fixture
-def eager(settings, transactional_db):
-    settings.CELERY_TASK_ALWAYS_EAGER = True
-    from simia_web.celery import app
-
-    app.conf.task_always_eager = True
-    yield
-    app.conf.task_always_eager = False
-
-
 def words(n: int, salt: int) -> str:
     return " ".join(random.Random(n * 1000 + salt).sample(WORDS, 14))
 

@@ -23,14 +23,9 @@ from .data import TOOLS, conversation, domain_make, trajectory_make
 
 
 @pytest.fixture
-def eager(settings, transactional_db, tmp_path):
-    settings.CELERY_TASK_ALWAYS_EAGER = True
+def eager(eager, settings, tmp_path):
+    """Jobs run in-process, and build their files in a scratch folder."""
     settings.EXPORTS_DIR = tmp_path / "exports"
-    from simia_web.celery import app
-
-    app.conf.task_always_eager = True
-    yield
-    app.conf.task_always_eager = False
 
 
 def test_snapshot_job_builds_an_immutable_checksummed_file(eager, users):

@@ -75,3 +75,15 @@ def test_stub_lists_its_models(stub):
 
     listing = openai.OpenAI(base_url=stub.url, api_key="x").models.list()
     assert [m.id for m in listing.data] == ["stub-model"]
+
+
+def test_the_default_profile_follows_the_environment_until_told_not_to(db, settings):
+    EndpointProfile.objects.all().delete()
+    settings.OPENAI_BASE_URL, settings.SIMIA_MODEL = "http://llm.internal:8000/v1", "qwen-7b"
+    made = profile_default()
+    settings.OPENAI_BASE_URL, settings.SIMIA_MODEL = "http://vllm.internal:8000/v1", "llama-70b"
+    moved = profile_default()
+    assert moved.pk == made.pk and (moved.base_url, moved.model) == ("http://vllm.internal:8000/v1", "llama-70b")
+    EndpointProfile.objects.filter(pk=made.pk).update(follows_environment=False, model="set-by-hand")
+    settings.SIMIA_MODEL = "ignored"
+    assert profile_default().model == "set-by-hand"

@@ -1,0 +1,53 @@
+"""Operator commands: create_user, and how the settings refuse a public server without its own key."""
+
+import os
+import subprocess
+import sys
+from io import StringIO
+from pathlib import Path
+
+import pytest
+from django.core.management import CommandError, call_command
+from rest_framework.authtoken.models import Token
+
+from simia_web.accounts.models import User
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_create_user_with_a_role_and_an_api_token(db):
+    out = StringIO()
+    call_command("create_user", "ann", "--role", "annotator", "--password", "long-enough-9", "--token", stdout=out)
+    user = User.objects.get(username="ann")
+    assert user.role == "annotator" and user.check_password("long-enough-9") and not user.is_staff
+    assert out.getvalue().splitlines() == ["Created annotator ann.", Token.objects.get(user=user).key]
+
+
+@pytest.mark.parametrize(
+    ("username", "password", "reason"),
+    [("ann", "x", "too short"), ("not a name!", "long-enough-9", "Enter a valid username")],
+)
+def test_create_user_refuses_what_the_password_and_username_rules_refuse(db, username, password, reason):
+    with pytest.raises(CommandError, match=reason):
+        call_command("create_user", username, "--role", "admin", "--password", password)
+    assert not User.objects.exists()
+
+
+def _settings_load(**env) -> subprocess.CompletedProcess:
+    base = {k: v for k, v in os.environ.items() if k not in {"SECRET_KEY", "ALLOWED_HOSTS"}}
+    return subprocess.run(
+        [sys.executable, "-c", "import simia_web.settings"],
+        cwd=ROOT,
+        env={**base, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_without_a_secret_key_only_a_local_server_starts(tmp_path):
+    assert _settings_load(SIMIA_VAR_DIR=str(tmp_path)).returncode == 0
+    public = _settings_load(SIMIA_VAR_DIR=str(tmp_path), ALLOWED_HOSTS="simia.example.com")
+    assert public.returncode != 0 and "SECRET_KEY must be set" in public.stderr
+    keyed = _settings_load(SIMIA_VAR_DIR=str(tmp_path), ALLOWED_HOSTS="simia.example.com", SECRET_KEY="k" * 50)
+    assert keyed.returncode == 0

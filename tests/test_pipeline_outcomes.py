@@ -1,0 +1,96 @@
+"""What a job and its trajectories say when parts of the pipeline give nothing usable."""
+
+import socket
+
+import pytest
+from django.core.exceptions import ValidationError
+
+from simia_web.catalog.models import Domain, Task
+from simia_web.catalog.validation import api_problems
+from simia_web.curation.models import Trajectory, TrajectoryStatus
+from simia_web.jobs.models import JobStatus, UnitStatus
+from simia_web.synthesis.rules import argument_violations
+from simia_web.synthesis.services import rollout_queue, synthesis_queue
+
+from .support.llm_stub import Reply
+from .support.scripts import APIS
+
+CANCEL = {"name": "cancel_order", "arguments": {"order_id": "W1", "reason": "wrong size"}}
+
+
+def test_the_judge_sees_the_initial_state_and_each_change_to_it(eager, llm_stub):
+    synthesis_queue(domains=["shop"], apis=3, tasks=1, rollouts=1)
+    evidence = llm_stub.stage_requests("judge")[0].user_payload()
+    assert evidence["initial_state"] == APIS["initial_state"]
+    assert evidence["state_changes"] == {
+        "3": {"patch": [{"op": "replace", "path": "/orders/W1/status", "value": "cancelled"}]}
+    }
+
+
+def test_an_agent_that_never_answers_fails_its_unit_and_so_the_job(eager, llm_stub):
+    llm_stub.inject(Reply(status=400, error_message="model not found"), stage="agent")
+    job = synthesis_queue(domains=["shop"], apis=3, tasks=1, rollouts=1)
+    job.refresh_from_db()
+    assert job.status == JobStatus.FAILED
+    assert job.error == "all 1 units of its rollout stage failed"
+    unit = job.units.get(stage="rollout")
+    assert unit.status == UnitStatus.FAILED and "bad_request" in unit.error
+    assert not Trajectory.objects.filter(job=job).exists()  # a system prompt and a task are not a conversation
+
+
+def test_an_agent_that_stops_answering_leaves_a_trajectory_with_the_reason(eager, llm_stub):
+    llm_stub.inject(Reply(tool_calls=[CANCEL]), Reply(status=400, error_message="context too long"), stage="agent")
+    job = synthesis_queue(domains=["shop"], apis=3, tasks=1, rollouts=1)
+    job.refresh_from_db()
+    assert job.status == JobStatus.SUCCEEDED
+    trajectory = Trajectory.objects.get(job=job)
+    assert (trajectory.status, trajectory.termination_reason) == (TrajectoryStatus.RULES_FAILED, "llm_error")
+    failure = trajectory.violations.get(code="llm_error")
+    assert failure.message_index == 3 and "context too long" in failure.detail
+    assert "error" not in trajectory.steps  # steps are keyed by message index only
+    assert job.summary["rejection_reasons"]["llm_error"] == 1
+
+
+def test_a_domain_whose_world_state_is_invalid_is_kept_but_not_used(eager, llm_stub):
+    broken = {**APIS, "initial_state": {"orders": {"W1": {"status": "lost"}}}}
+    llm_stub.inject(Reply(content=broken), stage="api_synthesis")
+    job = synthesis_queue(domains=["shop"], apis=3, tasks=1, rollouts=1)
+    job.refresh_from_db()
+    domain = Domain.objects.get(name="shop")
+    assert domain.state_problems and "orders/W1/status" in domain.state_problems[0]
+    assert domain.initial_state == broken["initial_state"]  # kept with its errors
+    unit = job.units.get(stage="task_synthesis")
+    assert unit.status == UnitStatus.FAILED and "world state is invalid" in unit.error
+    assert not llm_stub.stage_requests("task_synthesis")  # no LLM call for a domain it cannot use
+    assert job.status == JobStatus.FAILED
+    Task.objects.create(domain=domain, instruction="Cancel W1.")
+    with pytest.raises(ValidationError, match="world state is invalid"):
+        rollout_queue(domain="shop", rollouts=1)
+
+
+def test_a_rollout_job_needs_valid_tasks(db):
+    Domain.objects.create(name="empty")
+    with pytest.raises(ValidationError, match="no valid task"):
+        rollout_queue(domain="empty", rollouts=1)
+
+
+def test_a_ref_must_resolve_within_its_schema_and_is_never_fetched():
+    api = {
+        "name": "get_order",
+        "kind": "read",
+        "parameters": {"type": "object", "properties": {"order": {"$ref": "#/$defs/order"}}},
+    }
+    assert any("does not resolve" in p for p in api_problems(api))
+    api["parameters"]["$defs"] = {"order": {"type": "string"}}
+    assert api_problems(api) == []
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.setblocking(False)
+    remote = {"$ref": f"http://127.0.0.1:{listener.getsockname()[1]}/order.json"}
+    assert any("does not resolve" in p for p in api_problems({**api, "parameters": remote}))
+    # An imported tool with such a schema is a rule violation, and nothing was asked of that address.
+    [violation] = argument_violations(remote, {"order": "W1"}, 2, "get_order")
+    assert violation.code == "tool_schema_invalid"
+    with pytest.raises(BlockingIOError):
+        listener.accept()
+    listener.close()
