@@ -1,6 +1,6 @@
 """What a job and its trajectories say when parts of the pipeline give nothing usable."""
 
-import socket
+import urllib.request
 
 import pytest
 from django.core.exceptions import ValidationError
@@ -68,29 +68,46 @@ def test_a_domain_whose_world_state_is_invalid_is_kept_but_not_used(eager, llm_s
         rollout_queue(domain="shop", rollouts=1)
 
 
+def test_a_new_invalid_world_state_does_not_replace_a_valid_one(eager, llm_stub):
+    synthesis_queue(domains=["shop"], apis=3, tasks=1, rollouts=1)
+    broken = {**APIS, "apis": [], "initial_state": {"orders": {"W1": {"status": "lost"}}}}
+    llm_stub.inject(Reply(content=broken), stage="api_synthesis")
+    job = synthesis_queue(domains=["shop"], apis=3, tasks=1, rollouts=1)
+    job.refresh_from_db()
+    domain = Domain.objects.get(name="shop")
+    assert domain.initial_state == APIS["initial_state"] and domain.state_problems == []
+    assert any(e.startswith("a synthesized world state was not used: initial state") for e in domain.state_errors)
+    assert job.units.get(stage="task_synthesis").status == UnitStatus.DONE  # the domain is still usable
+
+
 def test_a_rollout_job_needs_valid_tasks(db):
     Domain.objects.create(name="empty")
     with pytest.raises(ValidationError, match="no valid task"):
         rollout_queue(domain="empty", rollouts=1)
 
 
-def test_a_ref_must_resolve_within_its_schema_and_is_never_fetched():
+def test_a_ref_must_resolve_within_its_schema_and_is_never_fetched(monkeypatch):
+    fetched = []
+    monkeypatch.setattr(urllib.request, "urlopen", lambda *args, **kwargs: fetched.append(args) or 1 / 0)
     api = {
         "name": "get_order",
         "kind": "read",
         "parameters": {"type": "object", "properties": {"order": {"$ref": "#/$defs/order"}}},
     }
     assert any("does not resolve" in p for p in api_problems(api))
-    api["parameters"]["$defs"] = {"order": {"type": "string"}}
+    api["parameters"]["$defs"] = {"order": {"type": "string", "default": {"$ref": "not a schema"}}}
     assert api_problems(api) == []
+    scoped = {"$id": "https://example.com/order", "$defs": {"id": {"type": "string"}}, "$ref": "#/$defs/id"}
+    api["parameters"]["properties"]["order"] = {
+        "$id": "https://example.com/wrapper",
+        "$ref": "order",
+        "$defs": {"x": scoped},
+    }
+    assert api_problems(api) == []  # resolved against the nearest $id, as validation does
 
-    listener = socket.create_server(("127.0.0.1", 0))
-    listener.setblocking(False)
-    remote = {"$ref": f"http://127.0.0.1:{listener.getsockname()[1]}/order.json"}
+    remote = {"$ref": "https://example.com/order.json"}
     assert any("does not resolve" in p for p in api_problems({**api, "parameters": remote}))
-    # An imported tool with such a schema is a rule violation, and nothing was asked of that address.
+    # An imported tool with such a schema is a rule violation, and nothing was fetched.
     [violation] = argument_violations(remote, {"order": "W1"}, 2, "get_order")
     assert violation.code == "tool_schema_invalid"
-    with pytest.raises(BlockingIOError):
-        listener.accept()
-    listener.close()
+    assert fetched == []

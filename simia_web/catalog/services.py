@@ -64,11 +64,14 @@ def apis_store(
             )
         )
     created = Api.objects.bulk_create(rows)
-    state_errors = set_problems + state_problems(state_schema, initial_state)
-    if not domain.state_schema or not state_problems(state_schema, initial_state):
+    problems = state_problems(state_schema, initial_state)
+    if problems and domain.state_schema and not domain.state_problems:
+        # The domain keeps the valid state it has; the new one's problems are a note, not the domain's.
+        problems = [f"a synthesized world state was not used: {problem}" for problem in problems]
+    else:  # a valid state, or an invalid one where there was no valid state: kept with its problems, unused
         domain.state_schema = state_schema if isinstance(state_schema, dict) else {}
         domain.initial_state = initial_state if isinstance(initial_state, dict) else {}
-    domain.state_errors = state_errors
+    domain.state_errors = set_problems + problems
     domain.save(update_fields=["state_schema", "initial_state", "state_errors", "updated_at"])
     return created
 

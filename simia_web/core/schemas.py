@@ -1,7 +1,8 @@
 """JSON Schema checks for schemas that come from LLMs, uploads and editors.
 
 jsonschema fetches a remote `$ref` over the network unless it is given a registry, so every schema is
-validated with an empty one: a `$ref` resolves within its own schema or not at all.
+validated against a registry of the JSON Schema metaschemas alone: a `$ref` resolves within its own
+schema (or to a metaschema) or not at all.
 """
 
 from collections.abc import Iterator
@@ -10,16 +11,15 @@ import jsonschema
 import referencing
 import referencing.exceptions
 import referencing.jsonschema
+from jsonschema_specifications import REGISTRY as METASCHEMAS
 
 Validator = jsonschema.Draft202012Validator
-_LOCAL_ONLY = referencing.Registry()
 # What a broken schema raises while validating: an invalid keyword, or a `$ref` to nowhere.
 SCHEMA_FAILURES = (jsonschema.exceptions.SchemaError, referencing.exceptions.Unresolvable)
-_DATA_KEYWORDS = {"const", "enum", "default", "examples"}  # their values are instances, not schemas
 
 
 def schema_validator(schema: dict) -> jsonschema.protocols.Validator:
-    return Validator(schema, registry=_LOCAL_ONLY)
+    return Validator(schema, registry=METASCHEMAS)
 
 
 def first_error(schema: dict, instance) -> str | None:
@@ -39,22 +39,23 @@ def schema_error(schema) -> str | None:
         Validator.check_schema(schema)
     except jsonschema.exceptions.SchemaError as exc:
         return f"is not a valid JSON Schema: {exc.message}"
-    resolver = _LOCAL_ONLY.resolver_with_root(referencing.jsonschema.DRAFT202012.create_resource(schema))
-    for ref in _refs(schema):
-        try:
-            resolver.lookup(ref)
-        except referencing.exceptions.Unresolvable:
-            return f"has a $ref that does not resolve within the schema: {ref!r}"
+    root = referencing.jsonschema.DRAFT202012.create_resource(schema)
+    for ref in _unresolvable_refs(root, METASCHEMAS.resolver_with_root(root)):
+        return f"has a $ref that does not resolve within the schema: {ref!r}"
     return None
 
 
-def _refs(node) -> Iterator[str]:
-    if isinstance(node, dict):
-        for key, value in node.items():
-            if key in ("$ref", "$dynamicRef") and isinstance(value, str):
-                yield value
-            elif key not in _DATA_KEYWORDS:
-                yield from _refs(value)
-    elif isinstance(node, list):
-        for item in node:
-            yield from _refs(item)
+def _unresolvable_refs(resource: referencing.Resource, resolver) -> Iterator[str]:
+    """Walks the schema's subschemas as the specification defines them (so `$id` scopes apply, and
+    instance values such as `default` or `enum` are not taken for schemas)."""
+    resolver = resolver.in_subresource(resource)
+    if isinstance(resource.contents, dict):
+        for keyword in ("$ref", "$dynamicRef"):
+            ref = resource.contents.get(keyword)
+            if isinstance(ref, str):
+                try:
+                    resolver.lookup(ref)
+                except referencing.exceptions.Unresolvable:
+                    yield ref
+    for subresource in resource.subresources():
+        yield from _unresolvable_refs(subresource, resolver)

@@ -21,7 +21,7 @@ from simia_web.llm.models import Stage
 from simia_web.synthesis.episode import Episode
 from simia_web.synthesis.judge import judge_run, world_evidence
 from simia_web.synthesis.rollout import episode_start
-from simia_web.synthesis.rules import rules_check
+from simia_web.synthesis.rules import rules_check, simulator_failures
 
 from . import selectors
 from .models import (
@@ -144,6 +144,8 @@ def env_create(
     else:
         task = _task_pick(task_id=task_id, domain_name=domain_name, seed=seed)
     domain = task.domain
+    if domain.state_problems:
+        raise EnvError(f"domain {domain.name!r} has an invalid world state: {'; '.join(domain.state_problems)}")
     apis = selectors.domain_apis(domain=domain)
     if not apis:
         raise EnvError(f"domain {domain.name!r} has no valid APIs")
@@ -311,7 +313,7 @@ def _trajectory_store(
 def _episode_finish(session: EnvSession, episode: Episode) -> dict:
     """Rules, judge reward and the stored rl trajectory; returns the info to report."""
     task = session.task
-    violations = rules_check(episode.messages, episode.tools)
+    violations = rules_check(episode.messages, episode.tools) + simulator_failures(episode.steps)
     # Every episode that ends by itself is judged, truncated ones too: the trainer needs a reward for each.
     verdict = judge_run(
         client=client_for_stage(Stage.JUDGE),
@@ -451,7 +453,7 @@ def env_abandon(*, session_id, actor) -> dict:
         session.done = True
         session.termination_reason = TerminationReason.ABANDONED
         session.finished_at = timezone.now()
-        violations = rules_check(session.messages, session.tools)
+        violations = rules_check(session.messages, session.tools) + simulator_failures(session.steps)
         _trajectory_store(
             session,
             messages=session.messages,

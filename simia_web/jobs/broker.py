@@ -51,7 +51,7 @@ def _units_in_folder(folder: str, queue: str) -> set[int]:
         try:
             with open(os.path.join(folder, name), "rb") as message:
                 units.add(_unit_id(json.loads(message.read())))
-        except FileNotFoundError:  # a worker took it meanwhile: it runs, so it is not lost either
+        except FileNotFoundError:  # a running worker took it meanwhile: sent again, and still written once
             continue
     units.discard(None)
     return units

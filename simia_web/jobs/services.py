@@ -88,7 +88,11 @@ def _job_finish(job: Job) -> None:
     job.status = JobStatus.SUCCEEDED if last_stage.filter(status=UnitStatus.DONE).exists() else JobStatus.FAILED
     if job.status == JobStatus.FAILED and not job.error:
         planned = last_stage.count()
-        job.error = f"all {planned} units of its {job.stage} stage failed" if planned else "it had nothing to run"
+        job.error = (
+            f"all {planned} units of its {job.stage} stage failed"
+            if planned
+            else f"its {job.stage} stage had nothing to run"
+        )
     job.finished_at = timezone.now()
     job.summary = job_summary(job)
     job.save(update_fields=["status", "error", "finished_at", "summary"])

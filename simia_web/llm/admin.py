@@ -7,6 +7,11 @@ from .models import EndpointProfile, LLMCall, StageRoute
 class EndpointProfileAdmin(admin.ModelAdmin):
     list_display = ("name", "model", "base_url", "structured_mode", "tool_mode", "max_concurrency", "is_default")
     search_fields = ("name", "model", "base_url")
+
+    def get_readonly_fields(self, request, obj=None):
+        # Each machine takes these from its environment while the profile follows it (see the help text).
+        return ("base_url", "model", "api_key_env") if obj is not None and obj.follows_environment else ()
+
     fieldsets = (
         (None, {"fields": ("name", "base_url", "model", "is_default", "follows_environment")}),
         (

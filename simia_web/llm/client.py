@@ -69,8 +69,9 @@ _STRUCTURED_FALLBACK = {
 # A 400 answer that names an option (response_format, tools) and says the server does not take it, as
 # "... is not supported", "does not support tools" or "requires --enable-auto-tool-choice" do. An answer
 # that only names the option, such as an invalid schema for one function, is a bad request.
-_UNSUPPORTED_HINTS = re.compile(r"response_format|json_schema|json_object|structured|tool|function", re.I)
-_REFUSAL_HINTS = re.compile(r"not supported|unsupported|does not support|requires|unrecogni[sz]ed|not allowed", re.I)
+_OPTION = r"\b(?:response_format|json_schema|json_object|structured|tools?|tool_choice|functions?)\b"
+_REFUSAL = r"\b(?:not supported|unsupported|does not support|requires|unrecogni[sz]ed|not allowed)\b"
+_UNSUPPORTED_HINTS = re.compile(rf"{_OPTION}.{{0,80}}?{_REFUSAL}|{_REFUSAL}.{{0,80}}?{_OPTION}", re.I | re.S)
 _CODE_FENCE = re.compile(r"```(?:json)?\s*(.*?)\s*```", re.S | re.I)
 _THINKING = re.compile(r"<think>.*?</think>", re.S | re.I)  # reasoning models served by vLLM/Ollama
 _RETRY_AFTER_CAP = 30.0
@@ -450,7 +451,7 @@ def _failure_kind(exc: Exception, *, offers_options: bool) -> tuple[str, bool]:
         if status in (408, 409):  # request timeout, lock conflict: worth another try
             return f"http_{status}", True
         if status in (400, 422):
-            if offers_options and _UNSUPPORTED_HINTS.search(str(exc)) and _REFUSAL_HINTS.search(str(exc)):
+            if offers_options and _UNSUPPORTED_HINTS.search(str(exc)):
                 return "unsupported_mode", False
             return "bad_request", False
         return f"http_{status}", False  # 401, 403, 404...: retrying will not help

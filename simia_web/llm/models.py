@@ -47,7 +47,8 @@ class EndpointProfile(models.Model):
     follows_environment = models.BooleanField(
         default=False,
         help_text="Take the base URL, model and key variable from OPENAI_BASE_URL, SIMIA_MODEL and OPENAI_API_KEY "
-        "as they are set on the machine using the profile. Untick to set them here instead.",
+        "as they are set on each machine using the profile (the values shown are those it was made with). "
+        "Untick and save to set them here instead.",
     )
 
     class Meta:

@@ -11,8 +11,9 @@ _resolved = ProcessCache("SIMIA_PROFILE_CACHE_SECONDS")
 def profile_default() -> EndpointProfile:
     """The default profile, created from OPENAI_BASE_URL / SIMIA_MODEL the first time it is needed.
 
-    While it follows the environment (as the one made here does), a changed OPENAI_BASE_URL or
-    SIMIA_MODEL takes effect on the next start instead of leaving the first values in the database.
+    While it follows the environment (as the one made here does), each process uses the base URL, key
+    variable and model of its own environment, so a changed OPENAI_BASE_URL or SIMIA_MODEL takes effect
+    on the next start; the row keeps the values it was made with.
     """
     profile = EndpointProfile.objects.filter(is_default=True).first()
     if profile:
@@ -37,16 +38,9 @@ def profile_default() -> EndpointProfile:
 
 
 def _follow_environment(profile: EndpointProfile) -> None:
-    wanted = {
-        "base_url": settings.OPENAI_BASE_URL,
-        "api_key_env": settings.OPENAI_API_KEY_ENV,
-        "model": settings.SIMIA_MODEL,
-    }
-    changed = [name for name, value in wanted.items() if getattr(profile, name) != value]
-    if changed:
-        for name in changed:
-            setattr(profile, name, wanted[name])
-        profile.save(update_fields=changed)
+    profile.base_url = settings.OPENAI_BASE_URL
+    profile.api_key_env = settings.OPENAI_API_KEY_ENV
+    profile.model = settings.SIMIA_MODEL
 
 
 def profile_for_stage(stage: str, profile_id: int | None = None) -> EndpointProfile:

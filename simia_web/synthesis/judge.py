@@ -5,7 +5,7 @@ import json
 from simia_web.llm.client import LLMClient, LLMError
 from simia_web.llm.models import Stage
 
-PROMPT_VERSION = "judge-v1"
+PROMPT_VERSION = "judge-v2"  # v2: the world state and its changes are part of the evidence
 CRITERIA = ("task_completed", "tool_use_correct", "simulator_consistent", "policy_followed", "final_answer_grounded")
 PASS_THRESHOLD = 0.7
 
@@ -26,18 +26,26 @@ SCHEMA = {
 }
 
 
-STATE_CHARS_SHOWN = 20_000  # a larger initial state is left out of the prompt (its changes are still shown)
+# Larger evidence is left out of the prompt, so that the conversation itself always fits.
+STATE_CHARS_SHOWN = 20_000
+CHANGES_CHARS_SHOWN = 20_000
 
 
 def world_evidence(initial_state: dict, steps: dict[str, dict]) -> dict:
     """The explicit world state the simulator worked on: the state it started from and, per tool message
-    (by index), the JSON Patch its answer made and any error applying it."""
+    (by index), the JSON Patch its answer made and any error applying it. Calls refused before reaching
+    the simulator are left out: their tool message already says why."""
     shown = json.dumps(initial_state, ensure_ascii=False)
-    changes = {
-        index: {"patch": step.get("patch") or [], **({"errors": step["errors"]} if step.get("errors") else {})}
-        for index, step in steps.items()
-        if step.get("patch") or step.get("errors")
-    }
+    changes, size = {}, 0
+    for index, step in steps.items():
+        if not isinstance(step, dict) or step.get("rejected") or not (step.get("patch") or step.get("errors")):
+            continue
+        change = {"patch": step.get("patch") or [], **({"errors": step["errors"]} if step.get("errors") else {})}
+        size += len(json.dumps(change, ensure_ascii=False))
+        if size > CHANGES_CHARS_SHOWN:
+            changes[index] = "(this and later changes not shown: too large)"
+            break
+        changes[index] = change
     return {
         "initial_state": initial_state if len(shown) <= STATE_CHARS_SHOWN else f"(not shown: {len(shown)} characters)",
         "state_changes": changes,

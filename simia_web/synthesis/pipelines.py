@@ -24,13 +24,6 @@ def _require_valid_state(domain: Domain) -> None:
         raise UnusableDomain(f"domain {domain.name}'s world state is invalid: {'; '.join(domain.state_problems)}")
 
 
-def _valid_task_ids(tasks) -> list[int]:
-    ids = list(tasks.values_list("id", flat=True))
-    if not ids:
-        raise UnusableDomain("there is no valid task to roll out")
-    return ids
-
-
 def _limits(params: dict) -> RolloutLimits:
     return RolloutLimits(
         max_steps=params.get("max_steps", 12),
@@ -102,7 +95,7 @@ class SynthesizePipeline:
                 UnitPlan("task_synthesis", f"tasks:{name}", {"domain": name}) for name in params["domains"]
             ]
         if stage == "task_synthesis":
-            task_ids = _valid_task_ids(Task.objects.filter(job=job, status=TaskStatus.VALID))
+            task_ids = list(Task.objects.filter(job=job, status=TaskStatus.VALID).values_list("id", flat=True))
             return "rollout", _rollout_units(task_ids, params["rollouts"])
         return None
 
@@ -164,7 +157,7 @@ class RolloutPipeline:
         tasks = Task.objects.filter(domain__name=job.params["domain"], status=TaskStatus.VALID).order_by("id")
         if job.params.get("tasks"):
             tasks = tasks[: job.params["tasks"]]
-        return "rollout", _rollout_units(_valid_task_ids(tasks), job.params["rollouts"])
+        return "rollout", _rollout_units(list(tasks.values_list("id", flat=True)), job.params["rollouts"])
 
     def run(self, job, unit):
         return _rollout_writer(job, unit)

@@ -8,7 +8,7 @@ from simia_web.llm.models import Stage
 
 from .episode import Episode, agent_system_prompt
 from .judge import judge_run, world_evidence
-from .rules import Violation, rules_check
+from .rules import Violation, rules_check, simulator_failures
 
 AGENT_PROMPT_VERSION = "agent-v1"
 
@@ -31,16 +31,6 @@ def api_specs(apis: list[Api]) -> dict[str, dict]:
         }
         for api in apis
     }
-
-
-def simulator_failures(steps: dict[str, dict]) -> list[Violation]:
-    """Tool messages the simulator gave no answer for: the agent was told the service is down, which the
-    real API never said, so the conversation is not kept as training data."""
-    return [
-        Violation("simulator_failed", int(index), "; ".join(step["errors"]))
-        for index, step in steps.items()
-        if step.get("simulator_failed")
-    ]
 
 
 def episode_start(*, domain: Domain, task: Task, apis: list[Api], simulator) -> Episode:

@@ -75,6 +75,16 @@ def merge_consecutive_assistant(messages: list[dict]) -> tuple[list[dict], list[
     return merged, fixes
 
 
+def simulator_failures(steps: dict[str, dict]) -> list[Violation]:
+    """Tool messages (by index) the simulator gave no answer for: the agent was told the service is down,
+    which the real API never said, so the conversation is not kept as training data."""
+    return [
+        Violation("simulator_failed", int(index), "; ".join(step.get("errors") or []))
+        for index, step in steps.items()
+        if index.isdigit() and isinstance(step, dict) and step.get("simulator_failed")
+    ]
+
+
 def rules_check(
     messages: list[dict],
     tools: list[dict],

@@ -162,3 +162,28 @@ def test_user_simulator_failure_ends_with_llm_error(shop, script, curator, llm_s
     assert result["done"] is True and result["termination_reason"] == "llm_error"
     assert result["reward"] == pytest.approx(0.9)  # the judge still scores what happened
     assert curator.get(f"{URL}{env['id']}").json()["termination_reason"] == "llm_error"
+
+
+def test_a_domain_with_an_invalid_world_state_cannot_be_played(shop, script, curator):
+    domain = shop["domain"]
+    domain.state_errors = ["initial state breaks the state schema at orders: 'orders' is a required property"]
+    domain.save()
+    response = curator.post(URL, {"task": shop["tasks"][0].pk}, format="json")
+    assert response.status_code == 400 and "invalid world state" in response.json()["detail"]
+
+
+def test_a_simulator_without_an_answer_is_a_violation_and_the_judge_sees_the_state(shop, script, curator, llm_stub):
+    from tests.support.llm_stub import Reply
+
+    llm_stub.inject(*[Reply(content="not json")] * 10, stage="simulator")
+    env = create(curator, task=shop["tasks"][0].pk)
+    [tool] = step(curator, env["id"], CANCEL)["observation"]
+    assert "temporarily unavailable" in tool["content"]
+    result = step(curator, env["id"], {"content": "Your order W1 is cancelled."})
+    assert result["done"] is True
+    trajectory = Trajectory.objects.get(kind="rl")
+    assert trajectory.status == TrajectoryStatus.RULES_FAILED
+    assert [(v.code, v.message_index) for v in trajectory.violations.all()] == [("simulator_failed", 3)]
+    evidence = llm_stub.stage_requests("judge")[0].user_payload()
+    assert evidence["initial_state"] == shop["domain"].initial_state
+    assert "simulator failed" in evidence["state_changes"]["3"]["errors"][0]

@@ -159,11 +159,12 @@ def test_forced_native_tools_are_not_downgraded(llm_stub):
     assert len(llm_stub.requests) == 1
 
 
-def test_a_bad_request_that_only_names_a_tool_does_not_downgrade_the_endpoint(llm_stub):
+@pytest.mark.parametrize("function", ["get_order", "get_unsupported_items"])
+def test_a_bad_request_that_only_names_a_tool_does_not_downgrade_the_endpoint(llm_stub, function):
     """OpenAI answers an unusable tool schema with a 400 that names the function: a bad request, not a
     server without tool support, so the endpoint keeps native tools."""
     llm_stub.inject(
-        Reply(status=400, error_message="Invalid schema for function 'get_order': array schema missing items."),
+        Reply(status=400, error_message=f"Invalid schema for function '{function}': array schema missing items."),
         stage="agent",
     )
     with pytest.raises(LLMError) as error:

@@ -84,6 +84,7 @@ def test_the_default_profile_follows_the_environment_until_told_not_to(db, setti
     settings.OPENAI_BASE_URL, settings.SIMIA_MODEL = "http://vllm.internal:8000/v1", "llama-70b"
     moved = profile_default()
     assert moved.pk == made.pk and (moved.base_url, moved.model) == ("http://vllm.internal:8000/v1", "llama-70b")
+    assert EndpointProfile.objects.get(pk=made.pk).model == "qwen-7b"  # a read does not write the row
     EndpointProfile.objects.filter(pk=made.pk).update(follows_environment=False, model="set-by-hand")
     settings.SIMIA_MODEL = "ignored"
     assert profile_default().model == "set-by-hand"

@@ -4,10 +4,16 @@ from django.db import migrations, models
 
 
 def follow_environment_where_made_from_it(apps, schema_editor):
-    # The default profile the app made from the environment (under one of the names it uses) follows it.
+    # The default profile the app made from the environment follows it, unless its fields were changed since.
+    from django.conf import settings
+
     EndpointProfile = apps.get_model("llm", "EndpointProfile")
     EndpointProfile.objects.filter(
-        is_default=True, name__in=["default", "default (from environment)"], api_key_env="OPENAI_API_KEY"
+        is_default=True,
+        name__in=["default", "default (from environment)"],
+        base_url=settings.OPENAI_BASE_URL,
+        api_key_env=settings.OPENAI_API_KEY_ENV,
+        model=settings.SIMIA_MODEL,
     ).update(follows_environment=True)
 
 
@@ -21,7 +27,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='endpointprofile',
             name='follows_environment',
-            field=models.BooleanField(default=False, help_text='Take the base URL, model and key variable from OPENAI_BASE_URL, SIMIA_MODEL and OPENAI_API_KEY as they are set on the machine using the profile. Untick to set them here instead.'),
+            field=models.BooleanField(default=False, help_text='Take the base URL, model and key variable from OPENAI_BASE_URL, SIMIA_MODEL and OPENAI_API_KEY as they are set on each machine using the profile (the values shown are those it was made with). Untick and save to set them here instead.'),
         ),
         migrations.RunPython(follow_environment_where_made_from_it, migrations.RunPython.noop),
     ]

@@ -1,7 +1,8 @@
 import os
 import secrets
 
-from django.core.management.base import BaseCommand
+from django.core.exceptions import ValidationError
+from django.core.management.base import BaseCommand, CommandError
 
 from simia_web.accounts.models import Role, User
 from simia_web.accounts.services import user_create
@@ -18,5 +19,8 @@ class Command(BaseCommand):
             )
             return
         password = os.environ.get("SIMIA_ADMIN_PASSWORD") or secrets.token_urlsafe(12)
-        user_create(username=username, role=Role.ADMIN, password=password)
+        try:
+            user_create(username=username, role=Role.ADMIN, password=password)
+        except ValidationError as exc:
+            raise CommandError(f"SIMIA_ADMIN_USER / SIMIA_ADMIN_PASSWORD: {'; '.join(exc.messages)}") from exc
         self.stdout.write(self.style.SUCCESS(f"Admin login: {username} / {password}"))
