@@ -68,6 +68,7 @@ def rollout_run(
     }
     episode = episode_start(domain=domain, task=task, apis=apis, simulator=clients[Stage.SIMULATOR])
     user_turns = 0
+    agent_failure: Violation | None = None
     while not episode.done:
         if episode.assistant_turns() >= limits.max_steps:
             episode.termination_reason = "max_steps"
@@ -93,7 +94,7 @@ def rollout_run(
                 episode.termination_reason = "final_answer"
 
     violations = rules_check(episode.messages, episode.tools) + simulator_failures(episode.steps)
-    if episode.termination_reason == "llm_error":
+    if agent_failure is not None:
         violations.append(agent_failure)
     verdict = None
     if not violations:
