@@ -25,12 +25,7 @@ PASSWORD = "correct-horse-9"
 @pytest.fixture
 def eager(settings, transactional_db):
     """Celery tasks run in-process as they are sent: a whole job runs inside the call that queues it."""
-    settings.CELERY_TASK_ALWAYS_EAGER = True
-    from simia_web.celery import app
-
-    app.conf.task_always_eager = True
-    yield
-    app.conf.task_always_eager = False
+    settings.CELERY_TASK_ALWAYS_EAGER = True  # Celery sees the override (simia_web.celery.DjangoCelerySettings)
 
 
 @pytest.fixture(autouse=True)

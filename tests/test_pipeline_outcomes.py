@@ -60,11 +60,11 @@ def test_a_domain_whose_world_state_is_invalid_is_kept_but_not_used(eager, llm_s
     assert domain.state_problems and "orders/W1/status" in domain.state_problems[0]
     assert domain.initial_state == broken["initial_state"]  # kept with its errors
     unit = job.units.get(stage="task_synthesis")
-    assert unit.status == UnitStatus.FAILED and "world state is invalid" in unit.error
+    assert unit.status == UnitStatus.FAILED and "has an invalid world state" in unit.error
     assert not llm_stub.stage_requests("task_synthesis")  # no LLM call for a domain it cannot use
     assert job.status == JobStatus.FAILED
     Task.objects.create(domain=domain, instruction="Cancel W1.")
-    with pytest.raises(ValidationError, match="world state is invalid"):
+    with pytest.raises(ValidationError, match="has an invalid world state"):
         rollout_queue(domain="shop", rollouts=1)
 
 

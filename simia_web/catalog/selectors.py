@@ -7,6 +7,14 @@ from .models import Api, Domain
 _job_domains = ProcessCache("SIMIA_CATALOG_CACHE_SECONDS")
 
 
+def domain_unusable_reason(domain: Domain) -> str | None:
+    """Why task synthesis, rollouts and RL sessions cannot use the domain as it is, or None: an invalid
+    world state is kept with its problems, and every unit started on it would fail its state checks."""
+    if domain.state_problems:
+        return f"domain {domain.name!r} has an invalid world state: {'; '.join(domain.state_problems)}"
+    return None
+
+
 def domain_with_valid_apis(domain_id: int, *, job_id: int) -> tuple[Domain, list[Api]]:
     """A domain and its valid APIs, as the rollout units of one job read them.
 

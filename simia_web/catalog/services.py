@@ -336,7 +336,8 @@ def domain_update(
     if errors:
         raise ValidationError(errors)
     # The state is valid now: drop its old problems, keep those of the API set.
-    fields = {**new, "state_errors": [e for e in domain.state_errors if e not in domain.state_problems]}
+    stale = domain.state_problems
+    fields = {**new, "state_errors": [e for e in domain.state_errors if e not in stale]}
     return _edit_commit(
         obj=domain, expected_version=expected_version, actor=actor, fields=fields, note=note, action="domain.update"
     )

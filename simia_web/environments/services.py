@@ -14,6 +14,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from simia_web.catalog.models import Domain, Task, TaskStatus
+from simia_web.catalog.selectors import domain_unusable_reason
 from simia_web.curation.models import TrajectoryKind
 from simia_web.curation.services import trajectory_create
 from simia_web.llm.client import client_for_stage
@@ -144,8 +145,8 @@ def env_create(
     else:
         task = _task_pick(task_id=task_id, domain_name=domain_name, seed=seed)
     domain = task.domain
-    if domain.state_problems:
-        raise EnvError(f"domain {domain.name!r} has an invalid world state: {'; '.join(domain.state_problems)}")
+    if reason := domain_unusable_reason(domain):
+        raise EnvError(reason)
     apis = selectors.domain_apis(domain=domain)
     if not apis:
         raise EnvError(f"domain {domain.name!r} has no valid APIs")

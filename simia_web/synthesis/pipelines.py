@@ -1,7 +1,7 @@
 """The synthesize and rollout job kinds: their stages, units and what each unit writes."""
 
 from simia_web.catalog.models import Domain, Task, TaskStatus
-from simia_web.catalog.selectors import domain_with_valid_apis
+from simia_web.catalog.selectors import domain_unusable_reason, domain_with_valid_apis
 from simia_web.catalog.services import apis_store, tasks_store
 from simia_web.curation.models import TrajectoryKind
 from simia_web.curation.services import trajectory_create
@@ -19,9 +19,9 @@ class UnusableDomain(Exception):
     """A domain that a unit cannot use as it is: the unit fails with this reason and calls no LLM."""
 
 
-def _require_valid_state(domain: Domain) -> None:
-    if domain.state_problems:
-        raise UnusableDomain(f"domain {domain.name}'s world state is invalid: {'; '.join(domain.state_problems)}")
+def _require_usable(domain: Domain) -> None:
+    if reason := domain_unusable_reason(domain):
+        raise UnusableDomain(reason)
 
 
 def _limits(params: dict) -> RolloutLimits:
@@ -54,7 +54,7 @@ def _rollout_writer(job, unit):
     # Only what a rollout reads: a task's other columns (provenance, API lists) are a third of the read's CPU.
     task = Task.objects.only("domain_id", "instruction", "expected_outcome").get(pk=unit.params["task"])
     domain, apis = domain_with_valid_apis(task.domain_id, job_id=job.pk)
-    _require_valid_state(domain)
+    _require_usable(domain)
     outcome = rollout_run(
         task=task,
         domain=domain,
@@ -127,7 +127,7 @@ class SynthesizePipeline:
 
             return write
         client = client_for_stage(Stage.TASK_SYNTHESIS, job_id=job.pk, profile_id=profiles.get(Stage.TASK_SYNTHESIS))
-        _require_valid_state(domain)
+        _require_usable(domain)
         apis = list(domain.apis.filter(valid=True))
         if not apis:
             raise UnusableDomain(f"domain {domain.name} has no valid APIs to write tasks for")

@@ -4,6 +4,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from simia_web.catalog.models import Domain, DomainSource, TaskStatus
+from simia_web.catalog.selectors import domain_unusable_reason
 from simia_web.catalog.services import domain_ensure
 from simia_web.jobs.models import Job, JobKind
 from simia_web.jobs.services import job_create
@@ -72,8 +73,8 @@ def rollout_queue(*, domain: str, rollouts: int, tasks: int | None = None, actor
     found = Domain.objects.filter(name=domain).first()
     if found is None:
         raise ValidationError({"domain": f"no domain named {domain!r}"})
-    if found.state_problems:
-        raise ValidationError({"domain": f"{domain}'s world state is invalid: {'; '.join(found.state_problems)}"})
+    if reason := domain_unusable_reason(found):
+        raise ValidationError({"domain": reason})
     if not found.tasks.filter(status=TaskStatus.VALID).exists():
         raise ValidationError({"domain": f"{domain} has no valid task to roll out"})
     params = {"domain": domain, "rollouts": _bounded({"rollouts": rollouts}, "rollouts", 1), **_run_options(options)}
