@@ -159,7 +159,6 @@ SPECTACULAR_SETTINGS = {
         "ApiKindEnum": "simia_web.catalog.models.ApiKind",
         "TaskStatusEnum": "simia_web.catalog.models.TaskStatus",
         "SeedFormatEnum": "simia_web.catalog.models.SeedFormat",
-        "JobKindEnum": "simia_web.jobs.models.JobKind",
         "JobStatusEnum": "simia_web.jobs.models.JobStatus",
         "ExportFormatEnum": "simia_web.exports.models.ExportFormat",
     },
@@ -218,6 +217,14 @@ SIMIA_LLM_BACKOFF_BASE = float(os.environ.get("SIMIA_LLM_BACKOFF_BASE", "0.5"))
 SIMIA_PROFILE_CACHE_SECONDS = float(os.environ.get("SIMIA_PROFILE_CACHE_SECONDS", "10"))
 # How long a worker keeps a job's domain and APIs for its rollout units (edits are seen after at most this).
 SIMIA_CATALOG_CACHE_SECONDS = float(os.environ.get("SIMIA_CATALOG_CACHE_SECONDS", "10"))
+
+# Caps on job parameters: a job asking for more is refused, with the setting named, and nothing is written.
+SIMIA_MAX_DOMAINS_PER_JOB = int(os.environ.get("SIMIA_MAX_DOMAINS_PER_JOB", "100"))
+SIMIA_MAX_APIS_PER_DOMAIN = int(os.environ.get("SIMIA_MAX_APIS_PER_DOMAIN", "50"))
+SIMIA_MAX_TASKS_PER_DOMAIN = int(os.environ.get("SIMIA_MAX_TASKS_PER_DOMAIN", "500"))
+SIMIA_MAX_ROLLOUTS_PER_TASK = int(os.environ.get("SIMIA_MAX_ROLLOUTS_PER_TASK", "64"))
+# Units of work one job may plan: synthesis and rollout units, or amplified trajectories.
+SIMIA_MAX_UNITS_PER_JOB = int(os.environ.get("SIMIA_MAX_UNITS_PER_JOB", "100000"))
 
 # Curation
 SIMIA_RESERVATION_MINUTES = int(os.environ.get("SIMIA_RESERVATION_MINUTES", "15"))

@@ -13,7 +13,7 @@ from django.urls import URLPattern, URLResolver, get_resolver, reverse
 from simia_web.catalog.models import Api, Seed, Task
 from simia_web.environments.models import EnvSession
 from simia_web.exports.models import Snapshot
-from simia_web.jobs.models import Job, JobKind, JobStatus
+from simia_web.jobs.models import Job, JobStatus
 from simia_web.llm.models import EndpointProfile, LLMCall
 from tests.pages.factories import TOOLS, conversation, make_job, make_trajectory, verdict
 
@@ -163,7 +163,7 @@ def objects(db, users):
     t = make_trajectory(judge=verdict(), job=job)
     domain = t.domain
     task = Task.objects.create(domain=domain, instruction="Cancel W1")
-    export_job = Job.objects.create(kind=JobKind.EXPORT, status=JobStatus.QUEUED, params={})
+    export_job = Job.objects.create(kind="export", status=JobStatus.QUEUED, params={})
     return {
         "trajectory": t,
         "job": job,

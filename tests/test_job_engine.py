@@ -3,7 +3,7 @@
 import pytest
 
 from simia_web.jobs import services
-from simia_web.jobs.models import Job, JobKind, JobStatus, JobUnit, UnitStatus
+from simia_web.jobs.models import Job, JobStatus, JobUnit, UnitStatus
 
 
 class RecordingWriter:
@@ -21,7 +21,7 @@ class RecordingWriter:
 
 
 class OneUnitPipeline:
-    kind = JobKind.ROLLOUT
+    kind = "rollout"
 
     def __init__(self, writer, before_commit=lambda unit: None):
         self.writer, self.before_commit = writer, before_commit
@@ -33,7 +33,7 @@ class OneUnitPipeline:
 
 @pytest.fixture
 def unit(db):
-    job = Job.objects.create(kind=JobKind.ROLLOUT, status=JobStatus.RUNNING, stage="rollout")
+    job = Job.objects.create(kind="rollout", status=JobStatus.RUNNING, stage="rollout")
     return JobUnit.objects.create(job=job, stage="rollout", key="u1")
 
 
@@ -98,7 +98,7 @@ def test_a_unit_whose_llm_calls_cannot_be_recorded_fails_instead_of_staying_pend
 def test_recovery_does_not_read_the_broker_when_nothing_is_pending(db, monkeypatch):
     from simia_web.jobs import broker
 
-    Job.objects.create(kind=JobKind.ROLLOUT, status=JobStatus.RUNNING, stage="rollout")
+    Job.objects.create(kind="rollout", status=JobStatus.RUNNING, stage="rollout")
     monkeypatch.setattr(services, "job_advance", lambda **kwargs: None)
     monkeypatch.setattr(broker, "units_with_messages", lambda: pytest.fail("the broker was read"))
     assert services.jobs_recover() == 0
@@ -111,7 +111,7 @@ def test_recovery_requeues_only_units_whose_message_is_lost(db, redis_queue, mon
     from simia_web.jobs.tasks import unit_execute
 
     client, queue = redis_queue
-    job = Job.objects.create(kind=JobKind.ROLLOUT, status=JobStatus.RUNNING, stage="rollout")
+    job = Job.objects.create(kind="rollout", status=JobStatus.RUNNING, stage="rollout")
     waiting, held, lost = (JobUnit.objects.create(job=job, stage="rollout", key=f"u{i}") for i in range(3))
     JobUnit.objects.create(job=job, stage="rollout", key="done", status=UnitStatus.DONE)
     unit_execute.delay(held.pk)
@@ -285,7 +285,7 @@ def test_recovery_on_the_filesystem_broker_requeues_only_units_without_a_message
     options = {"data_folder_in": str(tmp_path), "data_folder_out": str(tmp_path), "control_folder": str(tmp_path)}
     monkeypatch.setenv("CELERY_BROKER_URL", "filesystem://")  # Celery reads the variable before its settings
     monkeypatch.setitem(app.conf, "broker_transport_options", options)
-    job = Job.objects.create(kind=JobKind.ROLLOUT, status=JobStatus.RUNNING, stage="rollout")
+    job = Job.objects.create(kind="rollout", status=JobStatus.RUNNING, stage="rollout")
     waiting, lost = (JobUnit.objects.create(job=job, stage="rollout", key=f"u{i}") for i in range(2))
     with Connection(
         "filesystem://", transport="simia_web.jobs.transport:FilesystemTransport", transport_options=options

@@ -32,7 +32,10 @@ def test_an_agent_that_never_answers_fails_its_unit_and_so_the_job(eager, llm_st
     job = synthesis_queue(domains=["shop"], apis=3, tasks=1, rollouts=1)
     job.refresh_from_db()
     assert job.status == JobStatus.FAILED
-    assert job.error == "all 1 units of its rollout stage failed"
+    assert job.error == (
+        "bad_request: Error code: 400 - model not found (1 of 3 LLM calls failed so; "
+        "all 1 units of its rollout stage failed)"
+    )
     unit = job.units.get(stage="rollout")
     assert unit.status == UnitStatus.FAILED and "bad_request" in unit.error
     assert not Trajectory.objects.filter(job=job).exists()  # a system prompt and a task are not a conversation
@@ -42,7 +45,9 @@ def test_an_agent_that_stops_answering_leaves_a_trajectory_with_the_reason(eager
     llm_stub.inject(Reply(tool_calls=[CANCEL]), Reply(status=400, error_message="context too long"), stage="agent")
     job = synthesis_queue(domains=["shop"], apis=3, tasks=1, rollouts=1)
     job.refresh_from_db()
-    assert job.status == JobStatus.SUCCEEDED
+    assert job.status == JobStatus.FAILED  # its only trajectory was cut short: nothing usable was made
+    assert job.error.startswith("bad_request: Error code: 400 - context too long (1 of ")
+    assert job.error.endswith("; all 1 trajectories ended in an LLM or internal error)")
     trajectory = Trajectory.objects.get(job=job)
     assert (trajectory.status, trajectory.termination_reason) == (TrajectoryStatus.RULES_FAILED, "llm_error")
     failure = trajectory.violations.get(code="llm_error")

@@ -2,10 +2,7 @@ import json
 
 from django import forms
 
-from simia_web.synthesis.amplify import STRATEGIES
-from simia_web.synthesis.rules import DEFAULT_MAX_MESSAGES, DEFAULT_MIN_MESSAGES
-
-from .models import ApiKind, Domain
+from .models import ApiKind
 
 
 class PrettyJSONField(forms.JSONField):
@@ -65,48 +62,3 @@ class SeedEditForm(VersionedForm):
     def clean_tools(self):
         value = self.cleaned_data["tools"]
         return [] if value is None else value
-
-
-class SynthesisForm(forms.Form):
-    domains = forms.CharField(help_text="Domain names (slugs), separated by commas or spaces.")
-    apis = forms.IntegerField(min_value=1, max_value=50, initial=8)
-    tasks = forms.IntegerField(min_value=1, max_value=500, initial=10)
-    rollouts = forms.IntegerField(min_value=1, max_value=64, initial=1)
-    max_steps = forms.IntegerField(min_value=1, max_value=100, initial=12)
-    max_errors = forms.IntegerField(min_value=1, max_value=50, initial=3)
-    user_turns = forms.IntegerField(min_value=0, max_value=20, initial=0)
-
-    def clean_domains(self) -> list[str]:
-        return [n for n in self.cleaned_data["domains"].replace(",", " ").split() if n]
-
-
-class RolloutForm(forms.Form):
-    domain = forms.ModelChoiceField(Domain.objects.all(), to_field_name="name")
-    rollouts = forms.IntegerField(min_value=1, max_value=64, initial=1)
-    tasks = forms.IntegerField(min_value=1, max_value=500, required=False, help_text="Empty: every valid task.")
-    max_steps = forms.IntegerField(min_value=1, max_value=100, initial=12)
-    max_errors = forms.IntegerField(min_value=1, max_value=50, initial=3)
-    user_turns = forms.IntegerField(min_value=0, max_value=20, initial=0)
-
-    def clean_domain(self) -> str:
-        return self.cleaned_data["domain"].name
-
-
-class AmplifyForm(forms.Form):
-    count = forms.IntegerField(min_value=1, initial=10, help_text="How many new trajectories to write.")
-    domain = forms.ModelChoiceField(Domain.objects.all(), to_field_name="name", required=False, empty_label="All")
-    seed_ids = forms.CharField(required=False, help_text="Seed ids, separated by commas (empty: every usable seed).")
-    strategy = forms.ChoiceField(choices=[(s, s.replace("_", " ")) for s in STRATEGIES], initial="round_robin")
-    rng_seed = forms.IntegerField(required=False, help_text="Fix the random choices to repeat a run.")
-    min_messages = forms.IntegerField(min_value=1, max_value=1000, initial=DEFAULT_MIN_MESSAGES)
-    max_messages = forms.IntegerField(min_value=1, max_value=1000, initial=DEFAULT_MAX_MESSAGES)
-
-    def clean_seed_ids(self):
-        raw = self.cleaned_data["seed_ids"].replace(",", " ").split()
-        if not all(part.isdigit() for part in raw):
-            raise forms.ValidationError("Seed ids are whole numbers.")
-        return [int(part) for part in raw] or None
-
-    def clean_domain(self) -> str | None:
-        domain = self.cleaned_data["domain"]
-        return domain.name if domain else None

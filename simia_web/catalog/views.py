@@ -7,25 +7,18 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
 from django.db.models import Count, IntegerField, OuterRef, Q, Subquery
 from django.db.models.functions import Coalesce
+from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 
 from simia_web.accounts.permissions import role_required
 from simia_web.core.selectors import revision_list
 from simia_web.core.services import VersionConflict
 from simia_web.curation.selectors import json_diff, pretty_json
-from simia_web.synthesis.amplify import amplification_queue
-from simia_web.synthesis.services import rollout_queue, synthesis_queue
+from simia_web.jobs.pipelines import queueable_pipelines
+from simia_web.jobs.services import job_queue
 
 from . import services
-from .forms import (
-    AmplifyForm,
-    ApiEditForm,
-    DomainEditForm,
-    RolloutForm,
-    SeedEditForm,
-    SynthesisForm,
-    TaskEditForm,
-)
+from .forms import ApiEditForm, DomainEditForm, SeedEditForm, TaskEditForm
 from .models import Api, Domain, Seed, Task, TaskStatus
 
 PAGE_SIZE = 50
@@ -256,30 +249,19 @@ def seed_detail(request, pk: int):
 # ---------------------------------------------------------------- queue jobs
 
 
-def _queue_form(request, form_class, queue, title: str):
-    """The form's fields are the queue service's keyword arguments."""
-    form = form_class(request.POST or None, initial=request.GET.dict())
+@role_required("curator")
+def queue_job(request, kind: str):
+    """A kind's queue page: its form parses the page, job_queue checks the parameters and queues the job."""
+    pipeline = queueable_pipelines().get(kind)
+    if pipeline is None or pipeline.form is None:
+        raise Http404(f"no queue page for jobs of kind {kind!r}")
+    form = pipeline.form(request.POST or None, initial=request.GET.dict())
     if request.method == "POST" and form.is_valid():
         try:
-            job = queue(actor=request.user, **form.cleaned_data)
+            job = job_queue(kind=kind, params=form.parameters(), actor=request.user)
         except ValidationError as exc:
             _add_errors(form, exc)
         else:
             messages.success(request, f"Job {job.pk} queued.")
             return redirect("job-detail", pk=job.pk)
-    return render(request, "catalog/queue_form.html", {"form": form, "title": title})
-
-
-@role_required("curator")
-def queue_synthesis(request):
-    return _queue_form(request, SynthesisForm, synthesis_queue, "Queue synthesis (domains → APIs → tasks → rollouts)")
-
-
-@role_required("curator")
-def queue_rollouts(request):
-    return _queue_form(request, RolloutForm, rollout_queue, "Queue rollouts on existing tasks")
-
-
-@role_required("curator")
-def queue_amplify(request):
-    return _queue_form(request, AmplifyForm, amplification_queue, "Queue seed amplification")
+    return render(request, "catalog/queue_form.html", {"form": form, "title": f"Queue: {pipeline.label}"})

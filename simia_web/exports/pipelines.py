@@ -1,14 +1,17 @@
 """The export job kind: one unit that builds the job's snapshot."""
 
-from simia_web.jobs.models import JobKind
 from simia_web.jobs.pipelines import UnitPlan, pipeline_register
 
 from .models import Snapshot
-from .services import snapshot_build
+from .services import EXPORT, snapshot_build
 
 
 class ExportPipeline:
-    kind = JobKind.EXPORT
+    kind = EXPORT
+    label = "Dataset export"
+    stages = ("build",)
+    parameters = None  # queued with its snapshot (exports.services.snapshot_create)
+    form = None
 
     def plan(self, job, stage):
         if stage is None:

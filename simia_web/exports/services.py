@@ -13,12 +13,13 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from simia_web.core.services import audit_record
-from simia_web.jobs.models import JobKind
 from simia_web.jobs.services import job_create
 
 from .formats import EXTENSIONS, WRITERS, ExportStats
 from .models import ExportFormat, Snapshot
 from .selectors import export_filters_clean, export_queryset
+
+EXPORT = "export"  # the job kind that builds a snapshot (registered in exports.pipelines)
 
 
 class HashingWriter:
@@ -89,7 +90,7 @@ def snapshot_create(*, format: str, filters: dict | None, actor=None) -> Snapsho
     cleaned = export_filters_clean(filters)
     actor = actor if getattr(actor, "pk", None) else None
     with transaction.atomic():
-        job = job_create(kind=JobKind.EXPORT, params={"format": format, "filters": cleaned}, actor=actor)
+        job = job_create(kind=EXPORT, params={"format": format, "filters": cleaned}, actor=actor)
         snapshot = Snapshot.objects.create(format=format, filters=cleaned, job=job, created_by=actor)
         audit_record(actor=actor, action="snapshot.create", target=snapshot, data={"format": format, **cleaned})
     return snapshot

@@ -10,10 +10,12 @@ from tqdm import tqdm
 
 from .models import Job, JobStatus
 from .selectors import job_progress, job_summary
+from .services import job_queue
 
 
 def job_wait(job: Job, stdout, poll: float = 0.5) -> Job:
-    """Block until the job ends, drawing progress; raise CommandError unless it succeeded.
+    """Block until the job ends, drawing progress; raise CommandError when it failed or was cancelled (one
+    that finished with errors says what they were, on stderr).
 
     The bar goes to the terminal's stderr, redrawn in place (Django's output wrapper would end each redraw
     with a newline); the summary goes to `stdout`."""
@@ -34,15 +36,18 @@ def job_wait(job: Job, stdout, poll: float = 0.5) -> Job:
     summary = job.summary or job_summary(job)
     stdout.write(f"Job {job.pk} {job.status}.")
     stdout.write(json.dumps(summary, indent=2, sort_keys=True, default=str))
-    if job.status != JobStatus.SUCCEEDED:
+    if job.status == JobStatus.FINISHED_WITH_ERRORS:
+        sys.stderr.write(f"job {job.pk} finished with errors: {job.error}\n")
+    elif job.status != JobStatus.SUCCEEDED:
         raise CommandError(f"job {job.pk} {job.status}: {job.error or 'see the job page'}")
     return job
 
 
-def job_queue_from_command(command, queue, *, wait: bool, **params) -> Job:
-    """Queue a job for a management command: invalid parameters become a CommandError, `wait` follows it."""
+def job_queue_from_command(command, *, kind: str, wait: bool, params: dict) -> Job:
+    """Queue a job for a management command (options left unset take the kind's defaults): refused parameters
+    become a CommandError naming each one and its limit, `wait` follows the job."""
     try:
-        job = queue(**params)
+        job = job_queue(kind=kind, params={name: value for name, value in params.items() if value is not None})
     except ValidationError as exc:
         messages = exc.message_dict.items() if hasattr(exc, "error_dict") else [("error", exc.messages)]
         raise CommandError("; ".join(f"{k}: {' '.join(v)}" for k, v in messages)) from exc

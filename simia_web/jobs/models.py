@@ -1,18 +1,15 @@
 from django.conf import settings
 from django.db import models
 
-
-class JobKind(models.TextChoices):
-    SYNTHESIZE = "synthesize", "Synthesis (domains → APIs → tasks → rollouts)"
-    ROLLOUT = "rollout", "Rollouts on existing tasks"
-    AMPLIFY = "amplify", "Seed amplification"
-    EXPORT = "export", "Dataset export"
+from .pipelines import job_kind_choices
 
 
 class JobStatus(models.TextChoices):
     QUEUED = "queued", "Queued"
     RUNNING = "running", "Running"
     SUCCEEDED = "succeeded", "Succeeded"
+    # It made what it was for, but some units failed, or some of what it made was cut short or left unjudged.
+    FINISHED_WITH_ERRORS = "finished_with_errors", "Finished with errors"
     FAILED = "failed", "Failed"
     CANCELLED = "cancelled", "Cancelled"
 
@@ -21,9 +18,9 @@ ACTIVE_JOB_STATUSES = (JobStatus.QUEUED, JobStatus.RUNNING)
 
 
 class Job(models.Model):
-    kind = models.CharField(max_length=16, choices=JobKind.choices)
+    kind = models.CharField(max_length=16, choices=job_kind_choices)
     params = models.JSONField(default=dict)
-    status = models.CharField(max_length=16, choices=JobStatus.choices, default=JobStatus.QUEUED, db_index=True)
+    status = models.CharField(max_length=24, choices=JobStatus.choices, default=JobStatus.QUEUED, db_index=True)
     stage = models.CharField(max_length=32, blank=True)
     error = models.TextField(blank=True)
     summary = models.JSONField(default=dict, blank=True)

@@ -1,29 +1,56 @@
-from collections import defaultdict
+from collections import Counter, defaultdict
 from decimal import Decimal
+from urllib.parse import urlsplit, urlunsplit
 
-from django.db.models import Count, Min, Sum
+from django.conf import settings
+from django.db.models import Count, Sum
 
 from simia_web.llm.models import LLMCall
 
-from .models import Job, JobUnit
+from .models import Job, JobStatus, JobUnit, UnitStatus
+from .pipelines import pipeline_for
+
+UNIT_COUNTS = ("total", *UnitStatus.values)
+# Trajectories that an LLM or internal failure cut short: stored, but not the data the job was for.
+BROKEN_TERMINATIONS = ("llm_error", "internal_error")
+# What to check for each kind of failed LLM call; {url} is the endpoint the call went to.
+LLM_ERROR_HINTS = {
+    "connection_error": "could not reach {url} — check OPENAI_BASE_URL or the endpoint profile",
+    "timeout": "{url} did not answer in time — check the endpoint's load or the profile's timeout",
+    "rate_limited": "{url} refused calls for their rate (429) — lower the profile's concurrency",
+    "http_401": "{url} refused the API key — check the variable named by the profile's api_key_env",
+    "http_403": "{url} refused the API key — check the variable named by the profile's api_key_env",
+    "http_404": "{url} does not know the model or the path — check the profile's model and base URL",
+}
+
+
+def jobs_progress(job_ids: list[int]) -> dict[int, dict[str, dict[str, int]]]:
+    """{job id: {stage: {"total", "pending", "done", "failed", "cancelled"}}}, stages in the order their kind
+    runs them, in one query for any number of jobs."""
+    rows = JobUnit.objects.filter(job_id__in=job_ids).values_list("job_id", "job__kind", "stage", "status")
+    counts = rows.annotate(n=Count("id")).order_by()
+    progress: dict[int, dict[str, dict[str, int]]] = defaultdict(dict)
+    kinds = {}
+    for job_id, kind, stage, status, n in counts:
+        stage_counts = progress[job_id].setdefault(stage, dict.fromkeys(UNIT_COUNTS, 0))
+        stage_counts[status] += n
+        stage_counts["total"] += n
+        kinds[job_id] = kind
+    return {job_id: _in_stage_order(stages, kinds[job_id]) for job_id, stages in progress.items()}
+
+
+def _in_stage_order(stages: dict, kind: str) -> dict:
+    try:
+        order = pipeline_for(kind).stages
+    except KeyError:  # a kind no longer registered: its stages as they come
+        order = ()
+    rank = {stage: i for i, stage in enumerate(order)}
+    return dict(sorted(stages.items(), key=lambda item: (rank.get(item[0], len(rank)), item[0])))
 
 
 def job_progress(job: Job) -> dict[str, dict[str, int]]:
     """{stage: {"total": n, "pending": n, "done": n, "failed": n, "cancelled": n}} in planning order."""
-    first_unit = dict(
-        JobUnit.objects.filter(job=job).values("stage").annotate(first=Min("id")).values_list("stage", "first")
-    )
-    rows = sorted(
-        JobUnit.objects.filter(job=job).values("stage", "status").annotate(n=Count("id")).order_by(),
-        key=lambda row: first_unit[row["stage"]],
-    )
-    progress: dict[str, dict[str, int]] = defaultdict(
-        lambda: {"total": 0, "pending": 0, "done": 0, "failed": 0, "cancelled": 0}
-    )
-    for row in rows:
-        progress[row["stage"]][row["status"]] += row["n"]
-        progress[row["stage"]]["total"] += row["n"]
-    return dict(progress)
+    return jobs_progress([job.pk]).get(job.pk, {})
 
 
 def job_usage(job: Job) -> dict:
@@ -58,3 +85,105 @@ def job_summary(job: Job) -> dict:
         reasons["judge_fail"] = judge_failed
     units = dict(JobUnit.objects.filter(job=job).values_list("status").annotate(n=Count("id")).order_by())
     return {"trajectories": trajectories, "rejection_reasons": reasons, "units": units, **job_usage(job)}
+
+
+def _endpoint_shown(profile) -> str:
+    """The endpoint a call went to, without credentials or query."""
+    if profile is None:
+        return "the endpoint"
+    url = settings.OPENAI_BASE_URL if profile.follows_environment else profile.base_url
+    if not url:
+        return "the OpenAI API"
+    parts = urlsplit(url)
+    host = (parts.hostname or "") + (f":{parts.port}" if parts.port else "")
+    return urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+
+def _llm_cause(job: Job) -> tuple[str, int, int] | None:
+    """(the most frequent kind of failed LLM call, with an example; how many failed so; calls made)."""
+    calls = LLMCall.objects.filter(job=job)
+    failed = Counter(dict(calls.exclude(error="").values_list("error_kind").annotate(n=Count("id")).order_by()))
+    if not failed:
+        return None
+    kind, n = failed.most_common(1)[0]
+    example = calls.filter(error_kind=kind).exclude(error="").select_related("profile").order_by("-id").first()
+    hint = LLM_ERROR_HINTS.get(kind)
+    detail = hint.format(url=_endpoint_shown(example.profile)) if hint else example.error.splitlines()[0][:300]
+    if not detail.startswith(f"{kind}:"):
+        detail = f"{kind}: {detail}"
+    return detail, n, calls.count()
+
+
+def _most_frequent_line(texts) -> tuple[str, int, int] | None:
+    """(the most frequent first line of the texts, how many times, how many texts)."""
+    lines = Counter(text.splitlines()[0][:300] if text else "no error recorded" for text in texts)
+    if not lines:
+        return None
+    line, n = lines.most_common(1)[0]
+    return line, n, lines.total()
+
+
+def job_failure_cause(job: Job) -> tuple[str, str] | None:
+    """The most frequent root cause of the job's failures with an example, and how often it happened: a failed
+    LLM call first (a unit's or a trajectory's error usually repeats it), then a failed unit's error, then the
+    error that cut a trajectory short."""
+    from simia_web.curation.models import RuleViolation
+
+    if found := _llm_cause(job):
+        detail, n, total = found
+        return detail, f"{n} of {total} LLM calls failed so"
+    failed_units = JobUnit.objects.filter(job=job, status=UnitStatus.FAILED).values_list("error", flat=True)
+    if found := _most_frequent_line(failed_units):
+        detail, n, total = found
+        return detail, f"{n} of {total} failed units"
+    broken = RuleViolation.objects.filter(trajectory__job=job, code__in=BROKEN_TERMINATIONS, fixed=False)
+    if found := _most_frequent_line(broken.values_list("detail", flat=True)):
+        detail, n, total = found
+        return detail, f"{n} of {total} trajectories cut short"
+    return None
+
+
+def job_outcome(job: Job) -> tuple[str, str]:
+    """(status, error) of a job whose work ended at `job.stage`: failed when that stage made nothing, or when
+    every trajectory it stored ended in an LLM or internal error; finished with errors when a unit failed, or a
+    trajectory ended so or was left unjudged because the judge failed; else succeeded."""
+    from simia_web.curation.models import JudgeVerdict, Trajectory
+
+    progress = job_progress(job)
+    stage = progress.get(job.stage, dict.fromkeys(UNIT_COUNTS, 0))
+    if not stage["done"]:
+        ended = (
+            f"all {stage['total']} units of its {job.stage} stage failed"
+            if stage["total"]
+            else f"its {job.stage} stage had nothing to run"
+        )
+        return JobStatus.FAILED, _with_cause(ended, job)
+    trajectories = Trajectory.objects.filter(job=job)
+    made = trajectories.count()
+    broken = trajectories.filter(termination_reason__in=BROKEN_TERMINATIONS).count()
+    if made and broken == made:
+        return JobStatus.FAILED, _with_cause(f"all {made} trajectories ended in an LLM or internal error", job)
+    unjudged = (
+        JudgeVerdict.objects.filter(trajectory__job=job, trajectory__judge_passed=None)
+        .exclude(error="")
+        .values("trajectory")
+        .distinct()
+        .count()
+    )
+    failed_units = sum(counts["failed"] for counts in progress.values())
+    problems = [
+        f"{failed_units} of {sum(c['total'] for c in progress.values())} units failed" if failed_units else "",
+        f"{broken} of {made} trajectories ended in an LLM or internal error" if broken else "",
+        f"{unjudged} trajectories were left unjudged because the judge failed" if unjudged else "",
+    ]
+    if not any(problems):
+        return JobStatus.SUCCEEDED, ""
+    return JobStatus.FINISHED_WITH_ERRORS, _with_cause("; ".join(p for p in problems if p), job)
+
+
+def _with_cause(what: str, job: Job) -> str:
+    """The job's error: its root cause first, then how often and what it did to the job."""
+    if cause := job_failure_cause(job):
+        detail, frequency = cause
+        return f"{detail} ({frequency}; {what})"
+    return what

@@ -4,6 +4,7 @@ import functools
 import logging
 import traceback
 
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
@@ -12,7 +13,7 @@ from simia_web.llm.services import llm_calls_held, llm_calls_write, llm_job_fini
 
 from . import unit_rows
 from .models import Job, JobStatus, JobUnit, UnitStatus
-from .pipelines import pipeline_for
+from .pipelines import pipeline_for, queueable_pipelines
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +48,7 @@ def _enqueue_units(unit_ids: list[int], *, whole_stage: bool = False) -> None:
 
 
 def job_create(*, kind: str, params: dict, actor=None) -> Job:
+    """Write a job whose parameters its kind has checked (see job_queue) and start it after the commit."""
     from .tasks import job_start
 
     pipeline_for(kind)  # unknown kinds fail here, before anything is written
@@ -57,8 +59,40 @@ def job_create(*, kind: str, params: dict, actor=None) -> Job:
     return job
 
 
+def job_queue(*, kind: str, params: dict, actor=None) -> Job:
+    """Queue a job of a registered kind, the one way the commands, the queue pages and the API do it.
+
+    The kind's parameters serializer checks the ranges and caps and its save() queues the job, so a refused
+    job writes nothing. Raises ValidationError with the refusals per parameter.
+    """
+    pipeline = queueable_pipelines().get(kind) if isinstance(kind, str) else None
+    if pipeline is None:
+        raise ValidationError({"kind": [f"choose one of {', '.join(queueable_pipelines())}"]})
+    parameters = pipeline.parameters(data=params)
+    if not parameters.is_valid():
+        raise ValidationError({name: list(_error_lines(errors)) for name, errors in parameters.errors.items()})
+    return parameters.save(actor=actor)
+
+
+def _error_lines(errors, prefix: str = ""):
+    """A serializer's nested errors as lines; an item's error says which item ("item 2: ...")."""
+    if isinstance(errors, dict):
+        for key, nested in errors.items():
+            yield from _error_lines(nested, f"{prefix}item {key + 1}: " if isinstance(key, int) else f"{prefix}{key}: ")
+    elif isinstance(errors, list):
+        for nested in errors:
+            yield from _error_lines(nested, prefix)
+    else:
+        yield f"{prefix}{errors}"
+
+
 def _plan_stage(job: Job, after_stage: str | None) -> list[int]:
-    """Create the next stage's units (idempotently); finish the job when there is none."""
+    """Create the next stage's units (idempotently); finish the job when there is none, or when every unit of
+    the stage that ended failed (what it was to make is missing, so the next stage could only fail too)."""
+    ended = job.units.filter(stage=after_stage).values_list("status", flat=True).order_by().distinct()
+    if after_stage is not None and set(ended) == {UnitStatus.FAILED}:
+        _job_finish(job)
+        return []
     planned = pipeline_for(job.kind).plan(job, after_stage)
     if planned is None:
         _job_finish(job)
@@ -79,23 +113,15 @@ def _plan_stage(job: Job, after_stage: str | None) -> list[int]:
 
 
 def _job_finish(job: Job) -> None:
-    from .selectors import job_summary
+    """End the job with the outcome of its work (see job_outcome), its error naming the root cause."""
+    from .selectors import job_outcome, job_summary
 
-    failed_units = job.units.filter(status=UnitStatus.FAILED).count()
-    # A job delivers what its last stage makes (a synthesize job's rollouts, not its APIs): it failed when
-    # none of that stage's units did.
-    last_stage = job.units.filter(stage=job.stage)
-    job.status = JobStatus.SUCCEEDED if last_stage.filter(status=UnitStatus.DONE).exists() else JobStatus.FAILED
-    if job.status == JobStatus.FAILED and not job.error:
-        planned = last_stage.count()
-        job.error = (
-            f"all {planned} units of its {job.stage} stage failed"
-            if planned
-            else f"its {job.stage} stage had nothing to run"
-        )
+    job.status, error = job_outcome(job)
+    job.error = job.error or error
     job.finished_at = timezone.now()
     job.summary = job_summary(job)
     job.save(update_fields=["status", "error", "finished_at", "summary"])
+    failed_units = job.summary["units"].get(UnitStatus.FAILED, 0)
     audit_record(actor=None, action=f"job.{job.status}", target=job, data={"failed_units": failed_units})
 
 

@@ -10,7 +10,8 @@ from simia_web.curation.selectors import pretty_json
 from simia_web.llm.models import LLMCall
 
 from . import selectors
-from .models import Job, JobKind, JobStatus
+from .models import Job, JobStatus
+from .pipelines import job_kind_choices
 from .services import JobError, job_cancel, job_retry
 
 PAGE_SIZE = 50
@@ -33,7 +34,7 @@ def job_list(request):
     status, kind = request.GET.get("status", ""), request.GET.get("kind", "")
     if status in JobStatus.values:
         qs = qs.filter(status=status)
-    if kind in JobKind.values:
+    if kind in dict(job_kind_choices()):
         qs = qs.filter(kind=kind)
     page = Paginator(qs, PAGE_SIZE).get_page(request.GET.get("page"))
     query = request.GET.copy()
@@ -47,7 +48,7 @@ def job_list(request):
             "status": status,
             "kind": kind,
             "statuses": JobStatus.choices,
-            "kinds": JobKind.choices,
+            "kinds": job_kind_choices(),
         },
     )
 

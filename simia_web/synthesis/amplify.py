@@ -8,29 +8,24 @@ error (a seed deleted mid-job, a bug in post-processing) as one with an `interna
 import json
 import logging
 import random
-import secrets
 
-from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from simia_web.catalog.models import Domain, Seed
 from simia_web.curation.canonical import message_text
 from simia_web.curation.models import Trajectory, TrajectoryKind
 from simia_web.curation.services import trajectory_create
-from simia_web.jobs.models import Job, JobKind
-from simia_web.jobs.pipelines import UnitPlan, pipeline_register
-from simia_web.jobs.services import job_create
+from simia_web.jobs.models import Job
 from simia_web.llm.client import LLMError, client_for_stage
 from simia_web.llm.models import Stage
 from simia_web.llm.services import llm_call_ids
 
-from .amplify_rules import NEAR_DUPLICATE_THRESHOLD, amplified_check, near_duplicate_violations
+from .amplify_rules import amplified_check, near_duplicate_violations
 from .judge import judge_run
-from .rules import DEFAULT_MAX_MESSAGES, DEFAULT_MIN_MESSAGES, Violation
+from .rules import Violation
 
 PROMPT_VERSION = "amplify-v1"
 STRATEGIES = ("round_robin", "random")
-MAX_COUNT = 100_000
 
 logger = logging.getLogger(__name__)
 
@@ -99,67 +94,6 @@ def amplify_prompt(*, seed_messages: list[dict], tools: list[dict], policy: str,
         {"role": "system", "content": INSTRUCTIONS},
         {"role": "user", "content": json.dumps(payload, ensure_ascii=False)},
     ]
-
-
-def _bounded_int(value, name: str, low: int, high: int) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
-        raise ValidationError({name: f"must be a whole number from {low} to {high}"})
-    return value
-
-
-def amplification_queue(
-    *,
-    count: int,
-    domain: str | None = None,
-    seed_ids: list[int] | None = None,
-    strategy: str = "round_robin",
-    rng_seed: int | None = None,
-    actor=None,
-    min_messages: int = DEFAULT_MIN_MESSAGES,
-    max_messages: int = DEFAULT_MAX_MESSAGES,
-    profiles: dict | None = None,
-) -> Job:
-    """Queue a job writing exactly `count` trajectories from the usable seeds selected."""
-    _bounded_int(count, "count", 1, MAX_COUNT)
-    if strategy not in STRATEGIES:
-        raise ValidationError({"strategy": f"must be one of {', '.join(STRATEGIES)}"})
-    seeds = Seed.objects.filter(usable=True)
-    if domain:
-        if not Domain.objects.filter(name=domain).exists():
-            raise ValidationError({"domain": f"no domain named {domain!r}"})
-        seeds = seeds.filter(domain__name=domain)
-    if seed_ids:
-        found = set(Seed.objects.filter(pk__in=seed_ids).values_list("id", "usable"))
-        missing = sorted(set(seed_ids) - {pk for pk, _ in found})
-        if missing:
-            raise ValidationError({"seed": f"no seed with id {', '.join(map(str, missing))}"})
-        unusable = sorted(pk for pk, usable in found if not usable)
-        if unusable:
-            raise ValidationError(
-                {"seed": f"seeds {', '.join(map(str, unusable))} fail the rules (see their problems)"}
-            )
-        seeds = seeds.filter(pk__in=seed_ids)
-    seed_domains = dict(seeds.order_by("id").values_list("id", "domain_id"))
-    chosen = list(seed_domains)
-    if not chosen:
-        raise ValidationError({"seed": "no usable seed matches; import seeds first or fix their problems"})
-    if strategy == "random" and rng_seed is None:
-        rng_seed = secrets.randbelow(2**32)
-    params = {
-        "count": count,
-        "domain": domain,
-        "seeds": chosen,
-        # Lets an output whose seed is deleted before it runs still be stored under the right domain.
-        "seed_domains": {str(pk): domain_id for pk, domain_id in seed_domains.items()},
-        "strategy": strategy,
-        "rng_seed": rng_seed,
-        "min_messages": _bounded_int(min_messages, "min_messages", 1, 1000),
-        "max_messages": _bounded_int(max_messages, "max_messages", min_messages, 1000),
-        "near_duplicate": NEAR_DUPLICATE_THRESHOLD,
-        "profiles": {k: int(v) for k, v in (profiles or {}).items() if v},
-    }
-    with transaction.atomic():
-        return job_create(kind=JobKind.AMPLIFY, params=params, actor=actor)
 
 
 def seed_order(params: dict) -> list[int]:
@@ -317,20 +251,3 @@ def _amplified_writer(job: Job, unit, partial: dict):
 
     return write
 
-
-class AmplifyPipeline:
-    kind = JobKind.AMPLIFY
-
-    def plan(self, job, stage):
-        if stage is not None:
-            return None
-        return "amplify", [
-            UnitPlan("amplify", f"amplify:{i}", {"seed": seed_id, "index": i})
-            for i, seed_id in enumerate(seed_order(job.params))
-        ]
-
-    def run(self, job, unit):
-        return amplify_unit_run(job, unit)
-
-
-pipeline_register(AmplifyPipeline())

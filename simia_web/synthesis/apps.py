@@ -6,4 +6,4 @@ class SynthesisConfig(AppConfig):
     label = "synthesis"
 
     def ready(self):
-        from . import amplify, pipelines  # noqa: F401  (registers the job kinds)
+        from . import pipelines  # noqa: F401  (registers the job kinds)

@@ -1,18 +1,28 @@
-"""The synthesize and rollout job kinds: their stages, units and what each unit writes."""
+"""The synthesize, rollout and amplify job kinds: their stages, units, what each unit writes, and their
+registration (parameters and forms are in synthesis.params)."""
 
 from simia_web.catalog.models import Domain, Task, TaskStatus
 from simia_web.catalog.selectors import domain_unusable_reason, domain_with_valid_apis
 from simia_web.catalog.services import apis_store, tasks_store
 from simia_web.curation.models import TrajectoryKind
 from simia_web.curation.services import trajectory_create
-from simia_web.jobs.models import JobKind
 from simia_web.jobs.pipelines import UnitPlan, pipeline_register
 from simia_web.llm.client import client_for_stage
 from simia_web.llm.models import Stage
 from simia_web.llm.services import llm_call_ids
 
+from .amplify import amplify_unit_run, seed_order
 from .generation import API_PROMPT_VERSION, TASK_PROMPT_VERSION, apis_generate, tasks_generate
+from .params import (
+    AmplifyForm,
+    AmplifyJobSerializer,
+    RolloutForm,
+    RolloutJobSerializer,
+    SynthesisForm,
+    SynthesizeJobSerializer,
+)
 from .rollout import RolloutLimits, api_specs, rollout_run
+from .services import AMPLIFY, ROLLOUT, SYNTHESIZE
 
 
 class UnusableDomain(Exception):
@@ -82,7 +92,11 @@ def _rollout_writer(job, unit):
 
 
 class SynthesizePipeline:
-    kind = JobKind.SYNTHESIZE
+    kind = SYNTHESIZE
+    label = "Synthesis (domains → APIs → tasks → rollouts)"
+    stages = ("api_synthesis", "task_synthesis", "rollout")
+    parameters = SynthesizeJobSerializer
+    form = SynthesisForm
 
     def plan(self, job, stage):
         params = job.params
@@ -149,7 +163,11 @@ class SynthesizePipeline:
 
 
 class RolloutPipeline:
-    kind = JobKind.ROLLOUT
+    kind = ROLLOUT
+    label = "Rollouts on existing tasks"
+    stages = ("rollout",)
+    parameters = RolloutJobSerializer
+    form = RolloutForm
 
     def plan(self, job, stage):
         if stage is not None:
@@ -163,5 +181,25 @@ class RolloutPipeline:
         return _rollout_writer(job, unit)
 
 
+class AmplifyPipeline:
+    kind = AMPLIFY
+    label = "Seed amplification"
+    stages = ("amplify",)
+    parameters = AmplifyJobSerializer
+    form = AmplifyForm
+
+    def plan(self, job, stage):
+        if stage is not None:
+            return None
+        return "amplify", [
+            UnitPlan("amplify", f"amplify:{i}", {"seed": seed_id, "index": i})
+            for i, seed_id in enumerate(seed_order(job.params))
+        ]
+
+    def run(self, job, unit):
+        return amplify_unit_run(job, unit)
+
+
 pipeline_register(SynthesizePipeline())
 pipeline_register(RolloutPipeline())
+pipeline_register(AmplifyPipeline())

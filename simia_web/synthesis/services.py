@@ -1,75 +1,85 @@
-"""Queueing synthesis and rollout jobs: the one entry point for the CLI, the pages and the API."""
+"""Queueing synthesis, rollout and amplification jobs.
+
+Every way in (the commands, the queue pages, the API, and the *_queue functions here for Python callers) goes
+through jobs.services.job_queue: the kind's serializer (synthesis.params) checks the ranges and caps, then one
+of the *_job_create functions applies the rules that need the database and writes the job.
+"""
+
+import secrets
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from simia_web.catalog.models import Domain, DomainSource, TaskStatus
+from simia_web.catalog.models import Domain, DomainSource, Seed, TaskStatus
 from simia_web.catalog.selectors import domain_unusable_reason
 from simia_web.catalog.services import domain_ensure
-from simia_web.jobs.models import Job, JobKind
-from simia_web.jobs.services import job_create
+from simia_web.jobs.models import Job
+from simia_web.jobs.services import job_create, job_queue
 
-LIMITS = {
-    "apis": (1, 50),
-    "tasks": (1, 500),
-    "rollouts": (1, 64),
-    "max_steps": (1, 100),
-    "max_errors": (1, 50),
-    "user_turns": (0, 20),
-}
+from .amplify_rules import NEAR_DUPLICATE_THRESHOLD
+
+SYNTHESIZE = "synthesize"
+ROLLOUT = "rollout"
+AMPLIFY = "amplify"
 
 
-def _bounded(params: dict, name: str, default: int) -> int:
-    value = params.get(name, default)
-    low, high = LIMITS[name]
-    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
-        raise ValidationError({name: f"must be a whole number from {low} to {high}"})
-    return value
+def synthesis_queue(*, actor=None, **params) -> Job:
+    """Queue a synthesize job (parameters: synthesis.params.SynthesizeJobSerializer)."""
+    return job_queue(kind=SYNTHESIZE, params=params, actor=actor)
 
 
-def _run_options(params: dict) -> dict:
-    return {
-        "max_steps": _bounded(params, "max_steps", 12),
-        "max_errors": _bounded(params, "max_errors", 3),
-        "user_turns": _bounded(params, "user_turns", 0),
-        "profiles": {k: int(v) for k, v in (params.get("profiles") or {}).items() if v},
-    }
+def rollout_queue(*, actor=None, **params) -> Job:
+    """Queue a rollout job (parameters: synthesis.params.RolloutJobSerializer)."""
+    return job_queue(kind=ROLLOUT, params=params, actor=actor)
+
+
+def amplification_queue(*, actor=None, **params) -> Job:
+    """Queue an amplify job (parameters: synthesis.params.AmplifyJobSerializer)."""
+    return job_queue(kind=AMPLIFY, params=params, actor=actor)
 
 
 @transaction.atomic
-def synthesis_queue(
+def synthesis_job_create(
     *,
     domains: list[str],
     apis: int,
     tasks: int,
     rollouts: int,
-    actor=None,
+    max_steps: int,
+    max_errors: int,
+    user_turns: int,
     description: str = "",
     policy: str = "",
-    **options,
+    profiles: dict | None = None,
+    actor=None,
 ) -> Job:
     """Queue APIs, tasks and rollouts for each domain; new domains get the description and policy given."""
-    names = [d.strip() for d in domains if d and d.strip()]
-    if not names:
-        raise ValidationError({"domains": "name at least one domain"})
-    for name in names:
-        try:
-            Domain._meta.get_field("name").run_validators(name)
-        except ValidationError as exc:
-            raise ValidationError({"domains": f"{name!r}: {' '.join(exc.messages)}"}) from exc
     params = {
-        "domains": names,
-        "apis": _bounded({"apis": apis}, "apis", 8),
-        "tasks": _bounded({"tasks": tasks}, "tasks", 10),
-        "rollouts": _bounded({"rollouts": rollouts}, "rollouts", 1),
-        **_run_options(options),
+        "domains": domains,
+        "apis": apis,
+        "tasks": tasks,
+        "rollouts": rollouts,
+        "max_steps": max_steps,
+        "max_errors": max_errors,
+        "user_turns": user_turns,
+        "profiles": profiles or {},
     }
-    for name in names:
+    for name in domains:
         domain_ensure(name=name, description=description, policy=policy, source=DomainSource.SYNTHESIZED, actor=actor)
-    return job_create(kind=JobKind.SYNTHESIZE, params=params, actor=actor)
+    return job_create(kind=SYNTHESIZE, params=params, actor=actor)
 
 
-def rollout_queue(*, domain: str, rollouts: int, tasks: int | None = None, actor=None, **options) -> Job:
+def rollout_job_create(
+    *,
+    domain: str,
+    rollouts: int,
+    max_steps: int,
+    max_errors: int,
+    user_turns: int,
+    tasks: int | None = None,
+    profiles: dict | None = None,
+    actor=None,
+) -> Job:
     found = Domain.objects.filter(name=domain).first()
     if found is None:
         raise ValidationError({"domain": f"no domain named {domain!r}"})
@@ -77,7 +87,66 @@ def rollout_queue(*, domain: str, rollouts: int, tasks: int | None = None, actor
         raise ValidationError({"domain": reason})
     if not found.tasks.filter(status=TaskStatus.VALID).exists():
         raise ValidationError({"domain": f"{domain} has no valid task to roll out"})
-    params = {"domain": domain, "rollouts": _bounded({"rollouts": rollouts}, "rollouts", 1), **_run_options(options)}
+    params = {
+        "domain": domain,
+        "rollouts": rollouts,
+        "max_steps": max_steps,
+        "max_errors": max_errors,
+        "user_turns": user_turns,
+        "profiles": profiles or {},
+    }
     if tasks is not None:
-        params["tasks"] = _bounded({"tasks": tasks}, "tasks", 10)
-    return job_create(kind=JobKind.ROLLOUT, params=params, actor=actor)
+        params["tasks"] = tasks
+    return job_create(kind=ROLLOUT, params=params, actor=actor)
+
+
+def amplification_job_create(
+    *,
+    count: int,
+    strategy: str,
+    min_messages: int,
+    max_messages: int,
+    domain: str | None = None,
+    seed_ids: list[int] | None = None,
+    rng_seed: int | None = None,
+    profiles: dict | None = None,
+    actor=None,
+) -> Job:
+    """Queue a job writing exactly `count` trajectories from the usable seeds selected."""
+    seeds = Seed.objects.filter(usable=True)
+    if domain:
+        if not Domain.objects.filter(name=domain).exists():
+            raise ValidationError({"domain": f"no domain named {domain!r}"})
+        seeds = seeds.filter(domain__name=domain)
+    if seed_ids:
+        found = set(Seed.objects.filter(pk__in=seed_ids).values_list("id", "usable"))
+        missing = sorted(set(seed_ids) - {pk for pk, _ in found})
+        if missing:
+            raise ValidationError({"seed": f"no seed with id {', '.join(map(str, missing))}"})
+        unusable = sorted(pk for pk, usable in found if not usable)
+        if unusable:
+            raise ValidationError(
+                {"seed": f"seeds {', '.join(map(str, unusable))} fail the rules (see their problems)"}
+            )
+        seeds = seeds.filter(pk__in=seed_ids)
+    seed_domains = dict(seeds.order_by("id").values_list("id", "domain_id"))
+    chosen = list(seed_domains)
+    if not chosen:
+        raise ValidationError({"seed": "no usable seed matches; import seeds first or fix their problems"})
+    if strategy == "random" and rng_seed is None:
+        rng_seed = secrets.randbelow(2**32)
+    params = {
+        "count": count,
+        "domain": domain,
+        "seeds": chosen,
+        # Lets an output whose seed is deleted before it runs still be stored under the right domain.
+        "seed_domains": {str(pk): domain_id for pk, domain_id in seed_domains.items()},
+        "strategy": strategy,
+        "rng_seed": rng_seed,
+        "min_messages": min_messages,
+        "max_messages": max_messages,
+        "near_duplicate": NEAR_DUPLICATE_THRESHOLD,
+        "profiles": profiles or {},
+    }
+    with transaction.atomic():
+        return job_create(kind=AMPLIFY, params=params, actor=actor)

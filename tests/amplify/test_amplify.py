@@ -13,7 +13,8 @@ from simia_web.catalog.services import seed_update
 from simia_web.curation.models import Trajectory, TrajectoryKind, TrajectoryStatus
 from simia_web.jobs.models import JobStatus
 from simia_web.jobs.services import job_start
-from simia_web.synthesis.amplify import amplification_queue, seed_order
+from simia_web.synthesis.amplify import seed_order
+from simia_web.synthesis.services import amplification_queue
 from tests.support.llm_stub import Reply
 from tests.support.scripts import pipeline_responder
 
@@ -123,7 +124,7 @@ def test_each_malformed_kind_is_caught_by_its_rule(seed, llm_stub):
 
     job = amplification_queue(count=count, domain="shop")
     job.refresh_from_db()
-    assert job.status == JobStatus.SUCCEEDED, job.error
+    assert job.status == JobStatus.FINISHED_WITH_ERRORS, job.error  # the garbage reply's trajectory
     by_index = {t.provenance["output"]: t for t in Trajectory.objects.filter(job=job)}
     assert len(by_index) == count == Trajectory.objects.filter(job=job, kind=TrajectoryKind.AMPLIFIED).count()
 
@@ -199,7 +200,8 @@ def test_llm_outage_still_yields_every_trajectory(seed, llm_stub):
     llm_stub.responder = lambda request: Reply(status=500, error_message="down")
     job = amplification_queue(count=3)
     job.refresh_from_db()
-    assert job.status == JobStatus.SUCCEEDED
+    assert job.status == JobStatus.FAILED  # every call failed: stored, but nothing usable was made
+    assert job.error.startswith("server_error: ") and "all 3 trajectories ended in an LLM or internal error" in job.error
     assert Trajectory.objects.filter(job=job, status=TrajectoryStatus.RULES_FAILED).count() == 3
     assert job.summary["rejection_reasons"] == {"llm_error": 3}
 
@@ -226,7 +228,7 @@ def test_seed_deleted_after_queueing_still_yields_every_trajectory(seed, llm_stu
     job_start(job_id=job.pk)
 
     job.refresh_from_db()
-    assert job.status == JobStatus.SUCCEEDED, job.error
+    assert job.status == JobStatus.FINISHED_WITH_ERRORS, job.error
     trajectories = Trajectory.objects.filter(job=job, kind=TrajectoryKind.AMPLIFIED)
     assert trajectories.count() == 4
     orphans = [t for t in trajectories if t.provenance["seed"] == other_pk]
@@ -250,7 +252,8 @@ def test_post_processing_bug_still_yields_every_trajectory(seed, llm_stub, monke
     job = amplification_queue(count=3, domain="shop")
 
     job.refresh_from_db()
-    assert job.status == JobStatus.SUCCEEDED, job.error
+    assert job.status == JobStatus.FAILED, job.error
+    assert job.error.startswith("KeyError: 'tool_calls' (3 of 3 trajectories cut short;")
     trajectories = Trajectory.objects.filter(job=job, kind=TrajectoryKind.AMPLIFIED)
     assert trajectories.count() == 3
     for t in trajectories:
@@ -278,7 +281,7 @@ def test_failure_while_storing_still_yields_every_trajectory(seed, llm_stub, mon
     job = amplification_queue(count=1, domain="shop")
 
     job.refresh_from_db()
-    assert job.status == JobStatus.SUCCEEDED, job.error
+    assert job.status == JobStatus.FAILED, job.error
     t = Trajectory.objects.get(job=job)
     assert t.status == TrajectoryStatus.RULES_FAILED and t.messages == conversation(0) and not t.verdicts.exists()
     assert t.violations.get().detail == "RuntimeError: sibling lookup broke"

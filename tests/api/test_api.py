@@ -9,7 +9,7 @@ from simia_web.accounts.services import user_token
 from simia_web.catalog.models import Seed
 from simia_web.curation.models import JudgeVerdict, Review, RuleViolation, TrajectoryKind, TrajectoryStatus
 from simia_web.exports.models import Snapshot
-from simia_web.jobs.models import Job, JobKind, JobStatus
+from simia_web.jobs.models import Job, JobStatus
 from tests.exports.data import TOOLS, conversation, domain_make, task_make, trajectory_make
 
 pytestmark = pytest.mark.django_db
@@ -78,7 +78,7 @@ def test_annotator_reads_but_cannot_queue_export_or_upload(token_client, catalog
     assert client.post(f"{API}/snapshots/", {"format": "openai"}, "application/json").status_code == 403
     upload = SimpleUploadedFile("s.jsonl", b"{}", content_type="application/jsonl")
     assert client.post(f"{API}/seeds/upload/", {"file": upload, "format": "openai"}).status_code == 403
-    job = Job.objects.create(kind=JobKind.ROLLOUT, status=JobStatus.RUNNING)
+    job = Job.objects.create(kind="rollout", status=JobStatus.RUNNING)
     assert client.post(f"{API}/jobs/{job.pk}/cancel/").status_code == 403
     assert not Snapshot.objects.exists()
 
@@ -146,7 +146,7 @@ def test_no_n_plus_one(token_client, users, django_assert_max_num_queries):
         RuleViolation.objects.create(trajectory=t, code="c", message_index=1)
         JudgeVerdict.objects.create(trajectory=t, passed=True, score=0.9)
         Review.objects.create(trajectory=t, reviewer=users["curator"], decision="accept", trajectory_version=1)
-        Job.objects.create(kind=JobKind.ROLLOUT, params={"i": i})
+        Job.objects.create(kind="rollout", params={"i": i})
     client = token_client("annotator")
     with django_assert_max_num_queries(4):  # auth token+user, page
         assert len(client.get(f"{API}/trajectories/?status=all").json()["results"]) == 25
@@ -205,7 +205,7 @@ def test_curator_queues_jobs_and_services_validate(token_client):
     )
     assert response.status_code == 202, response.content
     job = Job.objects.get(pk=response.json()["id"])
-    assert job.kind == JobKind.SYNTHESIZE and job.params["apis"] == 3 and job.created_by.username == "curator"
+    assert job.kind == "synthesize" and job.params["apis"] == 3 and job.created_by.username == "curator"
     assert response.json()["status"] == "queued"
 
     bad = client.post(f"{API}/jobs/", {"kind": "rollout", "domain": "nowhere"}, "application/json")
@@ -220,7 +220,7 @@ def test_curator_queues_jobs_and_services_validate(token_client):
 
 def test_job_detail_progress_and_cancel(token_client):
     client = token_client("curator")
-    job = Job.objects.create(kind=JobKind.ROLLOUT, status=JobStatus.RUNNING, stage="rollout")
+    job = Job.objects.create(kind="rollout", status=JobStatus.RUNNING, stage="rollout")
     job.units.create(stage="rollout", key="a")
     job.units.create(stage="rollout", key="b", status="done")
     detail = client.get(f"{API}/jobs/{job.pk}/").json()
@@ -243,7 +243,7 @@ def test_snapshot_request_is_accepted_with_a_job(token_client, catalog):
     assert response.status_code == 202, response.content
     body = response.json()
     assert body["status"] == "queued" and body["filters"] == {"domain": "shop", "status": "accepted"}
-    assert Job.objects.get(pk=body["job"]).kind == JobKind.EXPORT
+    assert Job.objects.get(pk=body["job"]).kind == "export"
     assert client.get(f"{API}/snapshots/{body['id']}/download/").status_code == 409
     assert client.get(f"{API}/jobs/{body['job']}/").json()["snapshot"] == body["id"]
     bad = client.post(f"{API}/snapshots/", {"format": "openai", "filters": {"status": "nope"}}, "application/json")

@@ -128,9 +128,9 @@ def test_always_truncated_gives_up_with_that_reason(stub, settings):
 
 
 def test_tokens_latency_cost_stage_and_job_are_recorded(stub):
-    from simia_web.jobs.models import Job, JobKind
+    from simia_web.jobs.models import Job
 
-    job = Job.objects.create(kind=JobKind.SYNTHESIZE)
+    job = Job.objects.create(kind="synthesize")
     stub.inject(Reply(content={"answer": 42}, delay=0.05))
     reply = ask(stage="simulator", job_id=job.pk, prompt_version="sim-v3")
     call = LLMCall.objects.get(pk=reply.last_call.pk)

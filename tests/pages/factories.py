@@ -5,7 +5,7 @@ import json
 
 from simia_web.catalog.services import domain_ensure
 from simia_web.curation.services import trajectory_create
-from simia_web.jobs.models import Job, JobKind, JobStatus
+from simia_web.jobs.models import Job, JobStatus
 from simia_web.synthesis.rules import Violation
 
 _counter = itertools.count(1)
@@ -76,5 +76,5 @@ def make_trajectory(domain="shop", *, judge=None, violations=(), messages=None, 
     )
 
 
-def make_job(status=JobStatus.RUNNING, kind=JobKind.ROLLOUT):
+def make_job(status=JobStatus.RUNNING, kind="rollout"):
     return Job.objects.create(kind=kind, status=status, params={"domain": "shop", "rollouts": 1}, stage="rollout")

@@ -1,0 +1,34 @@
+"""Building blocks of a job kind's parameters serializer: caps read from the settings, named when they refuse."""
+
+from django.conf import settings
+from rest_framework import serializers
+
+
+def _cap_messages(cap: str, key: str, error_messages: dict | None) -> dict:
+    return {key: f"at most {{{key}}} ({cap})", **(error_messages or {})}
+
+
+class CappedIntegerField(serializers.IntegerField):
+    """A whole number up to the value of the setting `cap`, read each time a serializer is made (so a
+    changed setting applies at once), and named in the refusal."""
+
+    def __init__(self, *, cap: str, error_messages: dict | None = None, **kwargs):
+        messages = _cap_messages(cap, "max_value", error_messages)
+        super().__init__(max_value=getattr(settings, cap), error_messages=messages, **kwargs)
+
+
+class CappedListField(serializers.ListField):
+    """A list of at most the value of the setting `cap` items, named in the refusal."""
+
+    def __init__(self, *, cap: str, error_messages: dict | None = None, **kwargs):
+        messages = _cap_messages(cap, "max_length", error_messages)
+        super().__init__(max_length=getattr(settings, cap), error_messages=messages, **kwargs)
+
+
+def units_cap_check(units: int) -> None:
+    """Refuse a job that would plan more units than SIMIA_MAX_UNITS_PER_JOB (its parameters' product)."""
+    cap = settings.SIMIA_MAX_UNITS_PER_JOB
+    if units > cap:
+        raise serializers.ValidationError(
+            f"these parameters make {units:,} units of work; at most {cap:,} per job (SIMIA_MAX_UNITS_PER_JOB)"
+        )
