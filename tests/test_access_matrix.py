@@ -6,6 +6,7 @@ Pages: anonymous → 302 to /accounts/login/, a lower role → 403. API: anonymo
 
 import uuid
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 
 import pytest
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
@@ -64,6 +65,7 @@ ROUTES: dict[str, Route] = {
     "queue-synthesis": page({"GET": CURATOR, "POST": CURATOR}),
     "queue-rollouts": page({"GET": CURATOR, "POST": CURATOR}),
     "queue-amplify": page({"GET": CURATOR, "POST": CURATOR}),
+    "queue-job": page({"GET": CURATOR, "POST": CURATOR}, kind="kind"),
     # jobs and the LLM call log
     "job-list": page({"GET": ANNOTATOR}),
     "job-detail": page({"GET": ANNOTATOR}, pk="job"),
@@ -175,6 +177,7 @@ def objects(db, users):
         "snapshot": Snapshot.objects.create(format="openai", job=export_job, created_by=users[CURATOR]),
         "profile": EndpointProfile.objects.create(name="audit", model="m"),
         "session": EnvSession.objects.create(domain=domain, task=task, created_by=users[CURATOR]),
+        "kind": SimpleNamespace(pk="rollout"),  # a job kind, for its queue page
     }
 
 

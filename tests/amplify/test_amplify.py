@@ -201,7 +201,8 @@ def test_llm_outage_still_yields_every_trajectory(seed, llm_stub):
     job = amplification_queue(count=3)
     job.refresh_from_db()
     assert job.status == JobStatus.FAILED  # every call failed: stored, but nothing usable was made
-    assert job.error.startswith("server_error: ") and "all 3 trajectories ended in an LLM or internal error" in job.error
+    assert job.error.startswith("server_error: ")
+    assert job.error.endswith("; all 3 trajectories ended in an LLM or internal error)")
     assert Trajectory.objects.filter(job=job, status=TrajectoryStatus.RULES_FAILED).count() == 3
     assert job.summary["rejection_reasons"] == {"llm_error": 3}
 
