@@ -26,9 +26,9 @@ class CappedListField(serializers.ListField):
 
 
 def units_cap_check(units: int) -> None:
-    """Refuse a job that would plan more units than SIMIA_MAX_UNITS_PER_JOB (its parameters' product)."""
+    """Refuse a job that would plan more units than SIMIA_MAX_UNITS_PER_JOB (its parameters' product), under
+    the name `units`, which every way in shows as it shows a parameter's refusal."""
     cap = settings.SIMIA_MAX_UNITS_PER_JOB
     if units > cap:
-        raise serializers.ValidationError(
-            f"these parameters make {units:,} units of work; at most {cap:,} per job (SIMIA_MAX_UNITS_PER_JOB)"
-        )
+        message = f"these parameters make {units:,} units of work; at most {cap:,} per job (SIMIA_MAX_UNITS_PER_JOB)"
+        raise serializers.ValidationError({"units": message})
