@@ -1,14 +1,19 @@
 """What a job and its trajectories say when parts of the pipeline give nothing usable."""
 
+import socket
 import urllib.request
 
 import pytest
 from django.core.exceptions import ValidationError
+from django.core.management import call_command
+from django.core.management.base import CommandError
 
 from simia_web.catalog.models import Domain, Task
 from simia_web.catalog.validation import api_problems
 from simia_web.curation.models import Trajectory, TrajectoryStatus
-from simia_web.jobs.models import JobStatus, UnitStatus
+from simia_web.jobs.models import Job, JobStatus, UnitStatus
+from simia_web.jobs.selectors import job_failure_cause
+from simia_web.llm.models import EndpointProfile, LLMCall
 from simia_web.synthesis.rules import argument_violations
 from simia_web.synthesis.services import rollout_queue, synthesis_queue
 
@@ -116,3 +121,74 @@ def test_a_ref_must_resolve_within_its_schema_and_is_never_fetched(monkeypatch):
     [violation] = argument_violations(remote, {"order": "W1"}, 2, "get_order")
     assert violation.code == "tool_schema_invalid"
     assert fetched == []
+
+
+# ---- outcomes that name the cause ----------------------------------------------------------------------------
+
+
+def _closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_an_unreachable_endpoint_fails_the_first_stage_and_the_error_says_where(eager, llm_stub):
+    url = f"http://127.0.0.1:{_closed_port()}/v1"
+    EndpointProfile.objects.filter(pk=llm_stub.profile.pk).update(base_url=url)
+    job = synthesis_queue(domains=["shop", "bank"], apis=3, tasks=1, rollouts=1)
+    job.refresh_from_db()
+    assert (job.status, job.stage) == (JobStatus.FAILED, "api_synthesis")  # not "the rollout stage had nothing"
+    calls = LLMCall.objects.filter(job=job).count()
+    assert job.error == (
+        f"connection_error: could not reach {url} — check OPENAI_BASE_URL or the endpoint profile "
+        f"({calls} of {calls} LLM calls failed so; all 2 units of its api_synthesis stage failed)"
+    )
+    assert not job.units.exclude(stage="api_synthesis").exists()  # no stage after one where every unit failed
+
+
+def test_the_cause_shows_the_endpoint_without_its_credentials(db):
+    job = Job.objects.create(kind="rollout", status=JobStatus.RUNNING, stage="rollout")
+    profile = EndpointProfile.objects.create(name="p", model="m", base_url="https://user:pw@llm.example:8443/v1?key=k")
+    for kind in ("timeout", "http_401", "http_401"):
+        LLMCall.objects.create(
+            stage="agent", model="m", request_hash="h", request={}, job=job, profile=profile, error="x", error_kind=kind
+        )
+    assert job_failure_cause(job) == (
+        "http_401: https://llm.example:8443/v1 refused the API key — check the variable named by the profile's "
+        "api_key_env",
+        "2 of 3 LLM calls failed so",
+    )
+
+
+def test_a_failed_unit_is_the_cause_when_no_call_failed(db):
+    job = Job.objects.create(kind="rollout", status=JobStatus.RUNNING, stage="rollout")
+    for i, error in enumerate(["UnusableDomain: no APIs\nTraceback...", "UnusableDomain: no APIs", "KeyError: 'x'"]):
+        job.units.create(stage="rollout", key=str(i), status=UnitStatus.FAILED, error=error)
+    assert job_failure_cause(job) == ("UnusableDomain: no APIs", "2 of 3 failed units")
+
+
+def test_trajectories_left_unjudged_finish_the_job_with_errors(eager, llm_stub, capsys):
+    llm_stub.inject(Reply(status=400, error_message="judge model missing"), stage="judge")
+    with pytest.raises(CommandError, match="no domain named"):
+        call_command("rollout", "--domain", "shop", "--wait")
+    call_command("synthesize", "--domain", "shop", "--apis", "3", "--tasks", "1", "--wait")  # exits normally
+    job = Job.objects.get(kind="synthesize")
+    assert job.status == JobStatus.FINISHED_WITH_ERRORS
+    calls = LLMCall.objects.filter(job=job).count()
+    assert job.error == (
+        f"bad_request: Error code: 400 - judge model missing (1 of {calls} LLM calls failed so; "
+        "1 trajectories were left unjudged because the judge failed)"
+    )
+    assert Trajectory.objects.get(job=job).status == TrajectoryStatus.GENERATED
+    assert f"job {job.pk} finished with errors: bad_request" in capsys.readouterr().err
+
+
+def test_a_stage_partly_failed_finishes_the_job_with_errors(eager, llm_stub):
+    llm_stub.inject(Reply(status=400, error_message="bad schema"), stage="api_synthesis")
+    job = synthesis_queue(domains=["shop", "bank"], apis=3, tasks=1, rollouts=1)
+    job.refresh_from_db()
+    assert job.status == JobStatus.FINISHED_WITH_ERRORS
+    # The domain without APIs fails its task unit too; the other domain's rollout is made.
+    assert job.error.startswith("bad_request: Error code: 400 - bad schema (1 of ")
+    assert job.error.endswith("; 2 of 5 units failed)")
+    assert job.summary["units"] == {"done": 3, "failed": 2}
