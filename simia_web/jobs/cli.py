@@ -6,9 +6,11 @@ import time
 
 from django.core.exceptions import ValidationError
 from django.core.management.base import CommandError
+from rest_framework.fields import empty
 from tqdm import tqdm
 
 from .models import Job, JobStatus
+from .pipelines import pipeline_for
 from .selectors import job_progress, job_summary
 from .services import job_queue
 
@@ -41,6 +43,16 @@ def job_wait(job: Job, stdout, poll: float = 0.5) -> Job:
     elif job.status != JobStatus.SUCCEEDED:
         raise CommandError(f"job {job.pk} {job.status}: {job.error or 'see the job page'}")
     return job
+
+
+def parameter_arguments(parser, kind: str, *names: str) -> None:
+    """Add a `--name` option for each of the kind's integer parameters, with its help and default from the
+    kind's parameters serializer (the one place that knows them)."""
+    fields = pipeline_for(kind).parameters().fields
+    for name in names:
+        field = fields[name]
+        default = "" if field.default is empty else f" (default {field.default})"
+        parser.add_argument(f"--{name.replace('_', '-')}", type=int, help=f"{field.help_text or name}{default}")
 
 
 def job_queue_from_command(command, *, kind: str, wait: bool, params: dict) -> Job:

@@ -122,8 +122,12 @@ class AmplifyJobSerializer(_JobParametersSerializer):
     rng_seed = serializers.IntegerField(
         required=False, allow_null=True, min_value=0, max_value=2**63 - 1, help_text="Seed of the random choice."
     )
-    min_messages = serializers.IntegerField(min_value=1, max_value=1000, default=DEFAULT_MIN_MESSAGES)
-    max_messages = serializers.IntegerField(min_value=1, max_value=1000, default=DEFAULT_MAX_MESSAGES)
+    min_messages = serializers.IntegerField(
+        min_value=1, max_value=1000, default=DEFAULT_MIN_MESSAGES, help_text="Fewest messages an output may have."
+    )
+    max_messages = serializers.IntegerField(
+        min_value=1, max_value=1000, default=DEFAULT_MAX_MESSAGES, help_text="Most messages an output may have."
+    )
 
     def validate(self, data):
         if data["max_messages"] < data["min_messages"]:
