@@ -9,7 +9,7 @@ from django.core.management.base import CommandError
 from rest_framework import serializers
 
 from simia_web.accounts.services import user_token
-from simia_web.catalog.models import Domain
+from simia_web.catalog.models import Domain, Task, TaskStatus
 from simia_web.core.models import AuditEvent
 from simia_web.jobs import pipelines
 from simia_web.jobs.forms import JobParametersForm
@@ -168,3 +168,14 @@ def test_the_queue_page_refuses_naming_the_limit_and_shows_the_bounds(client_for
     assert response.status_code == 200
     assert "at most 100 (SIMIA_MAX_DOMAINS_PER_JOB)" in response.content.decode()
     assert not Domain.objects.exists() and not Job.objects.exists()
+
+
+def test_a_rollout_job_is_capped_by_its_units_whatever_the_number_of_tasks(db, settings):
+    shop = Domain.objects.create(name="shop")
+    Task.objects.bulk_create(Task(domain=shop, instruction=f"task {i}", status=TaskStatus.VALID) for i in range(6))
+    settings.SIMIA_MAX_UNITS_PER_JOB = 10
+    with pytest.raises(ValidationError, match="make 12 units of work; at most 10"):
+        job_queue(kind="rollout", params={"domain": "shop", "rollouts": 2})  # every valid task
+    with pytest.raises(ValidationError, match="make 12 units of work"):
+        job_queue(kind="rollout", params={"domain": "shop", "tasks": 8, "rollouts": 2})  # only 6 exist
+    assert job_queue(kind="rollout", params={"domain": "shop", "tasks": 5, "rollouts": 2}).params["tasks"] == 5

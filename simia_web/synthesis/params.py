@@ -85,8 +85,9 @@ class RolloutJobSerializer(_RolloutLimitsSerializer):
     job_create = staticmethod(rollout_job_create)
 
     domain = serializers.SlugField(max_length=80, help_text="An existing domain.")
+    # Tasks already made, however many: the product with the rollouts is what is capped.
     tasks = CappedIntegerField(
-        cap="SIMIA_MAX_TASKS_PER_DOMAIN",
+        cap="SIMIA_MAX_UNITS_PER_JOB",
         min_value=1,
         required=False,
         allow_null=True,
