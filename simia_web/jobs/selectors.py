@@ -1,5 +1,6 @@
 from collections import Counter, defaultdict
 from decimal import Decimal
+from itertools import chain
 from urllib.parse import urlsplit, urlunsplit
 
 from django.conf import settings
@@ -99,48 +100,38 @@ def _endpoint_shown(profile) -> str:
     return urlunsplit((parts.scheme, host, parts.path, "", ""))
 
 
-def _llm_cause(job: Job) -> tuple[str, int, int] | None:
-    """(the most frequent kind of failed LLM call, with an example; how many failed so; calls made)."""
-    calls = LLMCall.objects.filter(job=job)
-    failed = Counter(dict(calls.exclude(error="").values_list("error_kind").annotate(n=Count("id")).order_by()))
-    if not failed:
-        return None
-    kind, n = failed.most_common(1)[0]
-    example = calls.filter(error_kind=kind).exclude(error="").select_related("profile").order_by("-id").first()
-    hint = LLM_ERROR_HINTS.get(kind)
-    detail = hint.format(url=_endpoint_shown(example.profile)) if hint else example.error.splitlines()[0][:300]
-    if not detail.startswith(f"{kind}:"):
-        detail = f"{kind}: {detail}"
-    return detail, n, calls.count()
+def _cause_of(failure: str) -> str:
+    """What a failure is counted as: an LLM call's kind of failure that has a hint, else its first line (a
+    unit's error names the exception; an LLM call's failure is said by its kind alone)."""
+    line = (failure.splitlines()[0] if failure else "no error recorded").removeprefix("LLMError: ")[:300]
+    return next((kind for kind in LLM_ERROR_HINTS if f"{kind}:" in line), line)
 
 
-def _most_frequent_line(texts) -> tuple[str, int, int] | None:
-    """(the most frequent first line of the texts, how many times, how many texts)."""
-    lines = Counter(text.splitlines()[0][:300] if text else "no error recorded" for text in texts)
-    if not lines:
-        return None
-    line, n = lines.most_common(1)[0]
-    return line, n, lines.total()
+def _cause_said(job: Job, cause: str) -> str:
+    """A cause as the job's error says it: an LLM call's kind of failure with what to check, and where."""
+    if cause not in LLM_ERROR_HINTS:
+        return cause
+    example = LLMCall.objects.filter(job=job, error_kind=cause).select_related("profile").order_by("-id").first()
+    return f"{cause}: {LLM_ERROR_HINTS[cause].format(url=_endpoint_shown(example.profile if example else None))}"
 
 
 def job_failure_cause(job: Job) -> tuple[str, str] | None:
-    """The most frequent root cause of the job's failures with an example, and how often it happened: a failed
-    LLM call first (a unit's or a trajectory's error usually repeats it), then a failed unit's error, then the
-    error that cut a trajectory short."""
-    from simia_web.curation.models import RuleViolation
+    """The most frequent root cause of what failed in the job (its failed units, the trajectories an error cut
+    short, the judge's failed verdicts), with an example and what to check, and how often it happened."""
+    from simia_web.curation.models import JudgeVerdict, RuleViolation
 
-    if found := _llm_cause(job):
-        detail, n, total = found
-        return detail, f"{n} of {total} LLM calls failed so"
-    failed_units = JobUnit.objects.filter(job=job, status=UnitStatus.FAILED).values_list("error", flat=True)
-    if found := _most_frequent_line(failed_units):
-        detail, n, total = found
-        return detail, f"{n} of {total} failed units"
-    broken = RuleViolation.objects.filter(trajectory__job=job, code__in=BROKEN_TERMINATIONS, fixed=False)
-    if found := _most_frequent_line(broken.values_list("detail", flat=True)):
-        detail, n, total = found
-        return detail, f"{n} of {total} trajectories cut short"
-    return None
+    failures = chain(
+        JobUnit.objects.filter(job=job, status=UnitStatus.FAILED).values_list("error", flat=True).iterator(),
+        RuleViolation.objects.filter(trajectory__job=job, code__in=BROKEN_TERMINATIONS, fixed=False)
+        .values_list("detail", flat=True)
+        .iterator(),
+        JudgeVerdict.objects.filter(trajectory__job=job).exclude(error="").values_list("error", flat=True).iterator(),
+    )
+    causes = Counter(_cause_of(failure) for failure in failures)
+    if not causes:
+        return None
+    cause, n = causes.most_common(1)[0]
+    return _cause_said(job, cause), f"{n} of {causes.total()} failures"
 
 
 def job_outcome(job: Job) -> tuple[str, str]:

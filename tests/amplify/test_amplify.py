@@ -254,7 +254,7 @@ def test_post_processing_bug_still_yields_every_trajectory(seed, llm_stub, monke
 
     job.refresh_from_db()
     assert job.status == JobStatus.FAILED, job.error
-    assert job.error.startswith("KeyError: 'tool_calls' (3 of 3 trajectories cut short;")
+    assert job.error.startswith("KeyError: 'tool_calls' (3 of 3 failures;")
     trajectories = Trajectory.objects.filter(job=job, kind=TrajectoryKind.AMPLIFIED)
     assert trajectories.count() == 3
     for t in trajectories:
