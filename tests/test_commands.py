@@ -1,4 +1,5 @@
-"""Operator commands: create_user, and how the settings refuse a public server without its own key."""
+"""Operator commands: create_user, the queue commands' options, and how the settings refuse a public server
+without its own key."""
 
 import os
 import subprocess
@@ -7,7 +8,7 @@ from io import StringIO
 from pathlib import Path
 
 import pytest
-from django.core.management import CommandError, call_command
+from django.core.management import CommandError, call_command, load_command_class
 from rest_framework.authtoken.models import Token
 
 from simia_web.accounts.models import User
@@ -51,3 +52,10 @@ def test_without_a_secret_key_only_a_local_server_starts(tmp_path):
     assert public.returncode != 0 and "SECRET_KEY must be set" in public.stderr
     keyed = _settings_load(SIMIA_VAR_DIR=str(tmp_path), ALLOWED_HOSTS="simia.example.com", SECRET_KEY="k" * 50)
     assert keyed.returncode == 0
+
+
+def test_queue_commands_take_their_options_from_the_kinds_parameters():
+    parser = load_command_class("simia_web.synthesis", "synthesize").create_parser("manage.py", "synthesize")
+    assert "APIs per domain. (default 8)" in " ".join(parser.format_help().split())
+    options = parser.parse_args(["--domain", "shop", "--max-steps", "5"])
+    assert (options.max_steps, options.apis) == (5, None)  # unset: the serializer's default applies
