@@ -163,7 +163,8 @@ def test_the_cause_shows_the_endpoint_without_its_credentials(db):
 
 def test_the_most_frequent_failure_is_the_cause(db):
     job = Job.objects.create(kind="rollout", status=JobStatus.RUNNING, stage="rollout")
-    for i, error in enumerate(["UnusableDomain: no APIs\nTraceback...", "UnusableDomain: no APIs", "KeyError: 'x'"]):
+    traced = "UnusableDomain: no APIs\nTraceback (most recent call last):\n  File"
+    for i, error in enumerate([traced, "UnusableDomain: no APIs", "KeyError: 1"]):
         job.units.create(stage="rollout", key=str(i), status=UnitStatus.FAILED, error=error)
     assert job_failure_cause(job) == ("UnusableDomain: no APIs", "2 of 3 failures")
 
@@ -191,3 +192,14 @@ def test_a_stage_partly_failed_finishes_the_job_with_errors(eager, llm_stub):
     # The domain without APIs fails its task unit too; the other domain's rollout is made.
     assert job.error.startswith("bad_request: Error code: 400 - bad schema (1 of 2 failures; 2 of 5 units failed)")
     assert job.summary["units"] == {"done": 3, "failed": 2}
+
+
+def test_the_cause_keeps_a_server_answer_that_spans_lines_without_the_traceback(db):
+    job = Job.objects.create(kind="rollout", status=JobStatus.RUNNING, stage="rollout")
+    answer = "server_error: Error code: 500 - 1 validation error:\n  {'msg': \"Input should be 'text'\"}"
+    error = f"LLMError: {answer}\nTraceback (most recent call last):\n  File"
+    job.units.create(stage="rollout", key="u", status=UnitStatus.FAILED, error=error)
+    assert job_failure_cause(job) == (
+        "server_error: Error code: 500 - 1 validation error: {'msg': \"Input should be 'text'\"}",
+        "1 of 1 failures",
+    )

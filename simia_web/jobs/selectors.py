@@ -101,9 +101,10 @@ def _endpoint_shown(profile) -> str:
 
 
 def _cause_of(failure: str) -> str:
-    """What a failure is counted as: an LLM call's kind of failure that has a hint, else its first line (a
-    unit's error names the exception; an LLM call's failure is said by its kind alone)."""
-    line = (failure.splitlines()[0] if failure else "no error recorded").removeprefix("LLMError: ")[:300]
+    """What a failure is counted as: an LLM call's kind of failure that has a hint, else its message on one
+    line, without a unit's traceback (a server's answer may span lines: the reason is often on the second)."""
+    message = failure.split("\nTraceback (most recent call last):", 1)[0]
+    line = " ".join(message.split()).removeprefix("LLMError: ")[:300] or "no error recorded"
     return next((kind for kind in LLM_ERROR_HINTS if f"{kind}:" in line), line)
 
 
