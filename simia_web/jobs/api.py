@@ -82,7 +82,7 @@ def _request_serializer(kind: str, parameters: type[serializers.Serializer]) -> 
 
 JobCreateRequest = PolymorphicProxySerializer(
     component_name="JobCreate",
-    serializers=lambda: [_request_serializer(kind, p.parameters) for kind, p in queueable_pipelines().items()],
+    serializers=lambda: {kind: _request_serializer(kind, p.parameters) for kind, p in queueable_pipelines().items()},
     resource_type_field_name="kind",
 )
 
