@@ -179,3 +179,15 @@ def test_a_rollout_job_is_capped_by_its_units_whatever_the_number_of_tasks(db, s
     with pytest.raises(ValidationError, match="make 12 units of work"):
         job_queue(kind="rollout", params={"domain": "shop", "tasks": 8, "rollouts": 2})  # only 6 exist
     assert job_queue(kind="rollout", params={"domain": "shop", "tasks": 5, "rollouts": 2}).params["tasks"] == 5
+
+
+def test_the_synthesis_page_gives_new_domains_a_description_and_policy(client_for):
+    fields = {"apis": 3, "tasks": 1, "rollouts": 1, "max_steps": 12, "max_errors": 3, "user_turns": 0}
+    response = client_for("curator").post(
+        "/queue/synthesis/", {"domains": "shop, bank", "description": "A shop.", "policy": "Be kind.", **fields}
+    )
+    assert response.status_code == 302
+    assert set(Domain.objects.values_list("name", "description", "policy")) == {
+        ("shop", "A shop.", "Be kind."),
+        ("bank", "A shop.", "Be kind."),
+    }

@@ -146,6 +146,8 @@ class SynthesisForm(JobParametersForm):
     max_steps = forms.IntegerField()
     max_errors = forms.IntegerField()
     user_turns = forms.IntegerField()
+    description = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
+    policy = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 6}))
 
     def clean_domains(self) -> list[str]:
         return self.cleaned_data["domains"].replace(",", " ").split()
