@@ -181,8 +181,6 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         "store_processed": False,
     }
 else:
-    if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
-        CELERY_BROKER_TRANSPORT = "simia_web.jobs.transport:RedisTransport"
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         # A unit whose worker died is delivered again after this many seconds.
         "visibility_timeout": int(os.environ.get("CELERY_VISIBILITY_TIMEOUT", "3600")),
@@ -204,9 +202,8 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = int(os.environ.get("CELERY_WORKER_PREFETCH_M
 # CELERY_TASK_SERIALIZER and the like are also Celery 3 names, which a worker would warn about at start.
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-# On start, a worker re-queues the units of running jobs that have no message left: with the
-# filesystem broker, those a killed worker had taken; with Redis, those it had popped but not yet
-# recorded as unacknowledged when it died (the rest come back after the visibility timeout).
+# On start, a worker re-queues the pending units of running jobs (a killed worker's among them); a unit
+# delivered twice is written once.
 SIMIA_RECOVER_ON_WORKER_START = env_bool("SIMIA_RECOVER_ON_WORKER_START", True)
 
 # Default LLM endpoint; per-stage profiles live in the database.
