@@ -189,7 +189,7 @@ class EndpointLimiter:
         retry_after = outcome.retry_after
         cool_down = min(retry_after, _MAX_COOL_DOWN) if retry_after and retry_after > 0 else _DEFAULT_COOL_DOWN
         if outcome.throttled:
-            self._throttled.until = time.monotonic() + cool_down
+            self._throttled.until = max(time.monotonic() + cool_down, getattr(self._throttled, "until", 0.0))
         return cool_down
 
     def _excused(self) -> bool:
@@ -210,9 +210,11 @@ def endpoint_limiter(profile) -> EndpointLimiter:
         tokens_per_minute=rates.get("tokens_per_minute"),
         exchange_timeout=float(profile.timeout_seconds),
     )
-    key = (profile.pk, limits, settings.SIMIA_LLM_LIMITS_REDIS_URL)
+    key = (profile.pk, profile.base_url, limits, settings.SIMIA_LLM_LIMITS_REDIS_URL)
     with _limiters_lock:
         if key not in _limiters:
-            _limiters[key] = EndpointLimiter(f"{profile.pk}", limits, settings.SIMIA_LLM_LIMITS_REDIS_URL)
+            # The URL is in the shared key: databases that share a Redis (staging and tests) reuse profile ids.
+            name = f"{profile.pk}@{profile.base_url}"
+            _limiters[key] = EndpointLimiter(name, limits, settings.SIMIA_LLM_LIMITS_REDIS_URL)
         return _limiters[key]
 
