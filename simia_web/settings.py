@@ -201,7 +201,9 @@ else:
     }
 # Celery closes database connections around every task unless told to reuse them; a unit is short
 # and a new PostgreSQL connection costs more than most units' queries.
-CELERY_DB_REUSE_MAX = int(os.environ.get("CELERY_DB_REUSE_MAX", "1000"))
+# With a pool (SIMIA_DB_POOL_SIZE), a finished task gives its connection back at once.
+_DB_POOLED = bool(DATABASES["default"].get("OPTIONS", {}).get("pool"))
+CELERY_DB_REUSE_MAX = int(os.environ.get("CELERY_DB_REUSE_MAX", "0" if _DB_POOLED else "1000"))
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True

@@ -107,7 +107,11 @@ class EndpointLimiter:
         self.key = key
         self.limits = limits
         self._slots = Slots(max(1, limits.concurrency))
-        self._redis = redis.Redis.from_url(redis_url) if redis_url else None
+        self._redis = None
+        if redis_url:
+            # A thread holds a connection while it waits for a lease (BLPOP); at most one per local slot does.
+            pool = redis.BlockingConnectionPool.from_url(redis_url, max_connections=limits.concurrency + 8)
+            self._redis = redis.Redis(connection_pool=pool)
         if self._redis is not None:
             self._acquire = self._redis.register_script(_ACQUIRE)
             self._release = self._redis.register_script(_RELEASE)
