@@ -112,10 +112,11 @@ class EndpointLimiter:
             # A thread holds a connection while it waits for a lease (BLPOP); at most one per local slot does.
             pool = redis.BlockingConnectionPool.from_url(redis_url, max_connections=limits.concurrency + 8)
             self._redis = redis.Redis(connection_pool=pool)
-        if self._redis is not None:
             self._acquire = self._redis.register_script(_ACQUIRE)
             self._release = self._redis.register_script(_RELEASE)
-        self._rates = SlidingWindowCounterRateLimiter(storage_from_string(redis_url or "memory://"))
+        self._rates = None
+        if limits.requests_per_minute or limits.tokens_per_minute:
+            self._rates = SlidingWindowCounterRateLimiter(storage_from_string(redis_url or "memory://"))
         self._local_cool_down_until = 0.0
         self._lock = threading.Lock()
         self._throttled = threading.local()  # .until: when the cool-down this thread's own 429 started ends
@@ -137,6 +138,8 @@ class EndpointLimiter:
                     self._lease_give_back(lease, outcome)
 
     def _take_rates(self, tokens: Callable[[], int]) -> None:
+        if self._rates is None:
+            return
         per_minute = [(self.limits.requests_per_minute, "requests", lambda: 1)]
         per_minute.append((self.limits.tokens_per_minute, "tokens", tokens))
         for limit, what, cost in per_minute:
