@@ -40,26 +40,34 @@ def _hold_many(limiters: list[EndpointLimiter], per_limiter: int, work) -> None:
     assert not any(thread.is_alive() for thread in threads)
 
 
+def _send_from_threads(limiters: list[EndpointLimiter], threads_each: int, url: str, requests_each: int = 1) -> list:
+    """Each thread with its own client (as each worker thread has), all of a limiter's sharing its limits."""
+    statuses = []
+
+    def send(limiter):
+        client = httpx2.Client(transport=LimitedTransport(limiter, lambda: first_come))
+        for _ in range(requests_each):
+            statuses.append(client.post(f"{url}/chat/completions", json={"model": "m", "messages": []}).status_code)
+            if statuses[-1] == 429:
+                threading.Event().wait(0.05)  # the wait before a retry (see client._complete)
+
+    threads = [threading.Thread(target=send, args=(limiter,)) for limiter in limiters for _ in range(threads_each)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    return statuses
+
+
 def test_processes_sharing_redis_never_exceed_the_endpoints_concurrency_together(redis_url, llm_stub):
     """Two limiters of one profile (two worker processes) with 8 threads each, against the scripted server."""
     llm_stub.latency = 0.2
     llm_stub.responder = lambda request: Reply(content={})
     name = f"test-{uuid.uuid4().hex}"
-    processes = [_limiter(name, redis_url), _limiter(name, redis_url)]
-    clients = [httpx2.Client(transport=LimitedTransport(lim, lambda: first_come)) for lim in processes]
     llm_stub.take_max_in_flight()
-    sent = []
-
-    def send(client):
-        sent.append(client.post(f"{llm_stub.url}/chat/completions", json={"model": "m", "messages": []}).status_code)
-
-    threads = [threading.Thread(target=send, args=(client,)) for client in clients for _ in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=30)
-    assert sent == [200] * 16
-    assert 2 <= llm_stub.take_max_in_flight() <= 3
+    statuses = _send_from_threads([_limiter(name, redis_url), _limiter(name, redis_url)], 8, llm_stub.url)
+    assert statuses == [200] * 16
+    assert llm_stub.take_max_in_flight() == 3
 
 
 def test_without_redis_the_limit_holds_per_process():
@@ -186,3 +194,19 @@ def test_the_transport_reports_429s_with_their_retry_after(llm_stub, monkeypatch
     other.start()
     other.join(timeout=5)
     assert waited and len(waits) == 1 and 1.0 < waits[0] <= 1.5
+
+
+def test_an_endpoint_that_throttles_above_its_capacity_is_given_about_that_capacity(redis_url, llm_stub):
+    """It answers 429 while more than 3 requests are in flight; two processes allowed 12 in all back off to about
+    what it takes (halving once per cool-down, adding 1 / cap per success) and most requests get through."""
+    llm_stub.latency = 0.05
+    llm_stub.responder = lambda request: (
+        Reply(status=429, error_message="slow down", headers={"retry-after-ms": "50"})
+        if llm_stub.in_flight > 3
+        else Reply(content={})
+    )
+    name = f"test-{uuid.uuid4().hex}"
+    limiters = [_limiter(name, redis_url, concurrency=12), _limiter(name, redis_url, concurrency=12)]
+    statuses = _send_from_threads(limiters, 6, llm_stub.url, requests_each=10)
+    # Sent 12 at a time without backing off, about two in three were throttled here; converging, about one in five.
+    assert statuses.count(429) < len(statuses) * 0.4

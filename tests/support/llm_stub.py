@@ -149,6 +149,11 @@ class StubLLM:
     def stage_requests(self, stage: str) -> list[Request]:
         return [r for r in self.requests if r.stage == stage]
 
+    @property
+    def in_flight(self) -> int:
+        """Requests being answered now (this one included, when a responder asks)."""
+        return self._in_flight
+
     def take_max_in_flight(self) -> int:
         """The most requests answered at once since the last call (then counting starts again)."""
         with self._lock:
