@@ -129,7 +129,9 @@ def main() -> None:
         results = []
         for _ in range(args.repeat):
             server_in_flight(stub_url)  # counts from here
+            server_cpu = sum(psutil.Process(stub.pid).cpu_times()[:2])
             result = measure(run_job, cpu_seconds, task_count, args.concurrency)
+            result["server_cpu"] = sum(psutil.Process(stub.pid).cpu_times()[:2]) - server_cpu
             result["in_flight"] = server_in_flight(stub_url)
             result["ceiling"] = asyncio_ceiling(stub_url, job_requests(result["job"]), args.concurrency)
             results.append(result)
@@ -144,7 +146,8 @@ def main() -> None:
             f"job {result['job']}: {result['trajectories']} in {result['seconds']:.2f} s, {result['calls']} LLM calls "
             f"({result['calls'] / task_count:.1f} per rollout); worker CPU {result['cpu'] / result['seconds']:.0%} "
             f"of one core, {result['cpu'] / result['calls'] * 1000:.1f} ms per call; {result['rate']:.1f} calls/s "
-            f"= {result['rate'] / ideal:.1%} of ideal; at most {result['in_flight']} requests in flight at the server"
+            f"= {result['rate'] / ideal:.1%} of ideal; at most {result['in_flight']} requests in flight at the server, "
+            f"whose CPU was {result['server_cpu'] / result['seconds']:.0%} of one core"
             f"\n    {result['losses']}\n    asyncio ceiling (AsyncOpenAI + semaphore, the job's requests): "
             f"{result['ceiling']:.1f} calls/s; the worker reached {result['rate'] / result['ceiling']:.1%} of it"
         )
