@@ -5,6 +5,7 @@ worker started by `make run`. Point DATABASE_URL and CELERY_BROKER_URL at Postgr
 to share the load across worker machines.
 """
 
+import json
 import os
 from pathlib import Path
 
@@ -100,6 +101,14 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "transaction_mode": "IMMEDIATE",
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
     }
+elif os.environ.get("SIMIA_DB_POOL_SIZE"):
+    # Workers with hundreds of threads (an endpoint allowing hundreds of concurrent requests) share a pool of
+    # this many PostgreSQL connections: a thread gives its connection back while it waits on the LLM.
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "min_size": 2,
+        "max_size": int(os.environ["SIMIA_DB_POOL_SIZE"]),
+    }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 AUTH_USER_MODEL = "accounts.User"
 LOGIN_URL = "/accounts/login/"
@@ -180,8 +189,6 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         "store_processed": False,
     }
 else:
-    if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
-        CELERY_BROKER_TRANSPORT = "simia_web.jobs.transport:RedisTransport"
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         # A unit whose worker died is delivered again after this many seconds.
         "visibility_timeout": int(os.environ.get("CELERY_VISIBILITY_TIMEOUT", "3600")),
@@ -193,7 +200,9 @@ else:
     }
 # Celery closes database connections around every task unless told to reuse them; a unit is short
 # and a new PostgreSQL connection costs more than most units' queries.
-CELERY_DB_REUSE_MAX = int(os.environ.get("CELERY_DB_REUSE_MAX", "1000"))
+# With a pool (SIMIA_DB_POOL_SIZE), a finished task gives its connection back at once.
+_DB_POOLED = bool(DATABASES["default"].get("OPTIONS", {}).get("pool"))
+CELERY_DB_REUSE_MAX = int(os.environ.get("CELERY_DB_REUSE_MAX", "0" if _DB_POOLED else "1000"))
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
@@ -203,9 +212,8 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = int(os.environ.get("CELERY_WORKER_PREFETCH_M
 # CELERY_TASK_SERIALIZER and the like are also Celery 3 names, which a worker would warn about at start.
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-# On start, a worker re-queues the units of running jobs that have no message left: with the
-# filesystem broker, those a killed worker had taken; with Redis, those it had popped but not yet
-# recorded as unacknowledged when it died (the rest come back after the visibility timeout).
+# On start, a worker re-queues the pending units of running jobs (a killed worker's among them); a unit
+# delivered twice is written once.
 SIMIA_RECOVER_ON_WORKER_START = env_bool("SIMIA_RECOVER_ON_WORKER_START", True)
 
 # Default LLM endpoint; per-stage profiles live in the database.
@@ -214,6 +222,13 @@ OPENAI_API_KEY_ENV = "OPENAI_API_KEY"
 SIMIA_MODEL = os.environ.get("SIMIA_MODEL", "gpt-4o-mini")
 SIMIA_LLM_MAX_ATTEMPTS = int(os.environ.get("SIMIA_LLM_MAX_ATTEMPTS", "4"))
 SIMIA_LLM_BACKOFF_BASE = float(os.environ.get("SIMIA_LLM_BACKOFF_BASE", "0.5"))
+# Endpoint limits (a profile's max_concurrency, and these per minute) hold across every worker through this
+# Redis; without one (the embedded default), per process.
+SIMIA_LLM_LIMITS_REDIS_URL = os.environ.get(
+    "SIMIA_LLM_LIMITS_REDIS_URL", CELERY_BROKER_URL if CELERY_BROKER_URL.startswith(("redis://", "rediss://")) else ""
+)
+# Per profile name: {"requests_per_minute": n, "tokens_per_minute": n}, e.g. '{"openai": {"requests_per_minute": 500}}'.
+SIMIA_LLM_RATE_LIMITS = json.loads(os.environ.get("SIMIA_LLM_RATE_LIMITS", "{}"))
 SIMIA_PROFILE_CACHE_SECONDS = float(os.environ.get("SIMIA_PROFILE_CACHE_SECONDS", "10"))
 # How long a worker keeps a job's domain and APIs for its rollout units (edits are seen after at most this).
 SIMIA_CATALOG_CACHE_SECONDS = float(os.environ.get("SIMIA_CATALOG_CACHE_SECONDS", "10"))

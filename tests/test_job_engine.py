@@ -95,45 +95,36 @@ def test_a_unit_whose_llm_calls_cannot_be_recorded_fails_instead_of_staying_pend
     assert "recording the LLM calls failed" in unit.error
 
 
-def test_recovery_does_not_read_the_broker_when_nothing_is_pending(db, monkeypatch):
-    from simia_web.jobs import broker
-
-    Job.objects.create(kind="rollout", status=JobStatus.RUNNING, stage="rollout")
-    monkeypatch.setattr(services, "job_advance", lambda **kwargs: None)
-    monkeypatch.setattr(broker, "units_with_messages", lambda: pytest.fail("the broker was read"))
-    assert services.jobs_recover() == 0
-
-
-def test_recovery_requeues_only_units_whose_message_is_lost(db, redis_queue, monkeypatch):
-    """kombu pops a Redis message before recording it as unacknowledged: a worker killed in between loses it."""
-    import json
-
-    from simia_web.jobs.tasks import unit_execute
-
-    client, queue = redis_queue
+def test_recovery_resends_every_pending_unit_of_the_current_stage(db, monkeypatch):
+    """Whether a unit's message is waiting, held by a live worker or lost, sending it again is safe."""
     job = Job.objects.create(kind="rollout", status=JobStatus.RUNNING, stage="rollout")
-    waiting, held, lost = (JobUnit.objects.create(job=job, stage="rollout", key=f"u{i}") for i in range(3))
+    waiting, lost = (JobUnit.objects.create(job=job, stage="rollout", key=f"u{i}") for i in range(2))
     JobUnit.objects.create(job=job, stage="rollout", key="done", status=UnitStatus.DONE)
-    unit_execute.delay(held.pk)
-    unit_execute.delay(waiting.pk)
-    # A worker took `held` (the oldest) and recorded it as unacknowledged, as kombu does before running it.
-    message = client.rpop(queue)
-    assert json.loads(message)["headers"]["argsrepr"] == f"({held.pk},)"
-    client.hset("unacked", "tag-1", json.dumps([json.loads(message), "", queue]))
+    JobUnit.objects.create(job=job, stage="tasks", key="earlier")
+    finished = Job.objects.create(kind="rollout", status=JobStatus.RUNNING, stage="rollout")
+    advanced = []
+    monkeypatch.setattr(services, "job_advance", lambda **kwargs: advanced.append(kwargs))
     sent = []
     monkeypatch.setattr(services, "_enqueue_units", sent.extend)
-    assert services.jobs_recover() == 1
-    assert sent == [lost.pk]
+    assert services.jobs_recover() == 2
+    assert sorted(sent) == [waiting.pk, lost.pk]
+    assert advanced == [{"job_id": finished.pk, "stage": "rollout"}]
 
 
-def test_units_are_sent_in_batches_through_a_redis_channel_that_keeps_its_client(db, redis_queue, monkeypatch):
+def test_a_unit_delivered_again_after_recovery_is_written_once(monkeypatch, unit):
+    writer = RecordingWriter()
+    _run(monkeypatch, unit, OneUnitPipeline(writer))
+    monkeypatch.setattr(services, "_enqueue_units", lambda ids: [services.unit_execute(unit_id=i) for i in ids])
+    assert services.jobs_recover() == 0  # nothing pending any more
+    _run(monkeypatch, unit, OneUnitPipeline(writer))
+    assert (writer.called, unit.attempts) == (1, 1)
+
+
+def test_units_are_sent_in_batches(db, redis_queue, monkeypatch):
     """Batches let workers start while the rest is built; the stage's last message says it is the last."""
     import json
 
     from kombu.transport.redis import PublishBatch
-
-    from simia_web.celery import app
-    from simia_web.jobs.transport import RedisChannel
 
     flushed = []
     flush = PublishBatch.flush
@@ -150,65 +141,10 @@ def test_units_are_sent_in_batches_through_a_redis_channel_that_keeps_its_client
     assert [h["argsrepr"] for h in sent] == [f"({unit_id},)" for unit_id in unit_ids]
     assert [n for n in flushed if n] == [services.PUBLISH_BATCH, 8]  # one round trip per batch
     assert [h["kwargsrepr"] for h in sent[-2:]] == ["{}", "{'last_of_stage': True}"]
-    with app.connection_for_write() as connection:
-        channel = connection.default_channel
-        assert isinstance(channel, RedisChannel)
-        assert channel._create_client() is channel._create_client()  # not a new redis.Redis per command
 
     client.delete(queue)
     services._enqueue_units([7, 8])  # re-queued by recovery: not known to be a stage's last
     assert [json.loads(m)["headers"]["kwargsrepr"] for m in client.lrange(queue, 0, -1)] == ["{}", "{}"]
-
-
-def test_a_redis_consumer_takes_what_its_prefetch_allows_in_one_round_trip(db, redis_queue):
-    """kombu took one message per BRPOP, each recorded in a second round trip on the worker's main
-    thread: on a busy worker its threads went idle with the queue still full."""
-    from kombu import Connection, Consumer, Queue
-
-    from simia_web.celery import app
-
-    client, queue = redis_queue
-    with Connection(app.conf.broker_url, transport=app.conf.broker_transport) as connection:
-        with connection.Producer() as producer:
-            for n in range(12):
-                producer.publish({"n": n}, routing_key=queue, declare=[Queue(queue)])
-        received = []
-        consumer = Consumer(connection, [Queue(queue)], callbacks=[lambda body, message: received.append(message)])
-        consumer.qos(prefetch_count=10)
-        with consumer:
-            connection.drain_events(timeout=2)  # one BRPOP wake-up
-        assert [m.payload["n"] for m in received] == list(range(10))  # the prefetch allowance, in order
-        assert client.llen(queue) == 2
-        assert client.hlen("unacked") == 10  # each recorded as unacknowledged, as kombu does
-        for message in received:
-            message.ack()
-        assert client.hlen("unacked") == 0 and client.zcard("unacked_index") == 0
-
-
-def test_messages_of_a_batch_that_failed_to_deliver_are_recorded_again_when_restored(db, redis_queue):
-    """Their unacked records stay (the visibility timeout restores them); the channel forgets that it wrote
-    them, so a restored copy, which keeps its delivery tag, is recorded on its next delivery."""
-    import pytest
-    from kombu import Connection, Consumer, Queue
-
-    from simia_web.celery import app
-
-    client, queue = redis_queue
-    with Connection(app.conf.broker_url, transport=app.conf.broker_transport) as connection:
-        with connection.Producer() as producer:
-            for n in range(4):
-                producer.publish({"n": n}, routing_key=queue, declare=[Queue(queue)])
-
-        def fail_on_the_third(body, message):
-            if body["n"] == 2:
-                raise RuntimeError("consumer failed")
-
-        consumer = Consumer(connection, [Queue(queue)], callbacks=[fail_on_the_third])
-        consumer.qos(prefetch_count=10)
-        with consumer, pytest.raises(RuntimeError):
-            connection.drain_events(timeout=2)
-        assert client.hlen("unacked") == 4
-        assert not connection.default_channel.qos._recorded
 
 
 def _consumer_view_while_writing(tmp_path, monkeypatch, transport_class) -> list:
@@ -273,26 +209,3 @@ def test_the_last_unit_of_a_stage_marks_its_job_finishing(monkeypatch, unit):
     other = JobUnit.objects.create(job=unit.job, stage="rollout", key="u2")
     services.unit_execute(unit_id=other.pk, last_of_stage=True)
     assert unit.job_id in llm_services._finishing_jobs
-
-
-def test_recovery_on_the_filesystem_broker_requeues_only_units_without_a_message_file(db, tmp_path, monkeypatch):
-    """A message file is removed when a worker takes it: a unit whose file is still there is waiting, not lost."""
-    from kombu import Connection
-
-    from simia_web.celery import app
-    from simia_web.jobs.tasks import unit_execute
-
-    options = {"data_folder_in": str(tmp_path), "data_folder_out": str(tmp_path), "control_folder": str(tmp_path)}
-    monkeypatch.setenv("CELERY_BROKER_URL", "filesystem://")  # Celery reads the variable before its settings
-    monkeypatch.setitem(app.conf, "broker_transport_options", options)
-    job = Job.objects.create(kind="rollout", status=JobStatus.RUNNING, stage="rollout")
-    waiting, lost = (JobUnit.objects.create(job=job, stage="rollout", key=f"u{i}") for i in range(2))
-    with Connection(
-        "filesystem://", transport="simia_web.jobs.transport:FilesystemTransport", transport_options=options
-    ) as connection:
-        unit_execute.apply_async((waiting.pk,), connection=connection)
-    assert len(list(tmp_path.glob("*.msg"))) == 1
-    sent = []
-    monkeypatch.setattr(services, "_enqueue_units", sent.extend)
-    assert services.jobs_recover() == 1
-    assert sent == [lost.pk]

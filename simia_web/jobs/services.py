@@ -1,6 +1,5 @@
 """Job lifecycle: create, plan stages, execute units exactly once, advance, cancel, recover."""
 
-import functools
 import logging
 import traceback
 
@@ -238,24 +237,22 @@ def job_retry(*, job: Job, actor=None) -> Job:
 def jobs_recover() -> int:
     """Re-queue the work of unfinished jobs, e.g. after a worker was killed. Returns messages sent.
 
-    Units whose message is still in the broker (waiting, or held unacknowledged and so redelivered
-    after the visibility timeout) are left alone where the broker can be read; the others are sent
-    again. A unit sent twice is still written once.
+    Every pending unit of a running job's current stage is sent again: the broker cannot be asked
+    which messages it still holds without reading its internals, and a unit delivered twice is
+    still written once (the second delivery finds it finished, or loses the compare-and-set in
+    _unit_finish). A unit running on another live worker at that moment may run twice.
     """
-    from .broker import units_with_messages
     from .tasks import job_start
 
     sent = 0
     for job in Job.objects.filter(status=JobStatus.QUEUED):
         job_start.delay(job.pk)
         sent += 1
-    queued = functools.cache(units_with_messages)  # the broker is read only if some unit is pending
     for job in Job.objects.filter(status=JobStatus.RUNNING):
         pending = list(job.units.filter(stage=job.stage, status=UnitStatus.PENDING).values_list("id", flat=True))
         if not pending:
             job_advance(job_id=job.pk, stage=job.stage)
             continue
-        lost = [unit_id for unit_id in pending if queued() is None or unit_id not in queued()]
-        _enqueue_units(lost)
-        sent += len(lost)
+        _enqueue_units(pending)
+        sent += len(pending)
     return sent

@@ -26,10 +26,10 @@ from django.conf import settings
 from simia_web.core.jsonutil import content_hash
 from simia_web.core.schemas import first_error
 
+from .limits import endpoint_limiter
 from .models import EndpointProfile, LLMCall, StructuredMode, ToolMode
 from .services import llm_call_ids, llm_call_mark_invalid, llm_call_record, llm_slot_rank
-from .slots import Slots
-from .transport import SlotTransport, exchange_ms
+from .transport import LimitedTransport, exchange_ms
 
 logger = logging.getLogger(__name__)
 
@@ -58,9 +58,7 @@ class LLMReply:
 
 
 _thread_clients = threading.local()  # .clients: {client key: (openai.OpenAI, chat completions URL)}
-_slots: dict[tuple, Slots] = {}  # (profile id, max concurrency) -> slots
 _downgrades: dict[tuple, str] = {}  # (profile key, "structured"|"tools") -> weaker mode learned at run time
-_lock = threading.Lock()
 
 _STRUCTURED_FALLBACK = {
     StructuredMode.JSON_SCHEMA: StructuredMode.JSON_OBJECT,
@@ -95,8 +93,9 @@ _PER_REQUEST_DROPPED_HEADERS = {"X-Stainless-Retry-Count": openai.Omit(), "X-Sta
 def _openai_client(profile: EndpointProfile) -> tuple[openai.OpenAI, str]:
     """This thread's client for the profile's endpoint, and the endpoint's chat completions URL.
 
-    The profile's slots are shared by all threads. The URL is absolute, so that the SDK does not join
-    it to its base URL again on every request (a tenth of the SDK's own CPU per request).
+    The profile's limits are shared by all threads (and, through Redis, by every worker). The URL is
+    absolute, so that the SDK does not join it to its base URL again on every request (a tenth of the
+    SDK's own CPU per request).
 
     One client per worker thread, each with its own connection: a shared connection pool locks and
     polls every idle connection on each request, and on a busy worker each of those steps waits for
@@ -106,8 +105,7 @@ def _openai_client(profile: EndpointProfile) -> tuple[openai.OpenAI, str]:
     key = (profile.pk, profile.max_concurrency, profile.base_url, api_key, profile.timeout_seconds)
     clients = _thread_clients.__dict__.setdefault("clients", {})
     if key not in clients:
-        with _lock:
-            slots = _slots.setdefault((profile.pk, profile.max_concurrency), Slots(max(1, profile.max_concurrency)))
+        transport = LimitedTransport(endpoint_limiter(profile), llm_slot_rank)
         # Retries are ours, so that every attempt is logged and counted.
         client = openai.OpenAI(
             base_url=profile.base_url or None,
@@ -115,7 +113,7 @@ def _openai_client(profile: EndpointProfile) -> tuple[openai.OpenAI, str]:
             timeout=profile.timeout_seconds,
             max_retries=0,
             default_headers=_DROPPED_HEADERS,
-            http_client=openai.DefaultHttpxClient(transport=SlotTransport(slots, llm_slot_rank)),
+            http_client=openai.DefaultHttpxClient(transport=transport),
         )
         clients[key] = client, str(client.base_url.join("chat/completions"))
     return clients[key]

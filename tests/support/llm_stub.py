@@ -56,6 +56,13 @@ class Request:
         return None
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    # The listen backlog, read when the socket starts listening (in the constructor): hundreds of workers'
+    # threads may connect at once, and the default of 5 refuses the rest.
+    request_queue_size = 1024
+
+
 class StubLLM:
     def __init__(self, responder: Callable[[Request], Reply] | None = None, latency: float = 0.0):
         self.responder = responder or (lambda request: Reply(content={}))
@@ -83,7 +90,9 @@ class StubLLM:
                 pass
 
             def do_GET(self):
-                if self.path.rstrip("/").endswith("/models"):
+                if self.path.rstrip("/").endswith("/in-flight"):  # the most answered at once since the last look
+                    self._send(Reply(raw_body=json.dumps({"max_in_flight": stub.take_max_in_flight()})))
+                elif self.path.rstrip("/").endswith("/models"):
                     listing = [{"id": name, "object": "model", "owned_by": "stub"} for name in stub.models]
                     self._send(Reply(raw_body=json.dumps({"object": "list", "data": listing})))
                 else:
@@ -117,9 +126,7 @@ class StubLLM:
                 with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # the client hung up
                     self.wfile.write(payload)
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.server.request_queue_size = 128
+        self.server = _Server(("127.0.0.1", 0), Handler)
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
     @property
@@ -141,6 +148,17 @@ class StubLLM:
 
     def stage_requests(self, stage: str) -> list[Request]:
         return [r for r in self.requests if r.stage == stage]
+
+    @property
+    def in_flight(self) -> int:
+        """Requests being answered now (this one included, when a responder asks)."""
+        return self._in_flight
+
+    def take_max_in_flight(self) -> int:
+        """The most requests answered at once since the last call (then counting starts again)."""
+        with self._lock:
+            most, self.max_in_flight = self.max_in_flight, self._in_flight
+        return most
 
     def _enter(self):
         with self._lock:

@@ -1,0 +1,238 @@
+"""An endpoint's limits for the whole cluster: concurrent requests, requests and tokens per minute.
+
+Every worker process and machine that sends to a profile's endpoint shares them through Redis:
+
+- concurrency: leases in a sorted set, taken and given back by Lua scripts (atomic on the server).
+  A lease expires on its own if its worker dies holding it. A waiter blocks on a wake-up list
+  that each release pushes to (Redis serves blocked clients first come, first served), and looks
+  again every second for leases that expired.
+- requests and tokens per minute: sliding-window counters from the `limits` library, keyed by
+  profile. Tokens are reserved before the request (prompt bytes / 4 + max_tokens).
+- a 429 answer starts a cool-down that every other sender waits out (the server's Retry-After, or
+  one second; the thread that got the 429 waits before its retry anyway, see client._complete), and
+  halves the concurrency the endpoint is given, once per cool-down; each successful answer then adds
+  1 / cap back (additive increase), so a rate-limited endpoint converges on what it can take instead
+  of answering storms of 429s.
+
+Without Redis (the embedded default, one machine) the same limits hold per process: concurrency
+through the process's slots, rates in memory, the cool-down in the process.
+
+Within a process, a request first takes one of the profile's local slots, ranked (see
+llm.services.llm_slot_rank), so the cluster lease goes to the unit that should go first.
+"""
+
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import redis
+from django.conf import settings
+from django.db import connection
+from limits import RateLimitItemPerMinute
+from limits.storage import storage_from_string
+from limits.strategies import SlidingWindowCounterRateLimiter
+
+from .slots import Rank, Slots
+
+# A waiter looks again this often (seconds) for leases that expired without being given back.
+_LEASE_POLL = 1.0
+# A lease outlives the longest exchange the client allows by this much before it counts as abandoned.
+_LEASE_MARGIN = 30.0
+# The cool-down after a 429 without a Retry-After, and the cap on a server's Retry-After.
+_DEFAULT_COOL_DOWN = 1.0
+_MAX_COOL_DOWN = 60.0
+# A halved concurrency cap that nothing raises again (no successful answers) is forgotten after this.
+_CAP_MEMORY_MS = 600_000
+
+# Returns 0 when a lease was taken, -1 when all are held, or the cool-down's remaining ms (unless the
+# caller is the one that started it: ARGV[4] = 1).
+_ACQUIRE = """
+local cool = redis.call('PTTL', KEYS[3])
+if cool > 0 and ARGV[4] ~= '1' then return cool end
+local now = redis.call('TIME')
+local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now_ms)
+local limit = tonumber(ARGV[2])
+local cap = math.max(1, math.min(limit, math.floor(tonumber(redis.call('GET', KEYS[2]) or limit))))
+if redis.call('ZCARD', KEYS[1]) < cap then
+  redis.call('ZADD', KEYS[1], now_ms + tonumber(ARGV[3]), ARGV[1])
+  redis.call('PEXPIRE', KEYS[1], ARGV[3])
+  return 0
+end
+return -1
+"""
+# Gives a lease back (waking one waiter) and adapts the cap: halved once per cool-down on a 429,
+# raised by 1 / cap on a success.
+_RELEASE = """
+local limit = tonumber(ARGV[2])
+local cap = tonumber(redis.call('GET', KEYS[2]) or limit)
+if ARGV[3] == 'throttled' then
+  if redis.call('SET', KEYS[3], '1', 'PX', ARGV[4], 'NX') then
+    redis.call('SET', KEYS[2], tostring(math.max(1, cap / 2)), 'PX', ARGV[5])
+  end
+elseif ARGV[3] == 'ok' and cap < limit then
+  redis.call('SET', KEYS[2], tostring(math.min(limit, cap + 1 / cap)), 'PX', ARGV[5])
+end
+if redis.call('ZREM', KEYS[1], ARGV[1]) == 1 then
+  redis.call('LPUSH', KEYS[4], '1')
+  redis.call('LTRIM', KEYS[4], 0, limit - 1)
+  redis.call('PEXPIRE', KEYS[4], 60000)
+end
+"""
+
+
+@dataclass(frozen=True)
+class EndpointLimits:
+    concurrency: int
+    requests_per_minute: int | None = None
+    tokens_per_minute: int | None = None
+    # The longest one exchange may take (the client's timeout): a lease is abandoned after it.
+    exchange_timeout: float = 600.0
+
+
+class Outcome:
+    """How an exchange ended, for the adaptive cap: set by the caller inside `held`."""
+
+    def __init__(self):
+        self.throttled = False
+        self.retry_after: float | None = None
+        self.succeeded = False
+
+
+class EndpointLimiter:
+    def __init__(self, key: str, limits: EndpointLimits, redis_url: str = ""):
+        self.key = key
+        self.limits = limits
+        self._slots = Slots(max(1, limits.concurrency))
+        self._redis = None
+        if redis_url:
+            # A thread holds a connection while it waits for a lease (BLPOP); at most one per local slot does.
+            pool = redis.BlockingConnectionPool.from_url(redis_url, max_connections=limits.concurrency + 8)
+            self._redis = redis.Redis(connection_pool=pool)
+            self._acquire = self._redis.register_script(_ACQUIRE)
+            self._release = self._redis.register_script(_RELEASE)
+        self._rates = None
+        if limits.requests_per_minute or limits.tokens_per_minute:
+            self._rates = SlidingWindowCounterRateLimiter(storage_from_string(redis_url or "memory://"))
+        self._local_cool_down_until = 0.0
+        self._lock = threading.Lock()
+        self._throttled = threading.local()  # .until: when the cool-down this thread's own 429 started ends
+
+    @contextmanager
+    def held(self, rank: Rank, *, tokens: Callable[[], int]) -> Iterator[Outcome]:
+        """Hold the right to send one request for the duration of the block."""
+        outcome = Outcome()
+        _database_connection_give_back()
+        with self._slots.taken(rank):
+            lease = self._lease_take() if self._redis is not None else self._wait_local_cool_down()
+            try:
+                self._take_rates(tokens)
+                yield outcome
+            finally:
+                if lease is None:
+                    self._local_answered(outcome)
+                else:
+                    self._lease_give_back(lease, outcome)
+
+    def _take_rates(self, tokens: Callable[[], int]) -> None:
+        if self._rates is None:
+            return
+        per_minute = [(self.limits.requests_per_minute, "requests", lambda: 1)]
+        per_minute.append((self.limits.tokens_per_minute, "tokens", tokens))
+        for limit, what, cost in per_minute:
+            if not limit:
+                continue
+            item, amount = RateLimitItemPerMinute(limit), min(limit, max(1, cost()))
+            while not self._rates.hit(item, self.key, what, cost=amount):
+                reset_at = self._rates.get_window_stats(item, self.key, what).reset_time
+                time.sleep(min(max(reset_at - time.time(), 0.05), _LEASE_POLL))
+
+    # -- cluster-wide: Redis ---------------------------------------------------------------------
+
+    def _keys(self, *names: str) -> list[str]:
+        return [f"simia:llm-limits:{self.key}:{name}" for name in names]
+
+    def _lease_take(self) -> str:
+        lease = uuid.uuid4().hex
+        keys = self._keys("leases", "cap", "cool-down")
+        ttl_ms = int((self.limits.exchange_timeout + _LEASE_MARGIN) * 1000)
+        while True:
+            excused = int(self._excused())
+            answer = self._acquire(keys=keys, args=[lease, self.limits.concurrency, ttl_ms, excused])
+            if answer == 0:
+                return lease
+            if answer > 0:
+                time.sleep(answer / 1000)
+            else:
+                self._redis.blpop(self._keys("wake"), timeout=_LEASE_POLL)
+
+    def _lease_give_back(self, lease: str, outcome: Outcome) -> None:
+        result = "throttled" if outcome.throttled else "ok" if outcome.succeeded else "failed"
+        cool_down_ms = int(self._note_throttled(outcome) * 1000)
+        self._release(
+            keys=self._keys("leases", "cap", "cool-down", "wake"),
+            args=[lease, self.limits.concurrency, result, cool_down_ms, _CAP_MEMORY_MS],
+        )
+
+    # -- per process: the embedded default -------------------------------------------------------
+
+    def _wait_local_cool_down(self) -> None:
+        """Wait out a cool-down this process started (there is no lease to take without Redis)."""
+        wait = self._local_cool_down_until - time.monotonic()
+        if wait > 0 and not self._excused():
+            time.sleep(wait)
+
+    def _local_answered(self, outcome: Outcome) -> None:
+        cool_down = self._note_throttled(outcome)
+        if outcome.throttled:
+            with self._lock:
+                self._local_cool_down_until = max(self._local_cool_down_until, time.monotonic() + cool_down)
+
+    # -- both ------------------------------------------------------------------------------------
+
+    def _note_throttled(self, outcome: Outcome) -> float:
+        """The cool-down a 429 starts (seconds); the thread that got it waits before its retry anyway."""
+        retry_after = outcome.retry_after
+        cool_down = min(retry_after, _MAX_COOL_DOWN) if retry_after and retry_after > 0 else _DEFAULT_COOL_DOWN
+        if outcome.throttled:
+            self._throttled.until = max(time.monotonic() + cool_down, getattr(self._throttled, "until", 0.0))
+        return cool_down
+
+    def _excused(self) -> bool:
+        """Whether a cool-down in force is the one this thread's own 429 started."""
+        return time.monotonic() < getattr(self._throttled, "until", 0.0)
+
+
+def _database_connection_give_back() -> None:
+    """Return this thread's connection to the database pool (where there is one) while it waits on the LLM.
+
+    Without a pool a connection is kept: opening one per call would cost more than it saves.
+    """
+    if connection.settings_dict.get("OPTIONS", {}).get("pool") and not connection.in_atomic_block:
+        connection.close()
+
+
+_limiters: dict[tuple, EndpointLimiter] = {}
+_limiters_lock = threading.Lock()
+
+
+def endpoint_limiter(profile) -> EndpointLimiter:
+    """The process's limiter for a profile (one per profile and set of limits, shared by its threads)."""
+    rates = settings.SIMIA_LLM_RATE_LIMITS.get(profile.name) or {}
+    limits = EndpointLimits(
+        concurrency=max(1, profile.max_concurrency),
+        requests_per_minute=rates.get("requests_per_minute"),
+        tokens_per_minute=rates.get("tokens_per_minute"),
+        exchange_timeout=float(profile.timeout_seconds),
+    )
+    key = (profile.pk, profile.base_url, limits, settings.SIMIA_LLM_LIMITS_REDIS_URL)
+    with _limiters_lock:
+        if key not in _limiters:
+            # The URL is in the shared key: databases that share a Redis (staging and tests) reuse profile ids.
+            name = f"{profile.pk}@{profile.base_url}"
+            _limiters[key] = EndpointLimiter(name, limits, settings.SIMIA_LLM_LIMITS_REDIS_URL)
+        return _limiters[key]
+

@@ -1,0 +1,212 @@
+"""Endpoint limits shared through Redis by every process (here: several limiters, as processes would have),
+and per process without Redis."""
+
+import threading
+import time
+import uuid
+
+import httpx2
+import pytest
+
+from simia_web.llm import limits
+from simia_web.llm.limits import EndpointLimiter, EndpointLimits
+from simia_web.llm.slots import first_come
+from simia_web.llm.transport import LimitedTransport
+from tests.support.llm_stub import Reply
+
+
+@pytest.fixture
+def redis_url(settings):
+    if not settings.CELERY_BROKER_URL.startswith("redis://"):
+        pytest.skip("set CELERY_BROKER_URL to Redis (make test does)")
+    return settings.CELERY_BROKER_URL
+
+
+def _limiter(name: str, redis_url: str = "", **kwargs) -> EndpointLimiter:
+    return EndpointLimiter(name, EndpointLimits(**{"concurrency": 3, **kwargs}), redis_url)
+
+
+def _hold_many(limiters: list[EndpointLimiter], per_limiter: int, work) -> None:
+    def run(limiter):
+        with limiter.held(first_come, tokens=lambda: 1) as outcome:
+            work()
+            outcome.succeeded = True
+
+    threads = [threading.Thread(target=run, args=(lim,)) for lim in limiters for _ in range(per_limiter)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert not any(thread.is_alive() for thread in threads)
+
+
+def _send_from_threads(limiters: list[EndpointLimiter], threads_each: int, url: str, requests_each: int = 1) -> list:
+    """Each thread with its own client (as each worker thread has), all of a limiter's sharing its limits."""
+    statuses = []
+
+    def send(limiter):
+        client = httpx2.Client(transport=LimitedTransport(limiter, lambda: first_come))
+        for _ in range(requests_each):
+            statuses.append(client.post(f"{url}/chat/completions", json={"model": "m", "messages": []}).status_code)
+            if statuses[-1] == 429:
+                threading.Event().wait(0.05)  # the wait before a retry (see client._complete)
+
+    threads = [threading.Thread(target=send, args=(limiter,)) for limiter in limiters for _ in range(threads_each)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    return statuses
+
+
+def test_processes_sharing_redis_never_exceed_the_endpoints_concurrency_together(redis_url, llm_stub):
+    """Two limiters of one profile (two worker processes) with 8 threads each, against the scripted server."""
+    llm_stub.latency = 0.2
+    llm_stub.responder = lambda request: Reply(content={})
+    name = f"test-{uuid.uuid4().hex}"
+    llm_stub.take_max_in_flight()
+    statuses = _send_from_threads([_limiter(name, redis_url), _limiter(name, redis_url)], 8, llm_stub.url)
+    assert statuses == [200] * 16
+    assert llm_stub.take_max_in_flight() == 3
+
+
+def test_without_redis_the_limit_holds_per_process():
+    holding, most, lock = [0], [0], threading.Lock()
+
+    def work():
+        with lock:
+            holding[0] += 1
+            most[0] = max(most[0], holding[0])
+        threading.Event().wait(0.01)
+        with lock:
+            holding[0] -= 1
+
+    _hold_many([_limiter("local")], 12, work)
+    assert most[0] == 3
+
+
+def test_a_lease_whose_holder_died_expires(redis_url, monkeypatch):
+    monkeypatch.setattr(limits, "_LEASE_MARGIN", 0.0)
+    monkeypatch.setattr(limits, "_LEASE_POLL", 0.05)
+    name = f"test-{uuid.uuid4().hex}"
+    dead = _limiter(name, redis_url, concurrency=1, exchange_timeout=0.2)
+    held = dead.held(first_come, tokens=lambda: 1)
+    held.__enter__()  # and never leaves: its process was killed
+    survivor = _limiter(name, redis_url, concurrency=1, exchange_timeout=0.2)
+    with survivor.held(first_come, tokens=lambda: 1):  # blocks until the dead lease expires
+        pass
+
+
+def test_a_429_starts_one_cool_down_and_halves_the_cap_which_successes_raise_again(redis_url):
+    import redis
+
+    name = f"test-{uuid.uuid4().hex}"
+    limiter = _limiter(name, redis_url, concurrency=8)
+    client = redis.Redis.from_url(redis_url)
+    cap_key, cool_down_key = (f"simia:llm-limits:{name}:{key}" for key in ("cap", "cool-down"))
+    for _ in range(3):  # a storm of 429s halves the cap once
+        with limiter.held(first_come, tokens=lambda: 1) as outcome:
+            outcome.throttled, outcome.retry_after = True, 5.0
+    assert float(client.get(cap_key)) == 4.0
+    assert 4000 < client.pttl(cool_down_key) <= 5000
+    client.delete(cool_down_key)
+    for _ in range(4):
+        with limiter.held(first_come, tokens=lambda: 1) as outcome:
+            outcome.succeeded = True
+    assert 4.9 < float(client.get(cap_key)) < 5.0  # 1/4 + 1/4.25 + ...: about one more per cap successes
+
+
+def test_other_threads_wait_out_a_cool_down_and_the_throttled_thread_retries_at_once(monkeypatch):
+    limiter = _limiter("local-cool-down")
+    with limiter.held(first_come, tokens=lambda: 1) as outcome:
+        outcome.throttled, outcome.retry_after = True, 3.0
+    own_waits = _record_waits(monkeypatch)
+    with limiter.held(first_come, tokens=lambda: 1):  # the thread that got the 429 waited before its retry
+        pass
+    assert own_waits == []
+    monkeypatch.undo()
+    waited = []
+
+    def send_meanwhile():
+        with pytest.raises(Waited), limiter.held(first_come, tokens=lambda: 1):
+            pass
+        waited.append(True)
+
+    other = threading.Thread(target=send_meanwhile)
+    other_waits = _record_waits(monkeypatch, other)
+    other.start()
+    other.join(timeout=5)
+    assert waited and len(other_waits) == 1 and 2.5 < other_waits[0] <= 3.0
+
+
+class Waited(Exception):
+    pass
+
+
+def _record_waits(monkeypatch, thread: threading.Thread | None = None) -> list[float]:
+    """time.sleep in this thread (or `thread`) records the wait and gives up (a rate window would make it
+    wait again); the scripted server's threads sleep as usual."""
+    waits, real_sleep, waiter = [], time.sleep, thread or threading.current_thread()
+
+    def sleep(seconds):
+        if threading.current_thread() is not waiter:
+            return real_sleep(seconds)
+        waits.append(seconds)
+        raise Waited()
+
+    monkeypatch.setattr(limits.time, "sleep", sleep)
+    return waits
+
+
+@pytest.mark.parametrize("rates, tokens", [({"requests_per_minute": 2}, 1), ({"tokens_per_minute": 1000}, 400)])
+def test_requests_and_tokens_per_minute_are_waited_for(monkeypatch, rates, tokens):
+    waits = _record_waits(monkeypatch)
+    limiter = _limiter(f"rates-{uuid.uuid4().hex}", **rates)
+    for _ in range(2):
+        with limiter.held(first_come, tokens=lambda: tokens):
+            pass
+    with pytest.raises(Waited), limiter.held(first_come, tokens=lambda: tokens):
+        pass
+    assert len(waits) == 1 and 0 < waits[0] <= 1.0
+
+
+def test_a_request_larger_than_the_token_limit_is_still_sent(monkeypatch):
+    _record_waits(monkeypatch)
+    limiter = _limiter(f"rates-{uuid.uuid4().hex}", tokens_per_minute=100)
+    with limiter.held(first_come, tokens=lambda: 5000):
+        pass
+
+
+def test_the_transport_reports_429s_with_their_retry_after(llm_stub, monkeypatch):
+    llm_stub.inject(Reply(status=429, error_message="slow down", headers={"retry-after-ms": "1500"}))
+    limiter = _limiter("local-transport")
+    http = httpx2.Client(transport=LimitedTransport(limiter, lambda: first_come))
+    assert http.post(f"{llm_stub.url}/chat/completions", json={"model": "m", "messages": []}).status_code == 429
+    waited = []
+
+    def send_after_the_429():
+        with pytest.raises(Waited), limiter.held(first_come, tokens=lambda: 1):
+            pass
+        waited.append(True)
+
+    other = threading.Thread(target=send_after_the_429)
+    waits = _record_waits(monkeypatch, other)
+    other.start()
+    other.join(timeout=5)
+    assert waited and len(waits) == 1 and 1.0 < waits[0] <= 1.5
+
+
+def test_an_endpoint_that_throttles_above_its_capacity_is_given_about_that_capacity(redis_url, llm_stub):
+    """It answers 429 while more than 3 requests are in flight; two processes allowed 12 in all back off to about
+    what it takes (halving once per cool-down, adding 1 / cap per success) and most requests get through."""
+    llm_stub.latency = 0.05
+    llm_stub.responder = lambda request: (
+        Reply(status=429, error_message="slow down", headers={"retry-after-ms": "50"})
+        if llm_stub.in_flight > 3
+        else Reply(content={})
+    )
+    name = f"test-{uuid.uuid4().hex}"
+    limiters = [_limiter(name, redis_url, concurrency=12), _limiter(name, redis_url, concurrency=12)]
+    statuses = _send_from_threads(limiters, 6, llm_stub.url, requests_each=10)
+    # Sent 12 at a time without backing off, about two in three were throttled here; converging, about one in five.
+    assert statuses.count(429) < len(statuses) * 0.4
