@@ -225,6 +225,16 @@ SIMIA_RESERVATION_MINUTES = int(os.environ.get("SIMIA_RESERVATION_MINUTES", "15"
 # Seed imports
 SIMIA_IMPORT_MAX_BYTES = int(os.environ.get("SIMIA_IMPORT_MAX_BYTES", str(50 * 1024 * 1024)))
 SIMIA_IMPORT_MAX_RECORDS = int(os.environ.get("SIMIA_IMPORT_MAX_RECORDS", "100000"))
+SIMIA_IMPORT_MAX_MESSAGES = int(os.environ.get("SIMIA_IMPORT_MAX_MESSAGES", "500"))  # per record
+SIMIA_IMPORT_MAX_ZIP_MEMBERS = int(os.environ.get("SIMIA_IMPORT_MAX_ZIP_MEMBERS", "1000"))
+
+# The JSON gate (simia_web.core.json_input): every JSON document that enters, whatever its path. Imports
+# take SIMIA_IMPORT_MAX_BYTES as their byte limit; REST bodies, form fields and LLM answers this one.
+SIMIA_JSON_MAX_BYTES = int(os.environ.get("SIMIA_JSON_MAX_BYTES", str(10 * 1024 * 1024)))
+SIMIA_JSON_MAX_DEPTH = int(os.environ.get("SIMIA_JSON_MAX_DEPTH", "64"))
+SIMIA_JSON_MAX_STRING = int(os.environ.get("SIMIA_JSON_MAX_STRING", str(1024 * 1024)))  # characters
+SIMIA_JSON_MAX_KEYS = int(os.environ.get("SIMIA_JSON_MAX_KEYS", "50000"))  # per object
+SIMIA_JSON_MAX_ITEMS = int(os.environ.get("SIMIA_JSON_MAX_ITEMS", "100000"))  # per array
 DATA_UPLOAD_MAX_MEMORY_SIZE = SIMIA_IMPORT_MAX_BYTES
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 
