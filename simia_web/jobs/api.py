@@ -138,7 +138,7 @@ JobCreateRequest = PolymorphicProxySerializer(
 
 def job_request_validate(data) -> dict:
     kind = data.get("kind") if hasattr(data, "get") else None
-    if kind not in JOB_REQUESTS:
+    if not isinstance(kind, str) or kind not in JOB_REQUESTS:
         raise ValidationError({"kind": [f"choose one of {', '.join(JOB_REQUESTS)}"]})
     form = JOB_REQUESTS[kind](data=data)
     form.is_valid(raise_exception=True)

@@ -30,6 +30,7 @@ from .models import EndpointProfile, LLMCall, StructuredMode, ToolMode
 from .services import llm_call_ids, llm_call_mark_invalid, llm_call_record, llm_slot_rank
 from .slots import Slots
 from .transport import SlotTransport, exchange_ms
+from .validation import api_key_read
 
 logger = logging.getLogger(__name__)
 
@@ -102,7 +103,7 @@ def _openai_client(profile: EndpointProfile) -> tuple[openai.OpenAI, str]:
     polls every idle connection on each request, and on a busy worker each of those steps waits for
     the GIL while holding the pool lock and a slot, which cost a sixth of the endpoint's capacity.
     """
-    api_key = os.environ.get(profile.api_key_env, "") or "not-needed"
+    api_key = api_key_read(profile.api_key_env) or "not-needed"
     key = (profile.pk, profile.max_concurrency, profile.base_url, api_key, profile.timeout_seconds)
     clients = _thread_clients.__dict__.setdefault("clients", {})
     if key not in clients:
