@@ -2,13 +2,14 @@ import json
 
 from django import forms
 
+from simia_web.core.forms import GatedJSONField
 from simia_web.synthesis.amplify import STRATEGIES
 from simia_web.synthesis.rules import DEFAULT_MAX_MESSAGES, DEFAULT_MIN_MESSAGES
 
 from .models import ApiKind, Domain
 
 
-class PrettyJSONField(forms.JSONField):
+class PrettyJSONField(GatedJSONField):
     """A JSON textarea that shows its value indented, for reading and editing by hand."""
 
     widget = forms.Textarea(attrs={"rows": 14, "class": "mono"})

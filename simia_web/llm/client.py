@@ -23,6 +23,7 @@ import openai
 import orjson
 from django.conf import settings
 
+from simia_web.core.json_input import json_parse
 from simia_web.core.jsonutil import content_hash
 from simia_web.core.schemas import first_error
 
@@ -157,11 +158,11 @@ def parse_json_answer(text: str | None) -> Any:
     if fenced:
         text = fenced.group(1)
     try:
-        return json.loads(text)
+        return json_parse(text, where="the answer")
     except ValueError:
         start, end = text.find("{"), text.rfind("}")
         if 0 <= start < end and (start > 0 or end < len(text) - 1):
-            return json.loads(text[start : end + 1])
+            return json_parse(text[start : end + 1], where="the answer")
         raise
 
 
