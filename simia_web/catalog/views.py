@@ -248,7 +248,7 @@ def task_detail(request, pk: int):
 
 @role_required("annotator")
 def seed_detail(request, pk: int):
-    seed = get_object_or_404(Seed.objects.select_related("domain", "created_by").defer("source_record"), pk=pk)
+    seed = get_object_or_404(Seed.objects.select_related("domain", "created_by"), pk=pk)
     page = Paginator(seed.messages, SEED_PAGE_MESSAGES).get_page(request.GET.get("page"))
     shown_in_full = request.GET.get("full", "")
     context = {
