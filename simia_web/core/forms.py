@@ -2,6 +2,7 @@
 
 from django import forms
 from django.core.exceptions import ValidationError
+from django.forms.fields import InvalidJSONInput
 
 from .json_input import JsonRefused, json_parse
 
@@ -16,3 +17,12 @@ class GatedJSONField(forms.JSONField):
             except JsonRefused as exc:
                 raise ValidationError(str(exc), code="invalid") from None
         return super().to_python(value)
+
+    def bound_data(self, data, initial):
+        """The posted text, parsed for showing again in the form; text the gate refuses is shown as typed."""
+        if self.disabled or data is None:
+            return initial if self.disabled else None
+        try:
+            return json_parse(data)
+        except JsonRefused:
+            return InvalidJSONInput(data)
