@@ -4,7 +4,7 @@ from django import forms
 from django.core.exceptions import ValidationError
 from django.forms.fields import InvalidJSONInput
 
-from .json_input import JsonRefused, json_parse
+from .json_input import JsonInvalid, JsonRefused, json_parse
 
 
 class GatedJSONField(forms.JSONField):
@@ -14,6 +14,8 @@ class GatedJSONField(forms.JSONField):
         if isinstance(value, str) and value not in self.empty_values:
             try:
                 json_parse(value, where=self.label or "")
+            except JsonInvalid:
+                raise ValidationError(self.error_messages["invalid"], code="invalid", params={"value": value}) from None
             except JsonRefused as exc:
                 raise ValidationError(str(exc), code="invalid") from None
         return super().to_python(value)

@@ -31,6 +31,10 @@ class JsonRefused(ValueError):
         super().__init__(f"{place}: {message}" if place else message)
 
 
+class JsonInvalid(JsonRefused):
+    """Not JSON at all (a syntax error, or bytes that are not UTF-8), as opposed to JSON over a limit."""
+
+
 @dataclass(frozen=True)
 class JsonLimits:
     max_bytes: int
@@ -113,14 +117,14 @@ def json_parse(data: bytes | str, *, where: str = "", limits: JsonLimits | None 
         try:
             data = data.decode("utf-8-sig")
         except UnicodeDecodeError as exc:
-            raise JsonRefused(where, f"not UTF-8 text: byte 0x{data[exc.start]:02x} at offset {exc.start}") from None
+            raise JsonInvalid(where, f"not UTF-8 text: byte 0x{data[exc.start]:02x} at offset {exc.start}") from None
     try:
         start = len(data) - len(data.lstrip())
         value, end = value_decode(data, start, where=where, limits=limits)
         if data[end:].strip():
             raise json.JSONDecodeError("Extra data", data, end)
     except json.JSONDecodeError as exc:
-        raise JsonRefused(where, f"invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+        raise JsonInvalid(where, f"invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
     return value
 
 
