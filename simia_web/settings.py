@@ -123,7 +123,7 @@ AUTH_PASSWORD_VALIDATORS = [
 AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
 AXES_FAILURE_LIMIT = int(os.environ.get("SIMIA_LOGIN_FAILURES", "10"))
 AXES_COOLOFF_TIME = timedelta(minutes=int(os.environ.get("SIMIA_LOGIN_COOLOFF_MINUTES", "15")))
-AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]  # the address is REMOTE_ADDR (axes' default), not spoofable
 AXES_RESET_ON_SUCCESS = True
 
 LANGUAGE_CODE = "en-us"
@@ -196,6 +196,9 @@ REST_FRAMEWORK = {
         "rest_framework.throttling.AnonRateThrottle",
         "rest_framework.throttling.UserRateThrottle",
     ],
+    # Throttles count per client address: REMOTE_ADDR, or behind SIMIA_NUM_PROXIES proxies the address the
+    # outermost one put in X-Forwarded-For (never the whole header, which a client could vary at will).
+    "NUM_PROXIES": int(os.environ.get("SIMIA_NUM_PROXIES", "0")),
     "DEFAULT_THROTTLE_RATES": {
         "anon": os.environ.get("SIMIA_THROTTLE_ANON", "60/minute"),
         "user": os.environ.get("SIMIA_THROTTLE_USER", "3000/minute"),

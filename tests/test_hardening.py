@@ -279,3 +279,11 @@ def test_swagger_ui_comes_from_our_static_files(client_for):
     assert finders.find("drf_spectacular_sidecar/swagger-ui-dist/swagger-ui-bundle.js")
     script = client.get("/api/docs/?script=")
     assert script.status_code == 200 and "SwaggerUIBundle" in script.content.decode()
+
+
+def test_forwarded_for_headers_do_not_reset_the_token_throttle(users, settings):
+    limit = int(settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]["bad_token"].split("/")[0])
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION="Token wrong")
+    statuses = [client.get("/api/v1/me/", HTTP_X_FORWARDED_FOR=f"10.0.0.{i}").status_code for i in range(limit + 1)]
+    assert statuses[-1] == 429
