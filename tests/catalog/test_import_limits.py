@@ -64,7 +64,7 @@ def lying_zip(inflated_mib: int) -> bytes:
 
 def test_lying_zip_header_is_refused_with_bounded_memory(db):
     """Row 1: the declared size is not trusted; inflated bytes are counted as read and the CRC catches the lie."""
-    upload = SimpleUploadedFile("shop.zip", lying_zip(300))
+    upload = SimpleUploadedFile("shop.zip", lying_zip(1024))  # 1 GiB of spaces, as in the issue
     tracemalloc.start()
     try:
         baseline = tracemalloc.get_traced_memory()[0]
