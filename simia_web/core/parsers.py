@@ -3,7 +3,7 @@
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
 
-from .json_input import JsonLimits, JsonRefused, bytes_bounded, json_parse, stream_chunks
+from .json_input import JsonInvalid, JsonLimits, JsonRefused, bytes_bounded, json_parse, stream_chunks
 
 
 def refusal_detail(exc: JsonRefused) -> dict:
@@ -18,5 +18,7 @@ class GatedJSONParser(JSONParser):
         try:
             data = bytes_bounded(stream_chunks(stream), limit=limits.max_bytes, where="body")
             return json_parse(data, where="", limits=limits)
+        except JsonInvalid as exc:
+            raise ParseError(f"JSON parse error - {exc.message}") from None  # DRF's own wording
         except JsonRefused as exc:
             raise ParseError(refusal_detail(exc)) from None
