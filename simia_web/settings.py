@@ -7,9 +7,11 @@ to share the load across worker machines.
 
 import json
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
+from csp.constants import NONE, SELF
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("SIMIA_VAR_DIR", BASE_DIR / "var"))
@@ -44,7 +46,9 @@ INSTALLED_APPS = [
     "rest_framework",
     "rest_framework.authtoken",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
     "django_filters",
+    "axes",
     "django_htmx",
     "simia_web.core",
     "simia_web.accounts",
@@ -67,6 +71,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "csp.middleware.CSPMiddleware",
+    "axes.middleware.AxesMiddleware",  # last, as django-axes asks
 ]
 
 ROOT_URLCONF = "simia_web.urls"
@@ -116,8 +122,18 @@ LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/accounts/login/"
 
 AUTH_PASSWORD_VALIDATORS = [
-    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 8}},
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 10}},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+# Login lockout (django-axes): after SIMIA_LOGIN_FAILURES wrong passwords for one username from one address,
+# that pair is refused for SIMIA_LOGIN_COOLOFF_MINUTES, on /accounts/login/ and /admin/login/ alike.
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_FAILURE_LIMIT = int(os.environ.get("SIMIA_LOGIN_FAILURES", "10"))
+AXES_COOLOFF_TIME = timedelta(minutes=int(os.environ.get("SIMIA_LOGIN_COOLOFF_MINUTES", "15")))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]  # the address is REMOTE_ADDR (axes' default), not spoofable
+AXES_RESET_ON_SUCCESS = True
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
@@ -139,17 +155,65 @@ SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_HTTPONLY = False  # htmx reads the token from the page, not the cookie
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
-if not DEBUG and env_bool("SIMIA_HTTPS", False):
+# Served over HTTPS unless every allowed host is this machine (`make run`): secure cookies, a redirect from
+# plain HTTP and HSTS. Behind a proxy that ends TLS, SIMIA_PROXY_SSL_HEADER names the header it sets
+# (e.g. HTTP_X_FORWARDED_PROTO) so Django sees those requests as HTTPS.
+SIMIA_HTTPS = env_bool("SIMIA_HTTPS", not set(ALLOWED_HOSTS) <= LOCAL_HOSTS)
+if SIMIA_HTTPS and not DEBUG:
     SESSION_COOKIE_SECURE = True
     CSRF_COOKIE_SECURE = True
+    SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", True)
+    SECURE_HSTS_SECONDS = int(os.environ.get("SECURE_HSTS_SECONDS", str(365 * 24 * 3600)))
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", True)
+    SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", True)
+if os.environ.get("SIMIA_PROXY_SSL_HEADER"):
+    SECURE_PROXY_SSL_HEADER = (os.environ["SIMIA_PROXY_SSL_HEADER"], "https")
+# Scripts and styles come from our own static files only (no inline <script>, style="..." or CDN).
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        "style-src": [SELF],
+        "img-src": [SELF, "data:"],
+        "object-src": [NONE],
+        "base-uri": [SELF],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+    }
+}
+# Rate limits (throttles, login lockout) count in this cache: set SIMIA_CACHE_URL (redis://...) to share the
+# counts between web processes; without it each process counts on its own.
+if os.environ.get("SIMIA_CACHE_URL"):
+    CACHES = {
+        "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": os.environ["SIMIA_CACHE_URL"]}
+    }
 
+SIMIA_QUERY_MAX_LENGTH = int(os.environ.get("SIMIA_QUERY_MAX_LENGTH", "500"))  # characters per query parameter
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        "simia_web.core.authentication.ThrottledTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["simia_web.accounts.permissions.IsMember"],
-    "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
+    "DEFAULT_PARSER_CLASSES": [
+        "simia_web.core.parsers.GatedJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
+    "EXCEPTION_HANDLER": "simia_web.core.rest.exception_handler",
+    "DEFAULT_THROTTLE_CLASSES": [
+        "rest_framework.throttling.AnonRateThrottle",
+        "rest_framework.throttling.UserRateThrottle",
+    ],
+    # Throttles count per client address: REMOTE_ADDR, or behind SIMIA_NUM_PROXIES proxies the address the
+    # outermost one put in X-Forwarded-For (never the whole header, which a client could vary at will).
+    "NUM_PROXIES": int(os.environ.get("SIMIA_NUM_PROXIES", "0")),
+    "DEFAULT_THROTTLE_RATES": {
+        "anon": os.environ.get("SIMIA_THROTTLE_ANON", "60/minute"),
+        "user": os.environ.get("SIMIA_THROTTLE_USER", "3000/minute"),
+        "bad_token": os.environ.get("SIMIA_THROTTLE_BAD_TOKEN", "20/hour"),
+    },
+    "DEFAULT_FILTER_BACKENDS": ["simia_web.core.rest.BoundedFilterBackend"],
     "DEFAULT_PAGINATION_CLASS": "simia_web.core.pagination.IdCursorPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
@@ -161,6 +225,9 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Domains, APIs, tasks, seeds, trajectories, jobs, dataset snapshots and RL environments.",
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",  # Swagger UI from our static files: no CDN, works offline
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "simia_web.core.openapi.query_limits"],
     "COMPONENT_SPLIT_REQUEST": True,
     "ENUM_NAME_OVERRIDES": {
         "TrajectoryKindEnum": "simia_web.curation.models.TrajectoryKind",
@@ -219,6 +286,8 @@ SIMIA_RECOVER_ON_WORKER_START = env_bool("SIMIA_RECOVER_ON_WORKER_START", True)
 # Default LLM endpoint; per-stage profiles live in the database.
 OPENAI_BASE_URL = os.environ.get("OPENAI_BASE_URL", "")
 OPENAI_API_KEY_ENV = "OPENAI_API_KEY"
+# Variables an endpoint profile may name as its key besides those ending in _API_KEY.
+SIMIA_ALLOWED_KEY_ENVS = env_list("SIMIA_ALLOWED_KEY_ENVS", "")
 SIMIA_MODEL = os.environ.get("SIMIA_MODEL", "gpt-4o-mini")
 SIMIA_LLM_MAX_ATTEMPTS = int(os.environ.get("SIMIA_LLM_MAX_ATTEMPTS", "4"))
 SIMIA_LLM_BACKOFF_BASE = float(os.environ.get("SIMIA_LLM_BACKOFF_BASE", "0.5"))
@@ -247,6 +316,16 @@ SIMIA_RESERVATION_MINUTES = int(os.environ.get("SIMIA_RESERVATION_MINUTES", "15"
 # Seed imports
 SIMIA_IMPORT_MAX_BYTES = int(os.environ.get("SIMIA_IMPORT_MAX_BYTES", str(50 * 1024 * 1024)))
 SIMIA_IMPORT_MAX_RECORDS = int(os.environ.get("SIMIA_IMPORT_MAX_RECORDS", "100000"))
+SIMIA_IMPORT_MAX_MESSAGES = int(os.environ.get("SIMIA_IMPORT_MAX_MESSAGES", "500"))  # per record
+SIMIA_IMPORT_MAX_ZIP_MEMBERS = int(os.environ.get("SIMIA_IMPORT_MAX_ZIP_MEMBERS", "1000"))
+
+# The JSON gate (simia_web.core.json_input): every JSON document that enters, whatever its path. Imports
+# take SIMIA_IMPORT_MAX_BYTES as their byte limit; REST bodies, form fields and LLM answers this one.
+SIMIA_JSON_MAX_BYTES = int(os.environ.get("SIMIA_JSON_MAX_BYTES", str(10 * 1024 * 1024)))
+SIMIA_JSON_MAX_DEPTH = int(os.environ.get("SIMIA_JSON_MAX_DEPTH", "64"))
+SIMIA_JSON_MAX_STRING = int(os.environ.get("SIMIA_JSON_MAX_STRING", str(1024 * 1024)))  # characters
+SIMIA_JSON_MAX_KEYS = int(os.environ.get("SIMIA_JSON_MAX_KEYS", "50000"))  # per object
+SIMIA_JSON_MAX_ITEMS = int(os.environ.get("SIMIA_JSON_MAX_ITEMS", "100000"))  # per array
 DATA_UPLOAD_MAX_MEMORY_SIZE = SIMIA_IMPORT_MAX_BYTES
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 

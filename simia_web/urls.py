@@ -1,7 +1,7 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from simia_web.accounts.permissions import IsMember
 
@@ -15,7 +15,10 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(permission_classes=[IsMember]), name="api-schema"),
     path(
         "api/docs/",
-        SpectacularSwaggerView.as_view(url_name="api-schema", permission_classes=[IsMember]),
+        # The split view serves its start-up script as a file (`?script`), which the CSP allows.
+        SpectacularSwaggerSplitView.as_view(
+            url_name="api-schema", template_name="api/swagger_ui.html", permission_classes=[IsMember]
+        ),
         name="api-docs",
     ),
 ]

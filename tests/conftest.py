@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
+from django.core.cache import cache
 
 from simia_web.accounts.models import Role
 from simia_web.accounts.services import user_create
@@ -35,6 +36,7 @@ def _fast_llm_retries(settings):
     llm_services._finishing_jobs.clear()  # job ids come round again in later tests
     profile_cache_clear()  # rows of earlier tests are gone, their cached profiles must go too
     catalog_cache_clear()
+    cache.clear()  # throttle counts of earlier tests
 
 
 @pytest.fixture

@@ -41,7 +41,7 @@ def api(methods, **kwargs):
 
 # Route name → who may do what. Keep in step with the roles:
 # annotator reviews and fixes trajectories; curator queues jobs, edits the catalog, bulk-reviews, exports,
-# runs RL environments; admin does everything (users and endpoint profiles live in the Django admin).
+# runs RL environments; admin does everything (users, endpoint profiles and the LLM call log).
 ROUTES: dict[str, Route] = {
     # auth (public by design: checked separately below)
     "login": page({}),
@@ -72,7 +72,7 @@ ROUTES: dict[str, Route] = {
     "job-progress": page({"GET": ANNOTATOR}, pk="job"),
     "job-cancel": page({"POST": CURATOR}, pk="job"),
     "job-retry": page({"POST": CURATOR}, pk="job"),
-    "llm-call": page({"GET": ANNOTATOR}, pk="call"),
+    "llm-call": page({"GET": ADMIN}, pk="call"),  # and the owner of the RL session it served (tested below)
     # API documentation
     "api-schema": api({"GET": ANNOTATOR}),
     "api-docs": api({"GET": ANNOTATOR}),
@@ -95,8 +95,8 @@ ROUTES: dict[str, Route] = {
     "api-snapshot-list": api({"GET": ANNOTATOR, "POST": CURATOR}),
     "api-snapshot-detail": api({"GET": ANNOTATOR}, pk="snapshot"),
     "api-snapshot-download": api({"GET": ANNOTATOR}, pk="snapshot"),
-    "api-llm-profile-list": api({"GET": ANNOTATOR}),
-    "api-llm-profile-detail": api({"GET": ANNOTATOR}, pk="profile"),
+    "api-llm-profile-list": api({"GET": ADMIN}),
+    "api-llm-profile-detail": api({"GET": ADMIN}, pk="profile"),
     "env-list": api({"GET": CURATOR, "POST": CURATOR}),
     "env-detail": api({"GET": CURATOR}, session_id="session"),
     "env-step": api({"POST": CURATOR}, session_id="session"),
@@ -252,7 +252,7 @@ def test_other_curators_env_session_is_not_found(client, users, objects):
     assert client.get(f"/api/v1/envs/{session.pk}").status_code == 200
 
 
-def test_login_and_logout_are_public(client):
+def test_login_and_logout_are_public(client, db):
     assert client.get(LOGIN).status_code == 200
     assert client.post("/accounts/logout/").status_code == 302
 

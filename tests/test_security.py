@@ -106,9 +106,9 @@ PAGES = [
     "/domains/",
     "/domains/{domain.name}/",
     "/seeds/{seed.pk}/",
-    "/llm/calls/{call.pk}/",
     "/jobs/{job.pk}/",
 ]
+ADMIN_PAGES = ["/llm/calls/{call.pk}/"]
 
 
 def _assert_inert(html: str, where: str) -> None:
@@ -122,6 +122,14 @@ def _assert_inert(html: str, where: str) -> None:
 def test_payload_is_escaped(client_for, hostile, role, url):
     url = url.format(**hostile)
     response = client_for(role).get(url)
+    assert response.status_code == 200
+    _assert_inert(response.content.decode(), url)
+
+
+@pytest.mark.parametrize("url", ADMIN_PAGES)
+def test_payload_is_escaped_on_admin_pages(client_for, hostile, url):
+    url = url.format(**hostile)
+    response = client_for("admin").get(url)
     assert response.status_code == 200
     _assert_inert(response.content.decode(), url)
 

@@ -46,6 +46,10 @@ class IsCurator(_RolePermission):
     role = Role.CURATOR
 
 
+class IsAdmin(_RolePermission):
+    role = Role.ADMIN
+
+
 class ReadMemberWriteCurator(BasePermission):
     """Members read; curators and admins write."""
 

@@ -2,10 +2,12 @@ import json
 
 from django import forms
 
+from simia_web.core.forms import GatedJSONField
+
 from .models import ApiKind
 
 
-class PrettyJSONField(forms.JSONField):
+class PrettyJSONField(GatedJSONField):
     """A JSON textarea that shows its value indented, for reading and editing by hand."""
 
     widget = forms.Textarea(attrs={"rows": 14, "class": "mono"})

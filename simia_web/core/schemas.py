@@ -3,17 +3,54 @@
 jsonschema fetches a remote `$ref` over the network unless it is given a registry, so every schema is
 validated against a registry of the JSON Schema metaschemas alone: a `$ref` resolves within its own
 schema (or to a metaschema) or not at all.
+
+`pattern` and `patternProperties` run on RE2, whose time is linear in the text: a schema's author (an upload,
+an editor, an LLM) cannot make a tool call's arguments take exponential time to check. A pattern RE2 cannot
+run (backreferences, lookaround) makes the schema invalid.
 """
 
+import functools
 from collections.abc import Iterator
 
 import jsonschema
+import re2
 import referencing
 import referencing.exceptions
 import referencing.jsonschema
 from jsonschema_specifications import REGISTRY as METASCHEMAS
 
-Validator = jsonschema.Draft202012Validator
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False  # a refused pattern is reported by schema_error, not logged to stderr
+
+
+@functools.lru_cache(maxsize=1024)
+def _regex(pattern: str):
+    try:
+        return re2.compile(pattern, _RE2_OPTIONS)
+    except re2.error as exc:
+        why = exc.args[0].decode(errors="replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
+        raise jsonschema.exceptions.SchemaError(f"pattern {pattern!r} cannot run in linear time: {why}") from None
+
+
+def _pattern(validator, pattern, instance, schema):
+    if validator.is_type(instance, "string") and not _regex(pattern).search(instance):
+        shown = instance if len(instance) <= 80 else f"{instance[:80]}…"
+        yield jsonschema.ValidationError(f"{shown!r} does not match {pattern!r}")
+
+
+def _pattern_properties(validator, pattern_properties, instance, schema):
+    if not validator.is_type(instance, "object"):
+        return
+    for pattern, subschema in pattern_properties.items():
+        regex = _regex(pattern)
+        for key, value in instance.items():
+            if regex.search(key):
+                yield from validator.descend(value, subschema, path=key, schema_path=pattern)
+
+
+Validator = jsonschema.validators.extend(
+    jsonschema.Draft202012Validator, validators={"pattern": _pattern, "patternProperties": _pattern_properties}
+)
 # What a broken schema raises while validating: an invalid keyword, or a `$ref` to nowhere.
 SCHEMA_FAILURES = (jsonschema.exceptions.SchemaError, referencing.exceptions.Unresolvable)
 
@@ -40,9 +77,25 @@ def schema_error(schema) -> str | None:
     except jsonschema.exceptions.SchemaError as exc:
         return f"is not a valid JSON Schema: {exc.message}"
     root = referencing.jsonschema.DRAFT202012.create_resource(schema)
+    for pattern in _patterns(root):
+        try:
+            _regex(pattern)
+        except jsonschema.exceptions.SchemaError as exc:
+            return f"is not usable: {exc.message}"
     for ref in _unresolvable_refs(root, METASCHEMAS.resolver_with_root(root)):
         return f"has a $ref that does not resolve within the schema: {ref!r}"
     return None
+
+
+def _patterns(resource: referencing.Resource) -> Iterator[str]:
+    """Every `pattern` and `patternProperties` key of the schema's subschemas."""
+    if isinstance(resource.contents, dict):
+        if isinstance(resource.contents.get("pattern"), str):
+            yield resource.contents["pattern"]
+        if isinstance(resource.contents.get("patternProperties"), dict):
+            yield from resource.contents["patternProperties"]
+    for subresource in resource.subresources():
+        yield from _patterns(subresource)
 
 
 def _unresolvable_refs(resource: referencing.Resource, resolver) -> Iterator[str]:

@@ -1,7 +1,8 @@
 """Helpers over the canonical trajectory format (OpenAI chat messages plus the tools list)."""
 
-import json
 from typing import Any
+
+from simia_web.core.json_input import json_parse
 
 
 def tool_schemas(tools: list[dict]) -> dict[str, dict]:
@@ -20,7 +21,7 @@ def parse_arguments(call: dict) -> tuple[Any, str | None]:
     if isinstance(raw, dict):
         return raw, None
     try:
-        value = json.loads(raw or "{}")
+        value = json_parse(raw or "{}")
     except (TypeError, ValueError) as exc:
         return None, f"arguments are not JSON: {exc}"
     if not isinstance(value, dict):

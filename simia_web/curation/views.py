@@ -1,7 +1,5 @@
 """Pages of the annotators' workspace: dashboard, review queue, trajectory review, agreement."""
 
-import json
-
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.http import QueryDict
@@ -12,6 +10,7 @@ from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
 from simia_web.accounts.permissions import role_required
+from simia_web.core.json_input import json_parse
 from simia_web.core.selectors import revision_list
 from simia_web.core.services import VersionConflict
 from simia_web.jobs.models import ACTIVE_JOB_STATUSES, Job
@@ -136,7 +135,7 @@ def _edited_messages(request, trajectory: Trajectory) -> list:
     """The messages after an inline edit: either the whole JSON or per-message text fields."""
     if request.POST.get("mode") == "json":
         try:
-            return json.loads(request.POST.get("messages_json", ""))
+            return json_parse(request.POST.get("messages_json", ""), where="messages_json")
         except ValueError as exc:
             raise ReviewError(f"The messages are not valid JSON: {exc}") from exc
     edited = [dict(m) for m in trajectory.messages]

@@ -3,6 +3,8 @@
 import json
 from typing import Any
 
+from simia_web.core.json_input import json_parse
+
 from .errors import FormatError
 
 
@@ -17,7 +19,7 @@ def arguments_value(arguments: Any) -> Any:
     """Tool-call arguments as an object when they parse; otherwise the raw text is kept."""
     if isinstance(arguments, str):
         try:
-            return json.loads(arguments or "{}")
+            return json_parse(arguments or "{}")
         except ValueError:
             return arguments
     return arguments if arguments is not None else {}
@@ -29,7 +31,7 @@ def tools_list(value: Any, field: str = "tools") -> list[dict]:
         return []
     if isinstance(value, str):
         try:
-            value = json.loads(value)
+            value = json_parse(value)
         except ValueError as exc:
             raise FormatError(field, f"is not valid JSON: {exc}") from None
     if not isinstance(value, list):

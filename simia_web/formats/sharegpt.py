@@ -10,6 +10,8 @@ assistant writes next to its tool calls, so that text travels as a `thought` key
 
 import json
 
+from simia_web.core.json_input import json_parse
+
 from .common import arguments_text, arguments_value, content_text, tools_list
 from .errors import FormatError
 
@@ -73,7 +75,7 @@ def sharegpt_problems(record: dict) -> list[str]:
 
 def _calls(value: str, field: str, turn: int) -> tuple[list[dict], str]:
     try:
-        parsed = json.loads(value)
+        parsed = json_parse(value)
     except ValueError as exc:
         raise FormatError(field, f"function_call value is not JSON: {exc}") from None
     items = parsed if isinstance(parsed, list) else [parsed]
@@ -100,7 +102,7 @@ def _results(value: str, count: int) -> list[str]:
     if count == 1:
         return [value]
     try:
-        parsed = json.loads(value)
+        parsed = json_parse(value)
     except ValueError:
         parsed = None
     if isinstance(parsed, list) and len(parsed) == count:

@@ -23,6 +23,7 @@ import openai
 import orjson
 from django.conf import settings
 
+from simia_web.core.json_input import json_parse
 from simia_web.core.jsonutil import content_hash
 from simia_web.core.schemas import first_error
 
@@ -30,6 +31,7 @@ from .limits import endpoint_limiter
 from .models import EndpointProfile, LLMCall, StructuredMode, ToolMode
 from .services import llm_call_ids, llm_call_mark_invalid, llm_call_record, llm_slot_rank
 from .transport import LimitedTransport, exchange_ms
+from .validation import api_key_read
 
 logger = logging.getLogger(__name__)
 
@@ -101,7 +103,7 @@ def _openai_client(profile: EndpointProfile) -> tuple[openai.OpenAI, str]:
     polls every idle connection on each request, and on a busy worker each of those steps waits for
     the GIL while holding the pool lock and a slot, which cost a sixth of the endpoint's capacity.
     """
-    api_key = os.environ.get(profile.api_key_env, "") or "not-needed"
+    api_key = api_key_read(profile.api_key_env) or "not-needed"
     key = (profile.pk, profile.max_concurrency, profile.base_url, api_key, profile.timeout_seconds)
     clients = _thread_clients.__dict__.setdefault("clients", {})
     if key not in clients:
@@ -154,11 +156,11 @@ def parse_json_answer(text: str | None) -> Any:
     if fenced:
         text = fenced.group(1)
     try:
-        return json.loads(text)
+        return json_parse(text, where="the answer")
     except ValueError:
         start, end = text.find("{"), text.rfind("}")
         if 0 <= start < end and (start > 0 or end < len(text) - 1):
-            return json.loads(text[start : end + 1])
+            return json_parse(text[start : end + 1], where="the answer")
         raise
 
 

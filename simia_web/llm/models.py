@@ -3,6 +3,8 @@ from django.utils import timezone
 
 from simia_web.core.fields import DocumentJSONField
 
+from .validation import profile_validate
+
 
 class StructuredMode(models.TextChoices):
     AUTO = "auto", "Auto (json_schema, falling back)"
@@ -60,6 +62,9 @@ class EndpointProfile(models.Model):
 
     def __str__(self):
         return f"{self.name} ({self.model})"
+
+    def clean(self):
+        profile_validate(base_url=self.base_url, api_key_env=self.api_key_env)
 
 
 class StageRoute(models.Model):

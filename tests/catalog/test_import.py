@@ -14,7 +14,9 @@ from simia_web.catalog.importers import ImportRejected, seeds_import
 from simia_web.catalog.models import Api, Domain, Seed, Task
 from simia_web.core.models import Revision
 
-TAU2 = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "tau2"
+# The shared sample data sits beside the checkout (or beside the folder of worktrees).
+_SAMPLES = [p / "shared" / "data" / "tau2" for p in Path(__file__).resolve().parents]
+TAU2 = next((p for p in _SAMPLES if p.is_dir()), _SAMPLES[3])
 needs_tau2 = pytest.mark.skipif(not TAU2.is_dir(), reason=f"τ² sample data not found at {TAU2}")
 
 TOOL = {

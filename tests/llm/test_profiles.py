@@ -53,8 +53,8 @@ def test_default_profile_creation_survives_a_taken_name_inside_a_transaction(db)
 
 
 def test_api_key_comes_from_the_named_variable_and_is_never_stored(stub, monkeypatch):
-    monkeypatch.setenv("SHOP_LLM_KEY", "sk-test-secret-123")
-    stub.profile.api_key_env = "SHOP_LLM_KEY"
+    monkeypatch.setenv("SHOP_LLM_API_KEY", "sk-test-secret-123")
+    stub.profile.api_key_env = "SHOP_LLM_API_KEY"
     stub.profile.save()
     ask()
     assert stub.requests[0].headers["authorization"] == "Bearer sk-test-secret-123"

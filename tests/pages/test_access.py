@@ -29,7 +29,7 @@ PAGES = [
     ("/jobs/", "annotator"),
     ("/jobs/{job.pk}/", "annotator"),
     ("/jobs/{job.pk}/progress/", "annotator"),
-    ("/llm/calls/{call.pk}/", "annotator"),
+    ("/llm/calls/{call.pk}/", "admin"),  # or the owner of the RL session it served
     ("/domains/", "annotator"),
     ("/domains/{domain.name}/", "annotator"),
     ("/apis/", "annotator"),

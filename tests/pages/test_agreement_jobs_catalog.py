@@ -118,7 +118,7 @@ def test_llm_call_viewer_escapes(client_for):
     call = LLMCall.objects.create(
         stage="judge", model="m", request_hash="h", request={"messages": [{"content": "<script>x</script>"}]}
     )
-    body = client_for("annotator").get(f"/llm/calls/{call.pk}/").content.decode()
+    body = client_for("admin").get(f"/llm/calls/{call.pk}/").content.decode()
     assert "&lt;script&gt;x&lt;/script&gt;" in body and "<script>x" not in body
 
 

@@ -1,17 +1,24 @@
-"""Reading import files safely: size limits, binary and encoding checks, JSON / JSONL records with
-the line each record starts on. Every failure becomes an ImportIssue, never a traceback."""
+"""Reading import files safely: regular files only, bytes counted as they are read (a zip member's declared
+size is never trusted), binary and encoding checks, and JSON / JSONL records through the JSON gate with the
+line each record starts on. Every failure becomes an ImportIssue, never a traceback."""
 
 import io
 import json
+import stat
 import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
 from django.conf import settings
 
+from simia_web.core.json_input import JsonLimits, JsonRefused, bytes_bounded, stream_chunks, value_decode
+
 from .errors import Collected, ImportIssue
 
-_decoder = json.JSONDecoder()
+# What zipfile raises on a damaged archive or member: bad headers or CRC, a broken deflate stream, a member
+# that ends early, an unsupported compression method, an encrypted member.
+ZIP_FAILURES = (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, RuntimeError, ValueError)
 
 
 @dataclass(frozen=True)
@@ -29,31 +36,39 @@ def _limit_records() -> int:
     return settings.SIMIA_IMPORT_MAX_RECORDS
 
 
-def _size_check(name: str, size: int) -> None:
-    if size > _limit_bytes():
-        raise Collected(
-            ImportIssue(
-                name, None, "", f"file is {size:,} bytes; the limit is {_limit_bytes():,} (SIMIA_IMPORT_MAX_BYTES)"
-            )
-        )
+def _json_limits() -> JsonLimits:
+    return JsonLimits.from_settings(max_bytes=_limit_bytes())
+
+
+def _bounded(chunks, name: str) -> bytes:
+    try:
+        return bytes_bounded(chunks, limit=_limit_bytes(), where=name)
+    except JsonRefused:
+        why = f"file is larger than allowed; the limit is {_limit_bytes():,} bytes (SIMIA_IMPORT_MAX_BYTES)"
+        raise Collected(ImportIssue(name, None, "", why)) from None
+
+
+def _file_read(path: Path, name: str) -> bytes:
+    """A regular file's bytes: devices (/dev/zero), FIFOs and folders are refused before anything is read."""
+    try:
+        mode = path.stat().st_mode
+        if not stat.S_ISREG(mode):
+            kind = "a folder" if stat.S_ISDIR(mode) else "not a regular file (a device, FIFO or socket)"
+            raise Collected(ImportIssue(name, None, "", f"is {kind}; expected a file"))
+        with path.open("rb") as stream:
+            return _bounded(stream_chunks(stream), name)
+    except OSError as exc:
+        raise Collected(ImportIssue(name, None, "", f"cannot read: {exc.strerror or exc}")) from None
 
 
 def bytes_read(source, name: str) -> bytes:
-    """All bytes of a Path or an uploaded file, refusing oversized ones before reading them."""
+    """All bytes of a Path, an uploaded file or a zip member's bytes, refusing oversized ones as they are read."""
     if isinstance(source, Path):
-        try:
-            size = source.stat().st_size
-        except OSError as exc:
-            raise Collected(ImportIssue(name, None, "", f"cannot read: {exc.strerror or exc}")) from None
-        _size_check(name, size)
-        return source.read_bytes()
-    size = getattr(source, "size", None)
-    if size is not None:
-        _size_check(name, size)
+        return _file_read(source, name)
+    if isinstance(source, bytes):
+        return source
     source.seek(0)
-    data = b"".join(source.chunks()) if hasattr(source, "chunks") else source.read()
-    _size_check(name, len(data))
-    return data
+    return _bounded(source.chunks() if hasattr(source, "chunks") else stream_chunks(source), name)
 
 
 def text_decode(data: bytes, name: str) -> str:
@@ -76,6 +91,10 @@ def _json_issue(name: str, exc: json.JSONDecodeError, line_offset: int = 0) -> I
     return ImportIssue(name, exc.lineno + line_offset, "", f"{why}: {exc.msg} at column {exc.colno}")
 
 
+def _refused_issue(name: str, exc: JsonRefused, line: int | None = None, number: int | None = None) -> ImportIssue:
+    return ImportIssue(name, line, exc.path, exc.message, number)
+
+
 def _limit_records_check(name: str, count: int) -> None:
     if count > _limit_records():
         raise Collected(
@@ -88,17 +107,23 @@ def _array_records(text: str, name: str) -> list[Record]:
     records = []
     position = text.index("[") + 1
     length = len(text)
+    limits = _json_limits()
+    line, counted = 1, 0  # lines are counted from the last record on, not from the start each time
     while True:
         while position < length and text[position] in " \t\r\n":
             position += 1
         if position < length and text[position] == "]" and not records:
             position += 1
             break
+        line += text.count("\n", counted, position)
+        counted = position
         try:
-            value, end = _decoder.raw_decode(text, position)
+            value, end = value_decode(text, position, where=name, limits=limits)
         except json.JSONDecodeError as exc:
             raise Collected(_json_issue(name, exc)) from None
-        records.append(Record(value, text.count("\n", 0, position) + 1, len(records) + 1))
+        except JsonRefused as exc:
+            raise Collected(_refused_issue(name, exc, line, len(records) + 1)) from None
+        records.append(Record(value, line, len(records) + 1))
         _limit_records_check(name, len(records))
         position = end
         while position < length and text[position] in " \t\r\n":
@@ -120,13 +145,18 @@ def _array_records(text: str, name: str) -> list[Record]:
 
 def _jsonl_records(text: str, name: str) -> list[Record]:
     records = []
+    limits = _json_limits()
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:
-            value = json.loads(line)
+            value, end = value_decode(line, len(line) - len(line.lstrip()), where=name, limits=limits)
+            if line[end:].strip():
+                raise json.JSONDecodeError("Extra data", line, end)
         except json.JSONDecodeError as exc:
             raise Collected(_json_issue(name, exc, line_offset=number - 1)) from None
+        except JsonRefused as exc:
+            raise Collected(_refused_issue(name, exc, number, len(records) + 1)) from None
         records.append(Record(value, number, len(records) + 1))
         _limit_records_check(name, len(records))
     return records
@@ -141,19 +171,31 @@ def records_read(source, name: str) -> list[Record]:
     if not stripped.startswith("{"):
         first_line = text[: len(text) - len(stripped)].count("\n") + 1
         raise Collected(ImportIssue(name, first_line, "", "expected a JSON array or JSON Lines of objects"))
+    first_line = text[: len(text) - len(stripped)].count("\n") + 1
     try:
-        whole = json.loads(text)
+        whole = _whole_decode(text, name)
     except json.JSONDecodeError:
         return _jsonl_records(text, name)
-    return [Record(whole, text[: len(text) - len(stripped)].count("\n") + 1, 1)]
+    except JsonRefused as exc:
+        raise Collected(_refused_issue(name, exc, first_line, 1)) from None
+    return [Record(whole, first_line, 1)]
+
+
+def _whole_decode(text: str, name: str):
+    value, end = value_decode(text, len(text) - len(text.lstrip()), where=name, limits=_json_limits())
+    if text[end:].strip():
+        raise json.JSONDecodeError("Extra data", text, end)
+    return value
 
 
 def json_read(source, name: str):
     text = text_decode(bytes_read(source, name), name)
     try:
-        return json.loads(text)
+        return _whole_decode(text, name)
     except json.JSONDecodeError as exc:
         raise Collected(_json_issue(name, exc)) from None
+    except JsonRefused as exc:
+        raise Collected(_refused_issue(name, exc)) from None
 
 
 class Folder:
@@ -165,13 +207,18 @@ class Folder:
         self._zip = None
         if self._dir is None:
             data = bytes_read(source, name)
-
             try:
                 self._zip = zipfile.ZipFile(io.BytesIO(data))
-            except zipfile.BadZipFile:
+                infos = self._zip.infolist()
+            except ZIP_FAILURES:
                 raise Collected(ImportIssue(name, None, "", "expected a τ² domain folder or a .zip of one")) from None
+            limit = settings.SIMIA_IMPORT_MAX_ZIP_MEMBERS
+            if len(infos) > limit:
+                raise Collected(
+                    ImportIssue(name, None, "", f"the zip holds {len(infos):,} entries; the limit is {limit:,}")
+                )
             self._members = {}
-            for info in sorted(self._zip.infolist(), key=lambda i: i.filename.count("/")):
+            for info in sorted(infos, key=lambda i: i.filename.count("/")):
                 base = info.filename.rsplit("/", 1)[-1]
                 if base and not info.is_dir():
                     self._members.setdefault(base, info)
@@ -185,20 +232,13 @@ class Folder:
         return (self._dir / base).is_file() if self._dir is not None else base in self._members
 
     def source(self, base: str):
-        """A Path, or for zips an in-memory file, for the reading helpers above."""
+        """A Path, or for zips the member's bytes, inflated a chunk at a time and counted as they come: a
+        member whose header understates its size is refused at the byte limit or by its CRC check."""
         if self._dir is not None:
             return self._dir / base
-        info = self._members[base]
-        _size_check(self.path(base), info.file_size)
-        return _Blob(self._zip.read(info))
-
-
-class _Blob:
-    def __init__(self, data: bytes):
-        self.data, self.size = data, len(data)
-
-    def seek(self, _):
-        pass
-
-    def read(self):
-        return self.data
+        name = self.path(base)
+        try:
+            with self._zip.open(self._members[base]) as member:
+                return _bounded(stream_chunks(member), name)
+        except ZIP_FAILURES as exc:
+            raise Collected(ImportIssue(name, None, "", f"damaged zip member: {exc}")) from None

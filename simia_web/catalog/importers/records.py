@@ -1,5 +1,7 @@
 """ShareGPT and OpenAI chat record files → seed specs in the canonical format."""
 
+from django.conf import settings
+
 from simia_web.formats import FormatError, openai_record_to_canonical, sharegpt_record_to_canonical
 
 from .errors import Collected, ImportIssue
@@ -17,12 +19,17 @@ def seed_specs_read(source, name: str, format: str) -> tuple[list[dict], list[Im
     if not records:
         return [], [ImportIssue(name, None, "", "the file holds no records")]
     convert = CONVERTERS[format]
+    max_messages = settings.SIMIA_IMPORT_MAX_MESSAGES
     specs, issues = [], []
     for record in records:
         try:
             messages, tools = convert(record.value)
         except FormatError as exc:
             issues.append(ImportIssue(name, record.line, exc.field, exc.message, record.number))
+            continue
+        if len(messages) > max_messages:
+            why = f"{len(messages):,} messages; the limit is {max_messages:,} per record (SIMIA_IMPORT_MAX_MESSAGES)"
+            issues.append(ImportIssue(name, record.line, "messages", why, record.number))
             continue
         specs.append({"messages": messages, "tools": tools, "record": record.number, "line": record.line})
     return specs, issues

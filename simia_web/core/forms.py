@@ -1,0 +1,30 @@
+"""Form fields whose JSON goes through the input gate."""
+
+from django import forms
+from django.core.exceptions import ValidationError
+from django.forms.fields import InvalidJSONInput
+
+from .json_input import JsonInvalid, JsonRefused, json_parse
+
+
+class GatedJSONField(forms.JSONField):
+    """Django's JSON form field, parsing with the gate's limits (depth, sizes, 64-bit numbers, no NaN)."""
+
+    def to_python(self, value):
+        if isinstance(value, str) and value not in self.empty_values:
+            try:
+                json_parse(value, where=self.label or "")
+            except JsonInvalid:
+                raise ValidationError(self.error_messages["invalid"], code="invalid", params={"value": value}) from None
+            except JsonRefused as exc:
+                raise ValidationError(str(exc), code="invalid") from None
+        return super().to_python(value)
+
+    def bound_data(self, data, initial):
+        """The posted text, parsed for showing again in the form; text the gate refuses is shown as typed."""
+        if self.disabled or data is None:
+            return initial if self.disabled else None
+        try:
+            return json_parse(data)
+        except JsonRefused:
+            return InvalidJSONInput(data)

@@ -1,0 +1,169 @@
+"""The one gate for JSON that enters: uploads, zip members, REST bodies, form fields, environment steps and
+LLM answers.
+
+A document is refused, with where and which limit, when it is bigger than its byte budget (counted as read,
+never taken from a header), nested too deep, holds a string or an object too large, or a number that does not
+fit: NaN and Infinity are not JSON, `1e999` is, but overflows to infinity, and integers beyond 64 bits break
+orjson and the databases' JSON columns. The standard library's parser takes hooks for numbers and constants,
+and raises RecursionError (not a crash) on deep nesting; the size, depth and key limits are checked by one
+walk over the parsed value, without recursion.
+"""
+
+import json
+import math
+from dataclasses import dataclass, replace
+
+from django.conf import settings
+
+INT_MIN, INT_MAX = -(2**63), 2**63 - 1
+# Digits of the longest 64-bit integer with its sign: anything longer is refused before int() runs on it.
+_INT_DIGITS = 20
+_CHUNK = 1 << 16
+
+
+class JsonRefused(ValueError):
+    """A JSON document the gate refuses: `where` names the file, record or field, `path` the place inside
+    the document (empty for the whole of it) and `message` the limit it breaks."""
+
+    def __init__(self, where: str, message: str, path: str = ""):
+        self.where, self.message, self.path = where, message, path
+        place = " at ".join(part for part in (where, path) if part)
+        super().__init__(f"{place}: {message}" if place else message)
+
+
+class JsonInvalid(JsonRefused):
+    """Not JSON at all (a syntax error, or bytes that are not UTF-8), as opposed to JSON over a limit."""
+
+
+@dataclass(frozen=True)
+class JsonLimits:
+    max_bytes: int
+    max_depth: int
+    max_string: int
+    max_keys: int
+    max_items: int
+
+    @classmethod
+    def from_settings(cls, **overrides) -> "JsonLimits":
+        limits = cls(
+            max_bytes=settings.SIMIA_JSON_MAX_BYTES,
+            max_depth=settings.SIMIA_JSON_MAX_DEPTH,
+            max_string=settings.SIMIA_JSON_MAX_STRING,
+            max_keys=settings.SIMIA_JSON_MAX_KEYS,
+            max_items=settings.SIMIA_JSON_MAX_ITEMS,
+        )
+        return replace(limits, **overrides)
+
+
+def bytes_bounded(chunks, *, limit: int, where: str) -> bytes:
+    """The bytes of an iterable of chunks, refused as soon as more than `limit` have arrived."""
+    parts, total = [], 0
+    for chunk in chunks:
+        total += len(chunk)
+        if total > limit:
+            raise JsonRefused(where, f"larger than the limit of {limit:,} bytes")
+        parts.append(chunk)
+    return b"".join(parts)
+
+
+def stream_chunks(stream, size: int = _CHUNK):
+    """Chunks of a file-like object, read `size` bytes at a time."""
+    while chunk := stream.read(size):
+        yield chunk
+
+
+def _refuse_constant(name: str):
+    raise JsonRefused("", f"{name} is not a JSON number")
+
+
+def _int_checked(text: str) -> int:
+    if len(text) > _INT_DIGITS or not INT_MIN <= (value := int(text)) <= INT_MAX:
+        raise JsonRefused("", f"the integer {text[:24]}{'…' if len(text) > 24 else ''} does not fit in 64 bits")
+    return value
+
+
+def _float_checked(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise JsonRefused("", f"the number {text[:24]} is out of range")
+    return value
+
+
+_decoder = json.JSONDecoder(parse_constant=_refuse_constant, parse_int=_int_checked, parse_float=_float_checked)
+
+
+def value_decode(text: str, position: int, *, where: str, limits: JsonLimits) -> tuple[object, int]:
+    """One JSON value starting at `position` of `text` and where it ends, checked against `limits`.
+
+    A syntax error is left as json.JSONDecodeError, for callers that report it with its line."""
+    try:
+        value, end = _decoder.raw_decode(text, position)
+    except RecursionError:
+        raise JsonRefused(where, f"nested deeper than {limits.max_depth} levels") from None
+    except JsonRefused as exc:
+        raise JsonRefused(where, exc.message) from None
+    value_check(value, where=where, limits=limits)
+    return value, end
+
+
+def json_parse(data: bytes | str, *, where: str = "", limits: JsonLimits | None = None):
+    """The value of one JSON document, or JsonRefused naming `where` and the limit it breaks."""
+    limits = limits or JsonLimits.from_settings()
+    # Characters are at most four bytes each: only a long text needs encoding to be measured.
+    measured = data.encode() if isinstance(data, str) and len(data) * 4 > limits.max_bytes else data
+    if len(measured) > limits.max_bytes:
+        raise JsonRefused(where, f"larger than the limit of {limits.max_bytes:,} bytes")
+    if isinstance(data, bytes):
+        try:
+            data = data.decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            raise JsonInvalid(where, f"not UTF-8 text: byte 0x{data[exc.start]:02x} at offset {exc.start}") from None
+    try:
+        start = len(data) - len(data.lstrip())
+        value, end = value_decode(data, start, where=where, limits=limits)
+        if data[end:].strip():
+            raise json.JSONDecodeError("Extra data", data, end)
+    except json.JSONDecodeError as exc:
+        raise JsonInvalid(where, f"invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    return value
+
+
+def value_check(value, *, where: str = "", limits: JsonLimits | None = None) -> None:
+    """Refuse a parsed value (or one built in memory, such as an LLM's tool arguments) that breaks a limit."""
+    limits = limits or JsonLimits.from_settings()
+    stack = [(value, 1, "")]
+    while stack:
+        node, depth, path = stack.pop()
+        problem = _node_problem(node, depth, limits)
+        if problem:
+            raise JsonRefused(where, problem, path.lstrip(".") or "(root)")
+        if isinstance(node, dict):
+            stack.extend((item, depth + 1, f"{path}.{_short(key)}") for key, item in node.items())
+        elif isinstance(node, list):
+            stack.extend((item, depth + 1, f"{path}[{i}]") for i, item in enumerate(node))
+
+
+def _node_problem(node, depth: int, limits: JsonLimits) -> str | None:
+    if isinstance(node, str):
+        return f"a string longer than {limits.max_string:,} characters" if len(node) > limits.max_string else None
+    if isinstance(node, bool) or node is None:
+        return None
+    if isinstance(node, int):
+        return None if INT_MIN <= node <= INT_MAX else "an integer that does not fit in 64 bits"
+    if isinstance(node, float):
+        return None if math.isfinite(node) else f"{node} is not a JSON number"
+    if not isinstance(node, dict | list):
+        return f"a {type(node).__name__} is not a JSON value"
+    if depth > limits.max_depth:
+        return f"nested deeper than {limits.max_depth} levels"
+    if isinstance(node, list):
+        return f"an array of more than {limits.max_items:,} items" if len(node) > limits.max_items else None
+    if len(node) > limits.max_keys:
+        return f"an object with more than {limits.max_keys:,} keys"
+    if any(not isinstance(key, str) or len(key) > limits.max_string for key in node):
+        return f"an object key that is not a string of at most {limits.max_string:,} characters"
+    return None
+
+
+def _short(key: str) -> str:
+    return key if len(key) <= 40 else f"{key[:40]}…"

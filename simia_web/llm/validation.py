@@ -1,0 +1,78 @@
+"""What an endpoint profile may hold: a base URL without credentials in it, and the name of an environment
+variable that is meant to hold an API key (never SECRET_KEY, DATABASE_URL and the like, which a profile
+pointing at a server its author controls would otherwise send as `Authorization: Bearer <value>`)."""
+
+import logging
+import os
+import re
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+
+logger = logging.getLogger(__name__)
+
+KEY_ENV_PATTERN = re.compile(r"[A-Z][A-Z0-9_]*_API_KEY")
+# Never sent, even when listed in SIMIA_ALLOWED_KEY_ENVS.
+FORBIDDEN_KEY_ENVS = frozenset(
+    {"SECRET_KEY", "DATABASE_URL", "CELERY_BROKER_URL", "SIMIA_CACHE_URL", "SIMIA_ADMIN_PASSWORD"}
+)
+# Query parameters that carry a credential (Azure's `api-version` does not; `api-key`, `sig`, `token` do).
+SECRET_PARAMETER = re.compile(r"key|token|secret|passw|sig|auth|credential|session", re.IGNORECASE)
+REDACTED = "***"
+
+
+def url_credentials(url: str) -> list[str]:
+    """The parts of `url` that carry a credential: its user info and secret-looking query parameters."""
+    parts = urlsplit(url)
+    found = ["user:password@"] if parts.username or parts.password else []
+    found += [name for name, _ in parse_qsl(parts.query, keep_blank_values=True) if SECRET_PARAMETER.search(name)]
+    return found
+
+
+def url_redacted(url: str) -> str:
+    """`url` with its user info and secret-looking query values replaced, for display."""
+    parts = urlsplit(url)
+    if not url_credentials(url):
+        return url
+    host = parts.hostname or ""
+    netloc = f"{REDACTED}@{host}" if parts.username or parts.password else host
+    if parts.port:
+        netloc += f":{parts.port}"
+    query = [
+        (name, REDACTED if SECRET_PARAMETER.search(name) else value)
+        for name, value in parse_qsl(parts.query, keep_blank_values=True)
+    ]
+    return urlunsplit((parts.scheme, netloc, parts.path, urlencode(query, safe="*"), ""))
+
+
+def api_key_env_allowed(name: str) -> bool:
+    if name in FORBIDDEN_KEY_ENVS:
+        return False
+    return bool(KEY_ENV_PATTERN.fullmatch(name)) or name in settings.SIMIA_ALLOWED_KEY_ENVS
+
+
+def api_key_read(name: str) -> str:
+    """The key in environment variable `name`, or "" when a profile may not name that variable."""
+    if not api_key_env_allowed(name):
+        logger.warning("endpoint profile names %r as its key variable, which is not allowed; no key is sent", name)
+        return ""
+    return os.environ.get(name, "")
+
+
+def profile_validate(*, base_url: str, api_key_env: str) -> None:
+    """Raise a ValidationError naming the field when a profile's URL or key variable is not allowed."""
+    errors = {}
+    credentials = url_credentials(base_url or "")
+    if credentials:
+        errors["base_url"] = (
+            f"must not contain credentials ({', '.join(credentials)}): put the key in an environment variable "
+            "and name it in the key variable field"
+        )
+    if not api_key_env_allowed(api_key_env or ""):
+        errors["api_key_env"] = (
+            "must name a variable ending in _API_KEY (or one listed in SIMIA_ALLOWED_KEY_ENVS); "
+            f"{', '.join(sorted(FORBIDDEN_KEY_ENVS))} are never allowed"
+        )
+    if errors:
+        raise ValidationError(errors)
