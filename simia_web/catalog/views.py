@@ -26,6 +26,7 @@ from .forms import (
     SynthesisForm,
     TaskEditForm,
 )
+from .importers import FORMATS, ImportRejected, seeds_import
 from .models import Api, Domain, Seed, Task, TaskStatus
 
 PAGE_SIZE = 50
@@ -283,3 +284,23 @@ def queue_rollouts(request):
 @role_required("curator")
 def queue_amplify(request):
     return _queue_form(request, AmplifyForm, amplification_queue, "Queue seed amplification")
+
+
+@role_required("curator")
+def seed_upload(request):
+    """Upload a seed file (drag and drop, or choose) into the same import as `import_seeds`, with its errors."""
+    context = {"formats": FORMATS, "chosen": request.POST.get("format", ""), "domain": request.POST.get("domain", "")}
+    if request.method == "POST":
+        upload = request.FILES.get("file")
+        if upload is None or context["chosen"] not in FORMATS:
+            context["form_error"] = "Choose a file and its format."
+            return render(request, "catalog/seed_upload.html", context, status=400)
+        try:
+            result = seeds_import(
+                source=upload, format=context["chosen"], domain=context["domain"].strip() or None, actor=request.user
+            )
+        except ImportRejected as exc:
+            context["rejected"] = exc
+            return render(request, "catalog/seed_upload.html", context, status=400)
+        context["result"] = str(result)
+    return render(request, "catalog/seed_upload.html", context)

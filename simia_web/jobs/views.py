@@ -7,6 +7,7 @@ from django.views.decorators.http import require_POST
 
 from simia_web.accounts.permissions import role_required
 from simia_web.curation.selectors import pretty_json
+from simia_web.exports.models import Snapshot
 from simia_web.llm.models import LLMCall
 
 from . import selectors
@@ -94,6 +95,7 @@ def job_detail(request, pk: int):
             "params_json": pretty_json(job.params),
             "progress": progress_rows(job),
             "cause": failure_cause(job),
+            "snapshot": Snapshot.objects.filter(job=job).first() if job.kind == JobKind.EXPORT else None,
             "summary": summary,
             "reasons": sorted(summary["rejection_reasons"].items(), key=lambda kv: -kv[1]),
             "page": calls,
