@@ -12,6 +12,8 @@ from simia_web.core.jsonutil import content_hash
 from simia_web.core.models import AuditEvent
 from simia_web.core.selectors import revision_list
 from simia_web.core.services import VersionConflict, audit_record, revision_record, versioned_update
+from simia_web.jobs.models import Job
+from simia_web.jobs.services import job_create
 
 from .models import Decision, JudgeVerdict, Review, RuleViolation, Trajectory, TrajectoryStatus
 from .selectors import queue_after
@@ -85,6 +87,30 @@ def _verdict_headline(verdict: dict | None) -> dict:
         "judge_score": verdict.get("score"),
         "judge_confidence": verdict.get("confidence"),
     }
+
+
+def verdict_record(*, trajectory_id: int, version: int, verdict: dict) -> JudgeVerdict:
+    """Store a judge verdict on `version` of a trajectory (Judge again). It becomes the headline (queue filters,
+    agreement) only while that version is current, and moves a pipeline status; a person's decision stays."""
+    with transaction.atomic():
+        trajectory = Trajectory.objects.select_for_update().get(pk=trajectory_id)
+        record = JudgeVerdict.objects.create(trajectory=trajectory, trajectory_version=version, **verdict)
+        if trajectory.version == version:
+            fields = _verdict_headline(verdict)
+            if trajectory.status not in HUMAN_STATUSES:
+                violations = list(trajectory.violations.filter(fixed=False))
+                fields["status"] = trajectory_status_for(violations=violations, verdict=verdict)
+            Trajectory.objects.filter(pk=trajectory.pk).update(**fields)
+    return record
+
+
+# The job kind of curation.judging (registered when the app is ready).
+JUDGE_JOB_KIND = "judge"
+
+
+def trajectory_judge_again(*, trajectory: Trajectory, actor) -> Job:
+    """Queue a judge job for the trajectory's current version."""
+    return job_create(kind=JUDGE_JOB_KIND, params={"versions": {str(trajectory.pk): trajectory.version}}, actor=actor)
 
 
 HUMAN_STATUSES = frozenset({TrajectoryStatus.ACCEPTED, TrajectoryStatus.REJECTED})

@@ -13,6 +13,7 @@ urlpatterns = [
     path("trajectories/<int:pk>/reservation/", views.trajectory_reservation, name="trajectory-reservation"),
     path("trajectories/<int:pk>/edit/", views.trajectory_edit, name="trajectory-edit"),
     path("trajectories/<int:pk>/check-call/", views.trajectory_check_call, name="trajectory-check-call"),
+    path("trajectories/<int:pk>/judge/", views.trajectory_judge_again_view, name="trajectory-judge"),
     path("trajectories/<int:pk>/revert/", views.trajectory_revert_view, name="trajectory-revert"),
     path("agreement/", views.agreement_page, name="agreement"),
 ]

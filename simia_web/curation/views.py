@@ -35,6 +35,7 @@ from .services import (
     reviews_bulk,
     trajectories_assign,
     trajectory_claim_next,
+    trajectory_judge_again,
     trajectory_release,
     trajectory_reserve,
     trajectory_revert,
@@ -393,6 +394,16 @@ def trajectory_revert_view(request, pk: int):
         messages.success(request, f"Trajectory {pk}: version {to_version}'s text is now version {trajectory.version}.")
     except (VersionConflict, ReviewError) as exc:
         messages.error(request, str(exc))
+    return redirect(_with_query(reverse("trajectory", args=[pk]), _filter_query(request)))
+
+
+@role_required("curator")
+@require_POST
+def trajectory_judge_again_view(request, pk: int):
+    """Queue the judge on the current version (an LLM call: curators decide when it is worth it)."""
+    trajectory = get_object_or_404(Trajectory.objects.only("pk", "version"), pk=pk)
+    job = trajectory_judge_again(trajectory=trajectory, actor=request.user)
+    messages.success(request, f"Judging version {trajectory.version} again: job {job.pk}.")
     return redirect(_with_query(reverse("trajectory", args=[pk]), _filter_query(request)))
 
 

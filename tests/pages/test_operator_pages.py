@@ -112,3 +112,24 @@ def test_styled_error_pages(client_for, settings):
     assert response.status_code == 404 and "Nothing here" in response.content.decode()
     response = client.get("/seeds/upload/")
     assert response.status_code == 403 and "You don't have access" in response.content.decode()
+
+
+def test_judge_again_scores_the_current_version(client_for, eager, llm_stub):
+    from simia_web.core.services import versioned_update
+    from simia_web.curation.models import JudgeVerdict
+
+    t = make_trajectory(judge=verdict(passed=False, score=0.2))
+    edited = [dict(m) for m in t.messages]
+    edited[4]["content"] = "Order W1 is cancelled; you will get an email."
+    versioned_update(obj=t, expected_version=1, fields={"messages": edited})
+    client = client_for("curator")
+    assert 'id="verdict-stale"' in client.get(f"/trajectories/{t.pk}/").content.decode()
+    response = client.post(f"/trajectories/{t.pk}/judge/", follow=True)
+    assert "Judging version 2 again" in response.content.decode()
+    latest = JudgeVerdict.objects.filter(trajectory=t).order_by("-id").first()
+    assert latest.trajectory_version == 2 and latest.model == "stub-model" and not latest.error
+    t.refresh_from_db()
+    assert t.judge_score == latest.score
+    body = client.get(f"/trajectories/{t.pk}/").content.decode()
+    assert "On version 2" in body and 'id="verdict-stale"' not in body and "Earlier, v1" in body
+    assert client_for("annotator").post(f"/trajectories/{t.pk}/judge/").status_code == 403
