@@ -51,7 +51,7 @@ WORDS = [
 ]
 STATUSES = ["generated", "rules_failed", "judged_pass", "judged_fail", "accepted", "rejected"]
 STATUS_WEIGHTS = [5, 8, 35, 22, 20, 10]
-SEARCH_TERM = "warranty"  # in about one conversation in eight
+SEARCH_TERM = "zeppelin"  # in one conversation in a hundred
 REPEATS = 20
 
 
@@ -137,7 +137,7 @@ def load(rows: int) -> None:
         for i in range(start, min(rows, start + batch)):
             name = DOMAINS[i % len(DOMAINS)]
             messages = _messages(rng, name, i)
-            if i % 8 == 0:
+            if i % 100 == 0:
                 messages[1]["content"] += f" and the {SEARCH_TERM}"
             status = rng.choices(STATUSES, STATUS_WEIGHTS)[0]
             passed = None if status == "generated" else (status in ("judged_pass", "accepted")) ^ (rng.random() < 0.15)
@@ -246,7 +246,8 @@ def main():
         ),
         (f"queue, last page ({last_page})", f"/review/?page={last_page}"),
         ("filter domain + verdict", "/review/?domain=banking&verdict=fail"),
-        (f"text search ({SEARCH_TERM!r})", f"/review/?q={SEARCH_TERM}"),
+        (f"text search ({SEARCH_TERM!r}, 1 in 100)", f"/review/?q={SEARCH_TERM}"),
+        ("text search ('refund', in most)", "/review/?q=refund"),
         ("queue sorted by turns, page 1", "/review/?sort=-turns"),
         ("one trajectory page (mid-queue)", f"/trajectories/{middle}/"),
         ("REST list", "/api/v1/trajectories/"),

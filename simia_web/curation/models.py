@@ -113,6 +113,13 @@ class Trajectory(models.Model):
             models.Index(fields=["domain", "status"]),
             models.Index(fields=["job", "status"]),
             models.Index(*QUEUE_ORDER_KEYS, name="trajectory_queue_order"),
+            # The default queue (waiting for review): its order, its count and an offset jump are index-only scans.
+            models.Index(
+                *QUEUE_ORDER_KEYS,
+                name="trajectory_pending_queue",
+                condition=Q(status__in=PENDING_STATUSES, reviewable=True),
+                include=["id", "judge_confidence", "judge_score"],  # lets PostgreSQL answer from the index alone
+            ),
         ]
 
     def __str__(self):

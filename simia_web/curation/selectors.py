@@ -125,6 +125,7 @@ class QueuePage:
     number: int
     size: int
     has_next: bool
+    count_capped: bool = False  # more than `count` match; counting them all would read every match
 
     @property
     def num_pages(self) -> int:
@@ -155,11 +156,20 @@ class QueuePage:
 
 
 def queue_page(
-    qs: QuerySet[Trajectory], sort: str | None, *, number: int = 1, after=None, before=None, size: int = 50
+    qs: QuerySet[Trajectory],
+    sort: str | None,
+    *,
+    number: int = 1,
+    after=None,
+    before=None,
+    size: int = 50,
+    count_limit: int | None = None,
 ) -> QueuePage:
     """One page of the queue. Next/previous follow a row id (keyset); a page number jumps by offset along
-    the index, and the last page is read from the other end."""
-    count = qs.count()
+    the index, and the last page is read from the other end. With `count_limit`, counting stops there."""
+    count = qs[: count_limit + 1].count() if count_limit else qs.count()
+    capped = bool(count_limit) and count > count_limit
+    count = min(count, count_limit) if capped else count
     num_pages = max(1, -(-count // size))
     number = min(max(1, number), num_pages)
     rows_qs = queue_page_rows(qs)
@@ -167,13 +177,16 @@ def queue_page(
         rows = list(queue_after(rows_qs, after, sort)[: size + 1])
     elif before is not None:
         rows = list(queue_after(rows_qs, before, sort, reverse=True)[:size])[::-1]
-        return QueuePage(rows, count, number, size, has_next=True)
-    elif number == num_pages and number > 1:
+        return QueuePage(rows, count, number, size, has_next=True, count_capped=capped)
+    elif number == num_pages and number > 1 and not capped:
         last = count - (num_pages - 1) * size
         rows = list(rows_qs.order_by(*queue_sort(sort).order_by(reverse=True))[:last])[::-1]
     else:
-        rows = list(queue_ordered(rows_qs, sort)[(number - 1) * size : number * size + 1])
-    return QueuePage(rows[:size], count, number, size, has_next=len(rows) > size)
+        # The ids first (an index-only scan where an index covers the order), then only those rows.
+        ids = list(queue_ordered(qs, sort).values_list("pk", flat=True)[(number - 1) * size : number * size + 1])
+        by_id = rows_qs.order_by().in_bulk(ids)
+        rows = [by_id[pk] for pk in ids if pk in by_id]
+    return QueuePage(rows[:size], count, number, size, has_next=len(rows) > size, count_capped=capped)
 
 
 def queue_page_rows(qs: QuerySet[Trajectory]) -> QuerySet[Trajectory]:

@@ -42,6 +42,8 @@ from .services import (
 )
 
 QUEUE_PAGE_SIZE = 50
+# A text search counts its matches up to here ("1000+"): a common word would otherwise be matched in every row.
+SEARCH_COUNT_LIMIT = 1000
 STATUS_CHOICES = [(PENDING, "Waiting for review"), ("all", "Any status"), *TrajectoryStatus.choices]
 # Parameters that move through the queue rather than filter it.
 NAVIGATION = ("page", "after", "before", "stream")
@@ -110,6 +112,7 @@ def review_queue(request):
         after=_int(request.GET.get("after")),
         before=_int(request.GET.get("before")),
         size=QUEUE_PAGE_SIZE,
+        count_limit=SEARCH_COUNT_LIMIT if request.GET.get("q") else None,
     )
     query = _filter_query(request)
     context = {
