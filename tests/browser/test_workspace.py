@@ -271,3 +271,17 @@ def test_export_and_download(login, eager):
         page.locator("#snapshots a.button").first.click()
     path = download.value.path()
     assert json.loads(Path(path).read_text().splitlines()[0])["messages"]
+
+
+def test_judge_again_after_a_fix(login, eager, llm_stub):
+    t = make_trajectory(judge=verdict(passed=False, score=0.2))
+    edited = [dict(m) for m in t.messages]
+    edited[4]["content"] = "Order W1 is cancelled; a confirmation email is on its way."
+    versioned_update(obj=t, expected_version=1, fields={"messages": edited})
+    page = login("curator")
+    page.goto(f"/trajectories/{t.pk}/")
+    expect(page.locator("#verdict-stale")).to_contain_text("the text is now version 2")
+    page.click("#judge-again button")
+    expect(page.locator(".messages")).to_contain_text("Judging version 2 again")
+    expect(page.locator("#verdict-stale")).to_have_count(0)
+    expect(page.get_by_text("On version 2")).to_be_visible()
