@@ -120,6 +120,12 @@ class Trajectory(models.Model):
                 condition=Q(status__in=PENDING_STATUSES, reviewable=True),
                 include=["id", "judge_confidence", "judge_score"],  # lets PostgreSQL answer from the index alone
             ),
+            # Counts of the waiting items of a domain and verdict, answered from the index alone.
+            models.Index(
+                fields=["domain", "judge_passed"],
+                name="trajectory_pending_domain",
+                condition=Q(status__in=PENDING_STATUSES, reviewable=True),
+            ),
         ]
 
     def __str__(self):
