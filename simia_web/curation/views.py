@@ -42,8 +42,8 @@ from .services import (
 )
 
 QUEUE_PAGE_SIZE = 50
-# A text search counts its matches up to here ("1000+"): a common word would otherwise be matched in every row.
-SEARCH_COUNT_LIMIT = 1000
+# A text search counts its matches up to here ("500+", ten pages): counting a common word matches every row.
+SEARCH_COUNT_LIMIT = 500
 STATUS_CHOICES = [(PENDING, "Waiting for review"), ("all", "Any status"), *TrajectoryStatus.choices]
 # Parameters that move through the queue rather than filter it.
 NAVIGATION = ("page", "after", "before", "stream")

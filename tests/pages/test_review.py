@@ -427,3 +427,12 @@ def test_llm_text_is_escaped(client_for):
     body = client_for("annotator").get(f"/trajectories/{t.pk}/").content.decode()
     assert "<script>window.__pwned" not in body and "<img src=x" not in body
     assert "&lt;script&gt;window.__pwned=1&lt;/script&gt;" in body
+
+
+def test_search_counts_stop_at_a_limit(db):
+    from simia_web.curation.selectors import queue_ordered, queue_page
+
+    for _ in range(4):
+        make_trajectory(judge=verdict())
+    page = queue_page(queue_ordered(Trajectory.objects.all()), None, count_limit=2)
+    assert (page.count, page.count_capped, len(page.rows)) == (2, True, 4)
