@@ -9,13 +9,15 @@
     return prefix + Date.now().toString(36) + serial;
   }
   function fromTemplate(id, replacements) {
-    var html = document.getElementById(id).innerHTML;
-    Object.keys(replacements).forEach(function (token) {
-      html = html.split(token).join(replacements[token]);
+    // Clone the <template>'s nodes and put the new keys into their attributes (names, values, data-key).
+    var node = document.importNode(document.getElementById(id).content, true).firstElementChild;
+    [node].concat(Array.prototype.slice.call(node.querySelectorAll("*"))).forEach(function (el) {
+      Array.prototype.slice.call(el.attributes).forEach(function (attr) {
+        var value = attr.value;
+        Object.keys(replacements).forEach(function (token) { value = value.split(token).join(replacements[token]); });
+        if (value !== attr.value) el.setAttribute(attr.name, value);
+      });
     });
-    var holder = document.createElement("div");
-    holder.innerHTML = html.trim();
-    var node = holder.firstElementChild;
     if (window.htmx) window.htmx.process(node);
     return node;
   }
