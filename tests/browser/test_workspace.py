@@ -236,6 +236,8 @@ def test_upload_seeds_by_dropping_a_file(login, tmp_path):
     page = login("curator")
     page.goto("/seeds/")
     page.click("#upload-link")
+    page.wait_for_url("**/seeds/upload/")
+    page.wait_for_load_state("load")  # upload.js listens from here on
     data = "".join(json.dumps(openai_record(n)) + "\n" for n in range(2))
     handle = page.evaluate_handle(
         """(text) => { const dt = new DataTransfer();
