@@ -30,7 +30,6 @@ def test_keyboard_review_in_the_stream_with_undo(login):
     second = make_trajectory(judge=verdict(passed=False, confidence=0.6))
     third = make_trajectory(judge=verdict(passed=True))
     page = login("annotator")
-    shot(page, "dashboard")
     page.goto("/review/")
     expect(page.locator("table.queue tbody tr")).to_have_count(3)
     page.keyboard.press("j")
@@ -228,6 +227,9 @@ def test_bulk_accept_asks_for_confirmation_naming_the_count(login, users):
     page.goto("/agreement/")
     expect(page.locator("#bulk-apart")).to_contain_text("decided only in bulk")
     shot(page, "agreement")
+    page.goto("/")
+    expect(page.locator("#chart-progress svg rect")).not_to_have_count(0)
+    shot(page, "dashboard")
 
 
 def test_upload_seeds_by_dropping_a_file(login, tmp_path):
