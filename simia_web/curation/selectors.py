@@ -533,10 +533,19 @@ def review_progress_by_domain() -> dict[str, dict[str, int]]:
     return dict(sorted(progress.items()))
 
 
-def verdicts_by_domain() -> dict[str, dict[str, int]]:
-    """{domain: {"pass" | "fail" | "none": count}} of the latest judge verdicts."""
+def _slice(domain: str | None = None, job: int | None = None) -> QuerySet[Trajectory]:
+    qs = Trajectory.objects.all()
+    if domain:
+        qs = qs.filter(domain__name=domain)
+    if job:
+        qs = qs.filter(job_id=job)
+    return qs
+
+
+def verdicts_by_domain(*, job: int | None = None) -> dict[str, dict[str, int]]:
+    """{domain: {"pass" | "fail" | "none": count}} of the latest judge verdicts (of one job)."""
     by_domain = defaultdict(dict)
-    rows = Trajectory.objects.values_list("domain__name", "judge_passed").annotate(n=Count("id")).order_by()
+    rows = _slice(job=job).values_list("domain__name", "judge_passed").annotate(n=Count("id")).order_by()
     for name, passed, n in rows:
         by_domain[name][{True: "pass", False: "fail", None: "none"}[passed]] = n
     return dict(sorted(by_domain.items()))
@@ -558,10 +567,11 @@ def throughput_per_annotator(days: int = 14) -> dict[str, list]:
     return dict(series)
 
 
-def score_histogram(bins: int = 10) -> list[tuple[float, float, int]]:
-    """[(low, high, count)] of judge scores in [0, 1]."""
+def score_histogram(*, domain: str | None = None, job: int | None = None, bins: int = 10) -> list[tuple]:
+    """[(low, high, count)] of judge scores in [0, 1] (of one domain and/or job)."""
     counts = dict(
-        Trajectory.objects.filter(judge_score__isnull=False)
+        _slice(domain, job)
+        .filter(judge_score__isnull=False)
         .annotate(bin=Least(Floor(F("judge_score") * bins), Value(float(bins - 1))))
         .values_list("bin")
         .annotate(n=Count("id"))

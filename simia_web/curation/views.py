@@ -85,6 +85,8 @@ def _int(value):
 @role_required("annotator")
 def dashboard(request):
     counts = selectors.status_counts()
+    # The score and verdict charts can be narrowed to one domain and/or job.
+    chart_domain, chart_job = request.GET.get("domain") or None, _int(request.GET.get("job"))
     active_jobs = list(Job.objects.filter(status__in=ACTIVE_JOB_STATUSES).order_by("-id")[:10])
     return render(
         request,
@@ -96,8 +98,11 @@ def dashboard(request):
             "agreement": selectors.agreement(criteria=False),
             "progress_chart": charts.stacked_bar(selectors.review_progress_by_domain(), charts.STATUS_COLOURS),
             "throughput_chart": charts.line_chart(selectors.throughput_per_annotator()),
-            "score_chart": charts.histogram(selectors.score_histogram()),
-            "verdict_chart": charts.stacked_bar(selectors.verdicts_by_domain(), charts.VERDICT_COLOURS),
+            "score_chart": charts.histogram(selectors.score_histogram(domain=chart_domain, job=chart_job)),
+            "verdict_chart": charts.stacked_bar(selectors.verdicts_by_domain(job=chart_job), charts.VERDICT_COLOURS),
+            "chart_domain": chart_domain,
+            "chart_job": chart_job,
+            "domains": Domain.objects.order_by("name").values_list("name", flat=True),
         },
     )
 

@@ -133,3 +133,13 @@ def test_judge_again_scores_the_current_version(client_for, eager, llm_stub):
     body = client.get(f"/trajectories/{t.pk}/").content.decode()
     assert "On version 2" in body and 'id="verdict-stale"' not in body and "Earlier, v1" in body
     assert client_for("annotator").post(f"/trajectories/{t.pk}/judge/").status_code == 403
+
+
+def test_dashboard_score_chart_for_one_domain_or_job(client_for):
+    job = make_job()
+    make_trajectory(judge=verdict(score=0.15), job=job)
+    make_trajectory("bank", judge=verdict(score=0.95))
+    client = client_for("annotator")
+    assert client.get("/", {"domain": "bank"}).context["score_chart"]["total"] == 1
+    bars = client.get("/", {"job": job.pk}).context["score_chart"]["bars"]
+    assert [b["n"] for b in bars][1] == 1 and sum(b["n"] for b in bars) == 1
