@@ -28,8 +28,9 @@ run: install
 	$(MANAGE) demo_data
 	$(MANAGE) ensure_admin
 	@echo "Simia Web on http://127.0.0.1:$(PORT)/  (Ctrl-C stops the web server and the worker)"
-	@trap 'kill 0' INT TERM EXIT; \
-	$(VENV)/bin/celery -A simia_web worker --pool threads --concurrency 8 --loglevel WARNING & \
+	@# Stop the worker once (a warm shutdown) and wait for it; the trap clears itself so it never re-fires.
+	@$(VENV)/bin/celery -A simia_web worker --pool threads --concurrency 8 --loglevel WARNING & worker=$$!; \
+	trap 'trap - INT TERM EXIT; kill -TERM $$worker 2>/dev/null; wait $$worker 2>/dev/null' INT TERM EXIT; \
 	$(MANAGE) runserver --noreload 127.0.0.1:$(PORT)
 
 worker: install

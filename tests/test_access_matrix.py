@@ -12,6 +12,7 @@ import pytest
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
 from simia_web.catalog.models import Api, Seed, Task
+from simia_web.curation.models import Review
 from simia_web.environments.models import EnvSession
 from simia_web.exports.models import Snapshot
 from simia_web.jobs.models import Job, JobStatus
@@ -52,7 +53,16 @@ ROUTES: dict[str, Route] = {
     "review-bulk": page({"POST": CURATOR}),
     "trajectory": page({"GET": ANNOTATOR}, pk="trajectory"),
     "trajectory-decide": page({"POST": ANNOTATOR}, pk="trajectory"),
+    "review-next": page({"POST": ANNOTATOR}),
+    "review-undo": page({"POST": ANNOTATOR}, pk="review"),
+    "trajectory-reservation": page({"POST": ANNOTATOR}, pk="trajectory"),
+    "trajectory-edit": page({"GET": ANNOTATOR, "POST": ANNOTATOR}, pk="trajectory"),
+    "trajectory-check-call": page({"POST": ANNOTATOR}, pk="trajectory"),
+    "trajectory-revert": page({"POST": ANNOTATOR}, pk="trajectory"),
+    "trajectory-judge": page({"POST": CURATOR}, pk="trajectory"),
     "agreement": page({"GET": ANNOTATOR}),
+    "seed-upload": page({"GET": CURATOR, "POST": CURATOR}),
+    "export-list": page({"GET": ANNOTATOR, "POST": CURATOR}),
     # catalog: everyone reads, curators edit (the detail pages take the edit as a POST)
     "domain-list": page({"GET": ANNOTATOR}),
     "domain-detail": page({"GET": ANNOTATOR, "POST": CURATOR}, name="domain"),
@@ -168,6 +178,9 @@ def objects(db, users):
     export_job = Job.objects.create(kind="export", status=JobStatus.QUEUED, params={})
     return {
         "trajectory": t,
+        "review": Review.objects.create(
+            trajectory=t, reviewer=users[ANNOTATOR], decision="accept", trajectory_version=1
+        ),
         "job": job,
         "domain": domain,
         "api": Api.objects.create(domain=domain, name="cancel_order", parameters=TOOLS[0]["function"]["parameters"]),

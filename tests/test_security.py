@@ -142,15 +142,14 @@ def test_every_text_of_the_trajectory_page_is_escaped(client_for, hostile):
 
 
 def test_refused_decision_partial_is_escaped(client_for, hostile):
-    """The htmx partial answered after a conflicting save shows the messages again (in the editor)."""
+    """The editor answered after a conflicting save shows what was typed again."""
     t = hostile["t"]
     response = client_for("annotator").post(
-        f"/trajectories/{t.pk}/decide/",
-        {"decision": "fix_accept", "version": t.version + 5, "mode": "json", "messages_json": PAYLOAD},
-        HTTP_HX_REQUEST="true",
+        f"/trajectories/{t.pk}/edit/",
+        {"version": t.version + 5, "msg": ["0"], "role-0": "user", "content-0": PAYLOAD},
     )
-    assert response.status_code == 200
-    _assert_inert(response.content.decode(), "decision partial")
+    assert response.status_code == 409
+    _assert_inert(response.content.decode(), "editor after a conflict")
 
 
 def test_no_template_or_view_marks_text_safe():

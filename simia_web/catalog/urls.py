@@ -10,6 +10,7 @@ urlpatterns = [
     path("tasks/", views.task_list, name="task-list"),
     path("tasks/<int:pk>/", views.task_detail, name="task-detail"),
     path("seeds/", views.seed_list, name="seed-list"),
+    path("seeds/upload/", views.seed_upload, name="seed-upload"),
     path("seeds/<int:pk>/", views.seed_detail, name="seed-detail"),
     # Every kind with a form has a queue page; the first three keep the addresses they were published at.
     path("queue/synthesis/", views.queue_job, {"kind": "synthesize"}, name="queue-synthesis"),

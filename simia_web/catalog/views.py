@@ -20,6 +20,7 @@ from simia_web.jobs.services import job_queue
 
 from . import services
 from .forms import ApiEditForm, DomainEditForm, SeedEditForm, TaskEditForm
+from .importers import FORMATS, ImportRejected, seeds_import
 from .models import Api, Domain, Seed, Task, TaskStatus
 
 PAGE_SIZE = 50
@@ -306,3 +307,23 @@ def queue_job(request, kind: str):
             messages.success(request, f"Job {job.pk} queued.")
             return redirect("job-detail", pk=job.pk)
     return render(request, "catalog/queue_form.html", {"form": form, "title": f"Queue: {pipeline.label}"})
+
+
+@role_required("curator")
+def seed_upload(request):
+    """Upload a seed file (drag and drop, or choose) into the same import as `import_seeds`, with its errors."""
+    context = {"formats": FORMATS, "chosen": request.POST.get("format", ""), "domain": request.POST.get("domain", "")}
+    if request.method == "POST":
+        upload = request.FILES.get("file")
+        if upload is None or context["chosen"] not in FORMATS:
+            context["form_error"] = "Choose a file and its format."
+            return render(request, "catalog/seed_upload.html", context, status=400)
+        try:
+            result = seeds_import(
+                source=upload, format=context["chosen"], domain=context["domain"].strip() or None, actor=request.user
+            )
+        except ImportRejected as exc:
+            context["rejected"] = exc
+            return render(request, "catalog/seed_upload.html", context, status=400)
+        context["result"] = str(result)
+    return render(request, "catalog/seed_upload.html", context)

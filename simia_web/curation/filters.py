@@ -1,15 +1,18 @@
-"""Trajectory filters shared by the REST API and dataset exports (the same names as the review queue)."""
+"""The one set of trajectory filters: the review queue page, the REST list and dataset exports."""
 
 import django_filters
 from django import forms
+from django.contrib.postgres.search import SearchQuery, SearchVector
+from django.db import connections
 from django.db.models import Exists, OuterRef, TextField
 from django.db.models.functions import Cast
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 
-from .models import RuleViolation, Trajectory, TrajectoryKind, TrajectoryStatus
+from .models import PENDING_STATUSES, RuleViolation, Trajectory, TrajectoryKind, TrajectoryStatus
 
 ALL = "all"
+PENDING = "pending"  # waiting for a person: a pipeline status and a conversation worth reviewing
 
 
 class StatusListField(forms.CharField):
@@ -20,11 +23,11 @@ class StatusListField(forms.CharField):
         if not value:
             return None
         statuses = [s.strip() for s in value.split(",") if s.strip()]
-        if statuses == [ALL]:
-            return ALL
+        if statuses in ([ALL], [PENDING]):
+            return statuses[0]
         unknown = [s for s in statuses if s not in TrajectoryStatus.values]
         if unknown:
-            choices = ", ".join([*TrajectoryStatus.values, ALL])
+            choices = ", ".join([*TrajectoryStatus.values, PENDING, ALL])
             raise forms.ValidationError(f"Unknown status {', '.join(unknown)}; choose from {choices}.")
         return statuses
 
@@ -54,14 +57,19 @@ class TextFilter(django_filters.CharFilter):
 _STATUS = f"({'|'.join(TrajectoryStatus.values)})"
 
 
-@extend_schema_field({"type": "string", "pattern": f"^({ALL}|{_STATUS}(,{_STATUS})*)$"})
+@extend_schema_field({"type": "string", "pattern": f"^({ALL}|{PENDING}|{_STATUS}(,{_STATUS})*)$"})
 class StatusListFilter(django_filters.Filter):
     field_class = StatusListField
 
     def filter(self, qs, value):
         if not value or value == ALL:
             return qs
+        if value == PENDING:
+            return qs.filter(status__in=PENDING_STATUSES, reviewable=True)
         return qs.filter(status__in=value)
+
+
+VERDICTS = [("pass", "Judge: pass"), ("fail", "Judge: fail"), ("none", "No verdict")]
 
 
 class TrajectoryFilter(django_filters.FilterSet):
@@ -69,13 +77,20 @@ class TrajectoryFilter(django_filters.FilterSet):
     job = IdFilter(field_name="job_id")
     task = IdFilter(field_name="task_id")
     seed = IdFilter(field_name="seed_id")
-    status = StatusListFilter(help_text="Comma-separated statuses, or `all`.")
+    status = StatusListFilter(
+        help_text="Comma-separated statuses, `pending` (waiting for review: the queue's default) or `all`."
+    )
     kind = django_filters.ChoiceFilter(choices=TrajectoryKind.choices)
     judge_passed = django_filters.BooleanFilter()
+    verdict = django_filters.ChoiceFilter(choices=VERDICTS, method="filter_verdict", empty_label="Any verdict")
     min_score = ScoreFilter(field_name="judge_score", lookup_expr="gte")
     max_score = ScoreFilter(field_name="judge_score", lookup_expr="lte")
     violation = TextFilter(method="filter_violation", help_text="An unfixed rule violation code.")
-    q = TextFilter(method="filter_text", help_text="Text contained in the messages.")
+    q = TextFilter(
+        method="filter_text",
+        help_text="Words in the messages (PostgreSQL full-text match of every word; a substring match on SQLite).",
+    )
+    mine = django_filters.BooleanFilter(method="filter_mine", help_text="Only items assigned to the caller.")
 
     class Meta:
         model = Trajectory
@@ -85,5 +100,23 @@ class TrajectoryFilter(django_filters.FilterSet):
         unfixed = RuleViolation.objects.filter(trajectory=OuterRef("pk"), code=value, fixed=False)
         return qs.filter(Exists(unfixed))
 
+    def filter_verdict(self, qs, name, value):
+        return (
+            qs.filter(judge_passed={"pass": True, "fail": False}[value])
+            if value != "none"
+            else qs.filter(judge_passed__isnull=True)
+        )
+
+    def filter_mine(self, qs, name, value):
+        user = getattr(self.request, "user", None)
+        return qs.filter(assigned_to_id=user.pk) if value and user is not None else qs
+
     def filter_text(self, qs, name, value):
+        if connections[qs.db].vendor == "postgresql":
+            # Served by the GIN index of migration 0004 (the same expression).
+            return qs.alias(search=messages_search_vector()).filter(search=SearchQuery(value, config="simple"))
         return qs.annotate(messages_text=Cast("messages", TextField())).filter(messages_text__icontains=value)
+
+
+def messages_search_vector() -> SearchVector:
+    return SearchVector(Cast("messages", TextField()), config="simple")

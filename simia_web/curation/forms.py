@@ -1,39 +1,23 @@
+import json
+
 from django import forms
 from django.contrib.auth import get_user_model
 
 from simia_web.catalog.models import Domain
-
-from .models import TrajectoryStatus
-from .selectors import QueueFilters
-
-STATUS_CHOICES = [("pending", "Waiting for review"), ("all", "Any status"), *TrajectoryStatus.choices]
-VERDICT_CHOICES = [("", "Any verdict"), ("fail", "Judge: fail"), ("pass", "Judge: pass"), ("none", "No verdict")]
+from simia_web.core.json_input import json_parse
+from simia_web.curation.canonical import message_text, parse_arguments, tool_schemas
+from simia_web.synthesis.rules import ROLES, call_violations
 
 
-class QueueFilterForm(forms.Form):
-    domain = forms.ModelChoiceField(Domain.objects.all(), required=False, empty_label="Any domain")
-    job = forms.IntegerField(required=False, min_value=1, widget=forms.NumberInput(attrs={"placeholder": "Job id"}))
-    status = forms.ChoiceField(choices=STATUS_CHOICES, required=False)
-    verdict = forms.ChoiceField(choices=VERDICT_CHOICES, required=False)
-    score_min = forms.FloatField(required=False, widget=forms.NumberInput(attrs={"step": "0.05", "placeholder": "min"}))
-    score_max = forms.FloatField(required=False, widget=forms.NumberInput(attrs={"step": "0.05", "placeholder": "max"}))
-    violation = forms.CharField(required=False, max_length=40)
-    q = forms.CharField(required=False, max_length=200, widget=forms.TextInput(attrs={"placeholder": "Search text"}))
-    mine = forms.BooleanField(required=False, label="Assigned to me")
+def editor_json_parse(text: str):
+    """Parse JSON typed into a page's editor: (value, None) or (None, the error to show next to the field).
 
-    def filters(self, user) -> QueueFilters:
-        data = self.cleaned_data if self.is_valid() else {}
-        return QueueFilters(
-            domain=data["domain"].pk if data.get("domain") else None,
-            job=data.get("job"),
-            status=data.get("status") or "pending",
-            verdict=data.get("verdict") or "",
-            score_min=data.get("score_min"),
-            score_max=data.get("score_max"),
-            violation=(data.get("violation") or "").strip(),
-            text=(data.get("q") or "").strip(),
-            assigned=user.pk if data.get("mine") else None,
-        )
+    The single place the workspace reads JSON from a form, so an input gate can replace it.
+    """
+    try:
+        return json_parse(text, where="the editor"), None
+    except ValueError as exc:
+        return None, f"Not valid JSON: {exc}"
 
 
 class BulkForm(forms.Form):
@@ -42,6 +26,8 @@ class BulkForm(forms.Form):
     scope = forms.ChoiceField(choices=[("selected", "Selected"), ("all", "All matching the filter")])
     ids = forms.TypedMultipleChoiceField(coerce=int, required=False, choices=[])
     reason = forms.CharField(required=False, max_length=2000)
+    # The count the curator confirmed; a different count now means the filter matched something else: ask again.
+    confirmed = forms.IntegerField(required=False, min_value=0)
     assignee = forms.ModelChoiceField(
         get_user_model().objects.filter(is_active=True).order_by("username"), required=False, empty_label="Assignee"
     )
@@ -75,3 +61,129 @@ class AgreementFilterForm(forms.Form):
             required=False,
             empty_value=None,
         )
+
+
+def _call_errors(name: str, arguments_text: str, schemas: dict) -> tuple[dict | None, str, str]:
+    """(arguments, error for the name field, error for the arguments field) of one edited tool call."""
+    arguments, error = editor_json_parse(arguments_text.strip() or "{}")
+    if error:
+        return None, "", error
+    if not isinstance(arguments, dict):
+        return None, "", "Arguments must be a JSON object."
+    call = {"function": {"name": name, "arguments": json.dumps(arguments)}}
+    problems = call_violations(call, schemas, None)
+    name_errors = [p.detail for p in problems if p.code == "unknown_tool"]
+    argument_errors = [p.detail for p in problems if p.code != "unknown_tool"]
+    return arguments, "; ".join(name_errors), "; ".join(argument_errors)
+
+
+def tool_call_check(data, tools: list) -> dict[str, str]:
+    """Errors of the one tool call posted by the editor's inline check, keyed by its field names."""
+    name_field = next((k for k in data if k.endswith("-name")), None)
+    args_field = next((k for k in data if k.endswith("-args")), None)
+    if not name_field or not args_field:
+        return {}
+    _, name_error, args_error = _call_errors(data[name_field].strip(), data[args_field], tool_schemas(tools))
+    return {name_field: name_error, args_field: args_error}
+
+
+def editor_messages(data, original: list[dict], tools: list) -> tuple[list[dict], dict[str, str]]:
+    """The conversation posted by the editor, in the order its message blocks were on the page.
+
+    Each block posts `msg` (its key: the original index, or a new key), role-K, content-K, tool_call_id-K, and
+    per tool call `call-K` (the call's key J) with call-K-J-id, -name and -args. Returns the messages and errors
+    keyed by the field they belong next to; tool-call arguments are checked against the tool's schema.
+    """
+    schemas = tool_schemas(tools)
+    messages, errors = [], {}
+    for key in data.getlist("msg"):
+        base = original[int(key)] if key.isdigit() and int(key) < len(original) else {}
+        message = {k: v for k, v in base.items() if k not in ("content", "tool_calls", "tool_call_id")}
+        message["role"] = data.get(f"role-{key}", base.get("role", "user"))
+        if message["role"] not in ROLES:
+            errors[f"role-{key}"] = "Choose system, user, assistant or tool."
+        content = data.get(f"content-{key}", "").replace("\r\n", "\n")
+        calls = []
+        for j in data.getlist(f"call-{key}"):
+            field = f"call-{key}-{j}"
+            name = data.get(f"{field}-name", "").strip()
+            arguments, name_error, args_error = _call_errors(name, data.get(f"{field}-args", ""), schemas)
+            if name_error:
+                errors[f"{field}-name"] = name_error
+            if args_error:
+                errors[f"{field}-args"] = args_error
+            calls.append(
+                {
+                    "id": data.get(f"{field}-id") or f"call_{key}_{j}",
+                    "type": "function",
+                    "function": {"name": name, "arguments": json.dumps(arguments or {}, ensure_ascii=False)},
+                }
+            )
+        if calls and message["role"] == "assistant":
+            message["content"] = content or None
+            message["tool_calls"] = calls
+        else:
+            message["content"] = content
+        if message["role"] == "tool":
+            message["tool_call_id"] = data.get(f"tool_call_id-{key}", "").strip()
+        messages.append(message)
+    if not messages:
+        errors["messages"] = "A conversation needs at least one message."
+    return messages, errors
+
+
+def editor_blocks(messages: list[dict]) -> list[dict]:
+    """The editor's message blocks (for the page): role, text and tool calls with pretty arguments."""
+    blocks = []
+    for index, message in enumerate(messages):
+        calls = []
+        for j, call in enumerate(message.get("tool_calls") or []):
+            arguments, error = parse_arguments(call)
+            raw = (call.get("function") or {}).get("arguments", "")
+            calls.append(
+                {
+                    "key": j,
+                    "id": call.get("id", ""),
+                    "name": (call.get("function") or {}).get("name", ""),
+                    "args": json.dumps(arguments, indent=2, ensure_ascii=False) if error is None else str(raw),
+                }
+            )
+        content = message.get("content")
+        blocks.append(
+            {
+                "key": str(index),
+                "role": message.get("role", ""),
+                "content": message_text(message) if not isinstance(content, str) else content,
+                "tool_call_id": message.get("tool_call_id", ""),
+                "calls": calls,
+            }
+        )
+    return blocks
+
+
+def editor_blocks_posted(data, errors: dict[str, str]) -> list[dict]:
+    """The blocks as the annotator left them after a refused save (nothing typed is lost), errors beside fields."""
+    blocks = []
+    for key in data.getlist("msg"):
+        calls = [
+            {
+                "key": j,
+                "id": data.get(f"call-{key}-{j}-id", ""),
+                "name": data.get(f"call-{key}-{j}-name", ""),
+                "args": data.get(f"call-{key}-{j}-args", ""),
+                "name_error": errors.get(f"call-{key}-{j}-name", ""),
+                "args_error": errors.get(f"call-{key}-{j}-args", ""),
+            }
+            for j in data.getlist(f"call-{key}")
+        ]
+        blocks.append(
+            {
+                "key": key,
+                "role": data.get(f"role-{key}", ""),
+                "content": data.get(f"content-{key}", ""),
+                "tool_call_id": data.get(f"tool_call_id-{key}", ""),
+                "calls": calls,
+                "role_error": errors.get(f"role-{key}", ""),
+            }
+        )
+    return blocks

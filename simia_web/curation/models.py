@@ -1,5 +1,7 @@
 from django.conf import settings
 from django.db import models
+from django.db.models import Case, F, Q, Value, When
+from django.db.models.functions import Coalesce
 
 from simia_web.core.fields import DocumentJSONField
 
@@ -18,6 +20,37 @@ class TrajectoryStatus(models.TextChoices):
     JUDGED_FAIL = "judged_fail", "Judge: fail"
     ACCEPTED = "accepted", "Accepted"
     REJECTED = "rejected", "Rejected"
+
+
+# Statuses that still wait for a human answer.
+PENDING_STATUSES = (
+    TrajectoryStatus.GENERATED,
+    TrajectoryStatus.RULES_FAILED,
+    TrajectoryStatus.JUDGED_PASS,
+    TrajectoryStatus.JUDGED_FAIL,
+)
+
+# Review priority, most useful first: confident judge failures, judge-vs-human disagreements, rule failures, the rest.
+# A stored generated column, so the queue's order is an index scan rather than a sort of every pending row.
+PRIORITY = Case(
+    When(Q(judge_passed=False, status__in=PENDING_STATUSES), then=Value(0)),
+    When(
+        Q(status=TrajectoryStatus.ACCEPTED, judge_passed=False)
+        | Q(status=TrajectoryStatus.REJECTED, judge_passed=True),
+        then=Value(1),
+    ),
+    When(status=TrajectoryStatus.RULES_FAILED, then=Value(2)),
+    default=Value(3),
+)
+
+# The queue's default order as non-null ascending keys (confidence high first, score low first, newest first),
+# so one B-tree index serves it and a page boundary is a single row comparison (keyset paging).
+QUEUE_ORDER_KEYS = (
+    F("priority"),
+    Coalesce(-F("judge_confidence"), Value(1.0)),
+    Coalesce(F("judge_score"), Value(2.0)),
+    -F("id"),
+)
 
 
 class Trajectory(models.Model):
@@ -53,6 +86,14 @@ class Trajectory(models.Model):
     judge_score = models.FloatField(null=True, blank=True)
     judge_confidence = models.FloatField(null=True, blank=True)
     violation_count = models.PositiveIntegerField(default=0)
+    priority = models.GeneratedField(expression=PRIORITY, output_field=models.SmallIntegerField(), db_persist=True)
+    # What a queue row shows without reading the messages; kept by the services that write messages.
+    preview = models.CharField(max_length=200, blank=True)
+    turns = models.PositiveIntegerField(default=0)
+    tool_call_count = models.PositiveIntegerField(default=0)
+    model = models.CharField(max_length=120, blank=True)
+    # False for empty or errored conversations (no assistant answer): never offered for review, never accepted.
+    reviewable = models.BooleanField(default=True)
     provenance = models.JSONField(default=dict, blank=True)
     content_hash = models.CharField(max_length=64, blank=True, db_index=True)
     version = models.PositiveIntegerField(default=1)
@@ -68,7 +109,24 @@ class Trajectory(models.Model):
 
     class Meta:
         ordering = ["-id"]
-        indexes = [models.Index(fields=["domain", "status"]), models.Index(fields=["job", "status"])]
+        indexes = [
+            models.Index(fields=["domain", "status"]),
+            models.Index(fields=["job", "status"]),
+            models.Index(*QUEUE_ORDER_KEYS, name="trajectory_queue_order"),
+            # The default queue (waiting for review): its order, its count and an offset jump are index-only scans.
+            models.Index(
+                *QUEUE_ORDER_KEYS,
+                name="trajectory_pending_queue",
+                condition=Q(status__in=PENDING_STATUSES, reviewable=True),
+                include=["id", "judge_confidence", "judge_score"],  # lets PostgreSQL answer from the index alone
+            ),
+            # Counts of the waiting items of a domain and verdict, answered from the index alone.
+            models.Index(
+                fields=["domain", "judge_passed"],
+                name="trajectory_pending_domain",
+                condition=Q(status__in=PENDING_STATUSES, reviewable=True),
+            ),
+        ]
 
     def __str__(self):
         return f"trajectory {self.pk} ({self.status})"
@@ -97,6 +155,7 @@ class JudgeVerdict(models.Model):
     rationale = models.TextField(blank=True)
     cited_messages = models.JSONField(default=list, blank=True)
     error = models.TextField(blank=True)
+    trajectory_version = models.PositiveIntegerField(default=1, help_text="The trajectory version this verdict judged.")
     profile = models.ForeignKey("llm.EndpointProfile", null=True, blank=True, on_delete=models.SET_NULL)
     model = models.CharField(max_length=120, blank=True)
     llm_call = models.ForeignKey("llm.LLMCall", null=True, blank=True, on_delete=models.SET_NULL)
@@ -121,7 +180,14 @@ class Review(models.Model):
     decision = models.CharField(max_length=16, choices=Decision.choices)
     reason = models.TextField(blank=True)
     trajectory_version = models.PositiveIntegerField()
-    created_at = models.DateTimeField(auto_now_add=True)
+    # Part of a bulk action: shown apart, and not counted as an individual judgement in agreement.
+    bulk = models.BooleanField(default=False)
+    previous_status = models.CharField(max_length=16, blank=True, help_text="The status an undo restores.")
+    undone_at = models.DateTimeField(null=True, blank=True)
+    undone_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="undone_reviews"
+    )
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
 
     class Meta:
         ordering = ["-id"]

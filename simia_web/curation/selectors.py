@@ -4,146 +4,226 @@ import difflib
 import json
 from collections import defaultdict
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 from django.db.models import (
-    Case,
+    BooleanField,
     CharField,
     Count,
     Exists,
     F,
-    IntegerField,
-    Max,
+    Func,
     OuterRef,
     Prefetch,
     Q,
     QuerySet,
     Subquery,
-    TextField,
     Value,
-    When,
-    Window,
 )
-from django.db.models.functions import Cast, RowNumber
+from django.db.models.functions import Coalesce, Floor, Least, TruncDate
 from django.utils import timezone
 
-from simia_web.curation.canonical import parse_arguments
+from simia_web.core.selectors import revision_list
+from simia_web.curation.canonical import message_text, parse_arguments
 
-from .models import Decision, JudgeVerdict, Review, RuleViolation, Trajectory, TrajectoryStatus
+from .models import QUEUE_ORDER_KEYS, Decision, JudgeVerdict, Review, RuleViolation, Trajectory, TrajectoryStatus
 
-# Statuses that still wait for a human answer.
-PENDING_STATUSES = (
-    TrajectoryStatus.GENERATED,
-    TrajectoryStatus.RULES_FAILED,
-    TrajectoryStatus.JUDGED_PASS,
-    TrajectoryStatus.JUDGED_FAIL,
-)
+
+@dataclass(frozen=True)
+class QueueSort:
+    """An order of the queue as keys that are all ascending or all descending, ending with a unique column,
+    so that a page boundary is one row comparison (keyset paging: the same cost at any depth)."""
+
+    keys: tuple
+    descending: bool = False
+
+    def order_by(self, reverse: bool = False) -> list:
+        descending = self.descending != reverse
+        return [key.desc() if descending else key.asc() for key in self.keys]
+
+
+def _column(name: str, missing_low=None, missing_high=None) -> dict[str, QueueSort]:
+    """Ascending and descending sorts on one column (missing values last either way) with the id as tie-break."""
+    up = Coalesce(F(name), Value(missing_high)) if missing_high is not None else F(name)
+    down = Coalesce(F(name), Value(missing_low)) if missing_low is not None else F(name)
+    return {"up": QueueSort((up, F("id"))), "down": QueueSort((down, F("id")), descending=True)}
+
+
+def _sorts() -> dict[str, QueueSort]:
+    sorts = {"priority": QueueSort(QUEUE_ORDER_KEYS)}
+    columns = {
+        "date": _column("created_at"),
+        "score": _column("judge_score", missing_low=-1.0, missing_high=2.0),
+        "turns": _column("turns"),
+        "tools": _column("tool_call_count"),
+        "rules": _column("violation_count"),
+        "domain": _column("domain__name"),
+        "model": _column("model"),
+    }
+    for name, both in columns.items():
+        sorts[name], sorts[f"-{name}"] = both["up"], both["down"]
+    return sorts
+
+
+QUEUE_SORTS = _sorts()
+DEFAULT_SORT = "priority"
+
+
+class RowComparison(Func):
+    """(k1, k2, ...) > (v1, v2, ...) (or <): a B-tree index on the keys answers it as one range."""
+
+    output_field = BooleanField()
+    conditional = True
+
+    def __init__(self, keys, values, operator: str):
+        super().__init__(*keys, *(Value(v) for v in values))
+        self.operator = operator
+
+    def as_sql(self, compiler, connection, **extra_context):
+        parts, params = [], []
+        for expression in self.get_source_expressions():
+            sql, expression_params = compiler.compile(expression)
+            parts.append(sql)
+            params.extend(expression_params)
+        half = len(parts) // 2
+        return f"({', '.join(parts[:half])}) {self.operator} ({', '.join(parts[half:])})", params
+
+
+def queue_sort(name: str | None) -> QueueSort:
+    return QUEUE_SORTS.get(name or DEFAULT_SORT, QUEUE_SORTS[DEFAULT_SORT])
+
+
+def queue_ordered(qs: QuerySet[Trajectory], sort: str | None = None) -> QuerySet[Trajectory]:
+    return qs.order_by(*queue_sort(sort).order_by())
+
+
+def _boundary(order: QueueSort, trajectory_id: int):
+    """The sort key values of one row (from the whole table: the row may have left the filtered queue)."""
+    names = {f"k{i}": key for i, key in enumerate(order.keys)}
+    return Trajectory.objects.filter(pk=trajectory_id).annotate(**names).values_list(*names).first()
+
+
+def _beyond(qs: QuerySet[Trajectory], order: QueueSort, values, reverse: bool) -> QuerySet[Trajectory]:
+    later = "<" if order.descending else ">"
+    operator = {">": "<", "<": ">"}[later] if reverse else later
+    return qs.filter(RowComparison(order.keys, values, operator)).order_by(*order.order_by(reverse=reverse))
+
+
+def queue_after(
+    qs: QuerySet[Trajectory], trajectory_id: int, sort: str | None = None, reverse: bool = False
+) -> QuerySet[Trajectory]:
+    """The rows of the queue after (or, with reverse, before and in reverse order) a given row."""
+    order = queue_sort(sort)
+    values = _boundary(order, trajectory_id)
+    return qs.none() if values is None else _beyond(qs, order, values, reverse)
 
 
 @dataclass
-class QueueFilters:
-    domain: int | None = None
-    job: int | None = None
-    status: str = "pending"  # "pending", "all" or one TrajectoryStatus
-    verdict: str = ""  # "", "pass", "fail", "none"
-    score_min: float | None = None
-    score_max: float | None = None
-    violation: str = ""
-    text: str = ""
-    assigned: int | None = None
-    extra: dict = field(default_factory=dict)
+class QueuePage:
+    rows: list
+    count: int
+    number: int
+    size: int
+    has_next: bool
+    count_capped: bool = False  # more than `count` match; counting them all would read every match
+
+    @property
+    def num_pages(self) -> int:
+        return max(1, -(-self.count // self.size))
+
+    @property
+    def has_previous(self) -> bool:
+        return self.number > 1
+
+    @property
+    def first_id(self):
+        return self.rows[0].pk if self.rows else None
+
+    @property
+    def last_id(self):
+        return self.rows[-1].pk if self.rows else None
+
+    def numbers(self) -> list[int | None]:
+        """Page numbers to offer: the first, the last and two either side of this one (None marks a gap)."""
+        wanted = sorted({1, self.num_pages, *range(max(1, self.number - 2), min(self.num_pages, self.number + 2) + 1)})
+        shown, last = [], 0
+        for n in wanted:
+            if n > last + 1:
+                shown.append(None)
+            shown.append(n)
+            last = n
+        return shown
 
 
-def _disagreement() -> Q:
-    return Q(status=TrajectoryStatus.ACCEPTED, judge_passed=False) | Q(
-        status=TrajectoryStatus.REJECTED, judge_passed=True
-    )
-
-
-def queue_ordering() -> list:
-    """Most useful first: confident judge failures, then judge-vs-human disagreements, rule failures, low scores."""
-    return [
-        F("priority").asc(),
-        F("judge_confidence").desc(nulls_last=True),
-        F("judge_score").asc(nulls_last=True),
-        F("id").desc(),
-    ]
-
-
-def review_queue(filters: QueueFilters) -> QuerySet[Trajectory]:
-    qs = Trajectory.objects.all()
-    if filters.status == "pending":
-        qs = qs.filter(status__in=PENDING_STATUSES)
-    elif filters.status and filters.status != "all":
-        qs = qs.filter(status=filters.status)
-    if filters.domain:
-        qs = qs.filter(domain_id=filters.domain)
-    if filters.job:
-        qs = qs.filter(job_id=filters.job)
-    if filters.verdict == "pass":
-        qs = qs.filter(judge_passed=True)
-    elif filters.verdict == "fail":
-        qs = qs.filter(judge_passed=False)
-    elif filters.verdict == "none":
-        qs = qs.filter(judge_passed__isnull=True)
-    if filters.score_min is not None:
-        qs = qs.filter(judge_score__gte=filters.score_min)
-    if filters.score_max is not None:
-        qs = qs.filter(judge_score__lte=filters.score_max)
-    if filters.violation:
-        qs = qs.filter(
-            Exists(RuleViolation.objects.filter(trajectory=OuterRef("pk"), code=filters.violation, fixed=False))
-        )
-    if filters.assigned:
-        qs = qs.filter(assigned_to_id=filters.assigned)
-    if filters.text:
-        # The JSON text of the messages: matches message content, tool arguments and results.
-        qs = qs.annotate(messages_text=Cast("messages", TextField())).filter(messages_text__icontains=filters.text)
-    qs = qs.annotate(
-        priority=Case(
-            When(judge_passed=False, status__in=PENDING_STATUSES, then=Value(0)),
-            When(_disagreement(), then=Value(1)),
-            When(status=TrajectoryStatus.RULES_FAILED, then=Value(2)),
-            default=Value(3),
-            output_field=IntegerField(),
-        )
-    )
-    return qs.order_by(*queue_ordering())
+def queue_page(
+    qs: QuerySet[Trajectory],
+    sort: str | None,
+    *,
+    number: int = 1,
+    after=None,
+    before=None,
+    size: int = 50,
+    count_limit: int | None = None,
+) -> QueuePage:
+    """One page of the queue. Next/previous follow a row id (keyset); a page number jumps by offset along
+    the index, and the last page is read from the other end. With `count_limit`, counting stops there."""
+    count = qs[: count_limit + 1].count() if count_limit else qs.count()
+    capped = bool(count_limit) and count > count_limit
+    count = min(count, count_limit) if capped else count
+    num_pages = max(1, -(-count // size))
+    number = min(max(1, number), num_pages)
+    rows_qs = queue_page_rows(qs)
+    if after is not None:
+        rows = list(queue_after(rows_qs, after, sort)[: size + 1])
+    elif before is not None:
+        rows = list(queue_after(rows_qs, before, sort, reverse=True)[:size])[::-1]
+        return QueuePage(rows, count, number, size, has_next=True, count_capped=capped)
+    elif number == num_pages and number > 1 and not capped:
+        last = count - (num_pages - 1) * size
+        rows = list(rows_qs.order_by(*queue_sort(sort).order_by(reverse=True))[:last])[::-1]
+    else:
+        # The ids first (an index-only scan where an index covers the order), then only those rows.
+        ids = list(queue_ordered(qs, sort).values_list("pk", flat=True)[(number - 1) * size : number * size + 1])
+        by_id = rows_qs.order_by().in_bulk(ids)
+        rows = [by_id[pk] for pk in ids if pk in by_id]
+    return QueuePage(rows[:size], count, number, size, has_next=len(rows) > size, count_capped=capped)
 
 
 def queue_page_rows(qs: QuerySet[Trajectory]) -> QuerySet[Trajectory]:
     """What a queue row shows, in one query (no per-row lookups)."""
-    return qs.select_related("domain", "job", "assigned_to", "reserved_by").defer(
+    return qs.select_related("domain", "assigned_to", "reserved_by").defer(
         "messages", "tools", "steps", "initial_state", "final_state", "provenance"
     )
 
 
-def queue_neighbours(qs: QuerySet[Trajectory], trajectory_id: int) -> tuple[int | None, int | None, int | None]:
-    """(previous id, next id, 1-based position) of a trajectory within the ordered queue, in two queries."""
-    # Django applies filters on window annotations after numbering, but filters on plain columns
-    # before it; `row_id` is the id as a (trivial) window so filtering on it keeps the whole queue numbered.
-    numbered = qs.annotate(
-        position=Window(RowNumber(), order_by=queue_ordering()),
-        row_id=Window(Max("id"), partition_by=[F("id")]),
-    ).values("id", "position")
-    here = numbered.filter(row_id=trajectory_id).first()
-    if here is None:
-        first = qs.values_list("id", flat=True).first()
-        return None, (first if first != trajectory_id else None), None
-    position = here["position"]
-    around = {row["position"]: row["id"] for row in numbered.filter(position__in=[position - 1, position + 1])}
-    return around.get(position - 1), around.get(position + 1), position
+def queue_neighbours(
+    qs: QuerySet[Trajectory], trajectory_id: int, sort: str | None = None
+) -> tuple[int | None, int | None, int | None]:
+    """(previous id, next id, 1-based position) of a trajectory within the ordered queue: index range reads,
+    no numbering of the whole queue. The position is None when the trajectory is not (or no longer) in it."""
+    order = queue_sort(sort)
+    values = _boundary(order, trajectory_id)
+    if values is None:
+        return None, None, None
+    before = _beyond(qs, order, values, reverse=True)
+    previous_id = before.values_list("pk", flat=True).first()
+    next_id = _beyond(qs, order, values, reverse=False).values_list("pk", flat=True).first()
+    position = before.order_by().count() + 1 if qs.filter(pk=trajectory_id).exists() else None
+    return previous_id, next_id, position
+
+
+def trajectory_detail_queryset() -> QuerySet[Trajectory]:
+    return Trajectory.objects.select_related(
+        "domain", "task", "seed", "job", "assigned_to", "reserved_by"
+    ).prefetch_related(
+        "violations",
+        Prefetch("verdicts", queryset=JudgeVerdict.objects.select_related("profile")),
+        Prefetch("reviews", queryset=Review.objects.select_related("reviewer", "undone_by")),
+    )
 
 
 def trajectory_detail(pk: int) -> Trajectory:
-    return (
-        Trajectory.objects.select_related("domain", "task", "seed", "job", "assigned_to", "reserved_by")
-        .prefetch_related(
-            "violations",
-            Prefetch("verdicts", queryset=JudgeVerdict.objects.select_related("profile")),
-            Prefetch("reviews", queryset=Review.objects.select_related("reviewer")),
-        )
-        .get(pk=pk)
-    )
+    return trajectory_detail_queryset().get(pk=pk)
 
 
 def reservation_holder(trajectory: Trajectory, user):
@@ -264,18 +344,51 @@ def chat_items(trajectory: Trajectory, cited: set[int]) -> list[ChatItem]:
     return items
 
 
-def editable_messages(trajectory: Trajectory, posted=None) -> list[dict]:
-    """Per-message text fields for the inline editor (tool-call messages keep their calls).
+def _message_line(message: dict) -> str:
+    """One message as text for a side-by-side comparison: its words, then each tool call."""
+    parts = [message_text(message)] if message_text(message) else []
+    for call in message.get("tool_calls") or []:
+        function = call.get("function") or {}
+        parts.append(f"→ {function.get('name', '')}({function.get('arguments', '')})")
+    if message.get("tool_call_id"):
+        parts.insert(0, f"[result of {message['tool_call_id']}]")
+    return "\n".join(parts)
 
-    After a refused save, `posted` (the submitted form) keeps what the annotator typed.
-    """
-    fields = []
-    for i, message in enumerate(trajectory.messages or []):
-        text = message.get("content") if isinstance(message.get("content"), str) else ""
-        if posted is not None and f"content-{i}" in posted:
-            text = posted[f"content-{i}"]
-        fields.append({"index": i, "role": message.get("role", ""), "text": text})
-    return fields
+
+def messages_side_by_side(before: list[dict], after: list[dict]) -> list[dict]:
+    """Changed messages of two versions aligned as rows: {"old": (index, role, text) or None, "new": ...}."""
+    old = [(m.get("role", ""), _message_line(m)) for m in before or []]
+    new = [(m.get("role", ""), _message_line(m)) for m in after or []]
+    rows = []
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=old, b=new, autojunk=False).get_opcodes():
+        if tag == "equal":
+            continue
+        for k in range(max(i2 - i1, j2 - j1)):
+            i, j = i1 + k, j1 + k
+            rows.append(
+                {
+                    "old": (i, *old[i]) if i < i2 else None,
+                    "new": (j, *new[j]) if j < j2 else None,
+                }
+            )
+    return rows
+
+
+def revision_history(trajectory: Trajectory, limit: int = 20) -> list[dict]:
+    """The trajectory's versions, newest first, each with its changes beside the version before it."""
+    revisions = list(revision_list(obj=trajectory)[: limit + 1])
+    history = []
+    for i, revision in enumerate(revisions[:limit]):
+        previous = revisions[i + 1] if i + 1 < len(revisions) else None
+        before = (previous.data or {}).get("messages", []) if previous else None
+        history.append(
+            {
+                "revision": revision,
+                "rows": messages_side_by_side(before, revision.data.get("messages", [])) if previous else [],
+                "current": revision.version == trajectory.version,
+            }
+        )
+    return history
 
 
 # ---------------------------------------------------------------- judge vs human agreement
@@ -297,8 +410,13 @@ def cohen_kappa(matrix: dict[tuple[bool, bool], int]) -> float | None:
     return (observed - expected) / (1 - expected)
 
 
+def individual_reviews() -> QuerySet[Review]:
+    """Decisions a person made one item at a time and did not take back: the only ones agreement counts."""
+    return Review.objects.filter(bulk=False, undone_at__isnull=True)
+
+
 def _reviewed(domain=None, job=None, profile=None) -> QuerySet[Trajectory]:
-    latest_review = Review.objects.filter(trajectory=OuterRef("pk")).order_by("-id")
+    latest_review = individual_reviews().filter(trajectory=OuterRef("pk")).order_by("-id")
     latest_verdict = JudgeVerdict.objects.filter(trajectory=OuterRef("pk")).order_by("-id")
     qs = Trajectory.objects.filter(judge_passed__isnull=False).annotate(
         human=Subquery(latest_review.values("decision")[:1], output_field=CharField()),
@@ -316,8 +434,19 @@ def _reviewed(domain=None, job=None, profile=None) -> QuerySet[Trajectory]:
 
 
 def agreement(*, domain=None, job=None, profile=None, criteria: bool = True) -> dict:
-    """Judge verdict vs the latest human decision over reviewed items, in two queries."""
+    """Judge verdict vs the latest individual human decision over reviewed items, in three queries.
+
+    Bulk decisions are not judgements of single items: they are counted apart (`bulk`), never as agreement.
+    """
     reviewed = _reviewed(domain, job, profile)
+    only_bulk = Trajectory.objects.filter(
+        Exists(Review.objects.filter(trajectory=OuterRef("pk"), bulk=True, undone_at__isnull=True)),
+        ~Exists(individual_reviews().filter(trajectory=OuterRef("pk"))),
+    )
+    if domain:
+        only_bulk = only_bulk.filter(domain_id=domain)
+    if job:
+        only_bulk = only_bulk.filter(job_id=job)
     matrix: dict[tuple[bool, bool], int] = {}
     for judge_passed, human, n in reviewed.values_list("judge_passed", "human").annotate(n=Count("id")).order_by():
         key = (bool(judge_passed), human != Decision.REJECT)
@@ -333,6 +462,7 @@ def agreement(*, domain=None, job=None, profile=None, criteria: bool = True) -> 
             "fail_reject": matrix.get((False, False), 0),
         },
         "total": total,
+        "bulk": only_bulk.count(),
         "agreement": agreed / total if total else None,
         "kappa": cohen_kappa(matrix),
         "criteria": [],
@@ -347,7 +477,7 @@ def criterion_breakdown(reviewed: QuerySet[Trajectory]) -> list[dict]:
     sums = defaultdict(lambda: {"accept": [0.0, 0], "reject": [0.0, 0]})
     rows = JudgeVerdict.objects.filter(pk__in=reviewed.values("verdict_id")).annotate(
         human=Subquery(
-            Review.objects.filter(trajectory=OuterRef("trajectory_id")).order_by("-id").values("decision")[:1]
+            individual_reviews().filter(trajectory=OuterRef("trajectory_id")).order_by("-id").values("decision")[:1]
         )
     )
     for scores, human in rows.values_list("scores", "human").iterator(chunk_size=2000):
@@ -368,3 +498,83 @@ def criterion_breakdown(reviewed: QuerySet[Trajectory]) -> list[dict]:
             {"name": name, "accepted": mean_acc, "rejected": mean_rej, "n_acc": acc[1], "n_rej": rej[1], "gap": gap}
         )
     return table
+
+
+def agreement_over_time(*, domain=None, job=None, profile=None, days: int = 30) -> dict[str, list]:
+    """Daily share of individual decisions that agreed with the judge's verdict, by the day of the decision."""
+    since = timezone.now() - timedelta(days=days)
+    reviews = individual_reviews().filter(created_at__gte=since, trajectory__judge_passed__isnull=False)
+    if domain:
+        reviews = reviews.filter(trajectory__domain_id=domain)
+    if job:
+        reviews = reviews.filter(trajectory__job_id=job)
+    if profile:
+        reviews = reviews.filter(trajectory__verdicts__profile_id=profile)
+    agreed = Q(trajectory__judge_passed=True) & ~Q(decision=Decision.REJECT) | Q(
+        trajectory__judge_passed=False, decision=Decision.REJECT
+    )
+    rows = (
+        reviews.annotate(day=TruncDate("created_at"))
+        .values("day")
+        .annotate(n=Count("id"), agreed=Count("id", filter=agreed))
+        .order_by("day")
+    )
+    return {"agreement": [(row["day"], row["agreed"] / row["n"]) for row in rows]}
+
+
+# ---------------------------------------------------------------- dashboard charts
+
+
+def review_progress_by_domain() -> dict[str, dict[str, int]]:
+    """{domain: {status: count}} for the review progress bars."""
+    progress = defaultdict(dict)
+    for name, status, n in Trajectory.objects.values_list("domain__name", "status").annotate(n=Count("id")).order_by():
+        progress[name][status] = n
+    return dict(sorted(progress.items()))
+
+
+def _slice(domain: str | None = None, job: int | None = None) -> QuerySet[Trajectory]:
+    qs = Trajectory.objects.all()
+    if domain:
+        qs = qs.filter(domain__name=domain)
+    if job:
+        qs = qs.filter(job_id=job)
+    return qs
+
+
+def verdicts_by_domain(*, job: int | None = None) -> dict[str, dict[str, int]]:
+    """{domain: {"pass" | "fail" | "none": count}} of the latest judge verdicts (of one job)."""
+    by_domain = defaultdict(dict)
+    rows = _slice(job=job).values_list("domain__name", "judge_passed").annotate(n=Count("id")).order_by()
+    for name, passed, n in rows:
+        by_domain[name][{True: "pass", False: "fail", None: "none"}[passed]] = n
+    return dict(sorted(by_domain.items()))
+
+
+def throughput_per_annotator(days: int = 14) -> dict[str, list]:
+    """{reviewer: [(day, decisions)]} over the last `days` days, individual and bulk decisions alike."""
+    since = timezone.now() - timedelta(days=days)
+    series = defaultdict(list)
+    rows = (
+        Review.objects.filter(created_at__gte=since, undone_at__isnull=True)
+        .annotate(day=TruncDate("created_at"))
+        .values_list("reviewer__username", "day")
+        .annotate(n=Count("id"))
+        .order_by("reviewer__username", "day")
+    )
+    for username, day, n in rows:
+        series[username].append((day, n))
+    return dict(series)
+
+
+def score_histogram(*, domain: str | None = None, job: int | None = None, bins: int = 10) -> list[tuple]:
+    """[(low, high, count)] of judge scores in [0, 1] (of one domain and/or job)."""
+    counts = dict(
+        _slice(domain, job)
+        .filter(judge_score__isnull=False)
+        .annotate(bin=Least(Floor(F("judge_score") * bins), Value(float(bins - 1))))
+        .values_list("bin")
+        .annotate(n=Count("id"))
+        .order_by()
+    )
+    return [(i / bins, (i + 1) / bins, counts.get(i, 0)) for i in range(bins)]

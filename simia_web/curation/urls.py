@@ -5,8 +5,15 @@ from . import views
 urlpatterns = [
     path("", views.dashboard, name="dashboard"),
     path("review/", views.review_queue, name="review-queue"),
+    path("review/next/", views.review_next, name="review-next"),
     path("review/bulk/", views.review_bulk, name="review-bulk"),
+    path("reviews/<int:pk>/undo/", views.review_undo_view, name="review-undo"),
     path("trajectories/<int:pk>/", views.trajectory_page, name="trajectory"),
     path("trajectories/<int:pk>/decide/", views.trajectory_decide, name="trajectory-decide"),
+    path("trajectories/<int:pk>/reservation/", views.trajectory_reservation, name="trajectory-reservation"),
+    path("trajectories/<int:pk>/edit/", views.trajectory_edit, name="trajectory-edit"),
+    path("trajectories/<int:pk>/check-call/", views.trajectory_check_call, name="trajectory-check-call"),
+    path("trajectories/<int:pk>/judge/", views.trajectory_judge_again_view, name="trajectory-judge"),
+    path("trajectories/<int:pk>/revert/", views.trajectory_revert_view, name="trajectory-revert"),
     path("agreement/", views.agreement_page, name="agreement"),
 ]

@@ -1,8 +1,8 @@
-"""Pages of the annotators' workspace: dashboard, review queue, trajectory review, agreement."""
+"""Pages of the annotators' workspace: dashboard, review queue and stream, trajectory review and editor, agreement."""
 
+from django.conf import settings
 from django.contrib import messages
-from django.core.paginator import Paginator
-from django.http import QueryDict
+from django.http import HttpResponse, JsonResponse, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
@@ -10,35 +10,83 @@ from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
 from simia_web.accounts.permissions import role_required
-from simia_web.core.json_input import json_parse
-from simia_web.core.selectors import revision_list
+from simia_web.catalog.models import Domain
 from simia_web.core.services import VersionConflict
 from simia_web.jobs.models import ACTIVE_JOB_STATUSES, Job
 from simia_web.llm.models import EndpointProfile
 
-from . import selectors
-from .forms import AgreementFilterForm, BulkForm, QueueFilterForm
-from .models import Decision, Trajectory, TrajectoryStatus
-from .services import ReviewError, review_decide, reviews_bulk, trajectories_assign, trajectory_reserve
+from . import charts, selectors
+from .canonical import tool_schemas
+from .filters import PENDING, TrajectoryFilter
+from .forms import (
+    AgreementFilterForm,
+    BulkForm,
+    editor_blocks,
+    editor_blocks_posted,
+    editor_messages,
+    tool_call_check,
+)
+from .models import PENDING_STATUSES, Decision, Review, Trajectory, TrajectoryStatus
+from .services import (
+    ReviewError,
+    bulk_preview,
+    review_decide,
+    review_undo,
+    reviews_bulk,
+    trajectories_assign,
+    trajectory_claim_next,
+    trajectory_judge_again,
+    trajectory_release,
+    trajectory_reserve,
+    trajectory_revert,
+)
 
 QUEUE_PAGE_SIZE = 50
+# A text search counts its matches up to here ("500+", ten pages): counting a common word matches every row.
+SEARCH_COUNT_LIMIT = 500
+STATUS_CHOICES = [(PENDING, "Waiting for review"), ("all", "Any status"), *TrajectoryStatus.choices]
+# Parameters that move through the queue rather than filter it.
+NAVIGATION = ("page", "after", "before", "stream")
 
 
 def _queue(request, params=None):
-    form = QueueFilterForm((params if params is not None else request.GET) or None)
-    return form, selectors.review_queue(form.filters(request.user))
+    """The filtered, ordered queue for these parameters (the queue page's default status is `pending`)."""
+    data = (params if params is not None else request.GET).copy()
+    if not data.get("status"):
+        data["status"] = PENDING
+    filterset = TrajectoryFilter(data, queryset=Trajectory.objects.all(), request=request)
+    sort = data.get("sort")
+    return filterset, selectors.queue_ordered(filterset.qs, sort), sort
 
 
-def _filter_query(request) -> str:
-    """The queue's filter parameters, carried from the queue to the trajectory page and back."""
-    params = request.GET.copy()
-    params.pop("page", None)
+def _filter_query(request, params=None) -> str:
+    """The queue's filter and sort parameters, carried from the queue to the trajectory page and back."""
+    params = (params if params is not None else request.GET).copy()
+    for name in NAVIGATION:
+        params.pop(name, None)
     return params.urlencode()
+
+
+def _with_query(url: str, query: str, **extra) -> str:
+    params = QueryDict(query, mutable=True)
+    for name, value in extra.items():
+        params[name] = value
+    encoded = params.urlencode()
+    return f"{url}?{encoded}" if encoded else url
+
+
+def _int(value):
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
 
 
 @role_required("annotator")
 def dashboard(request):
     counts = selectors.status_counts()
+    # The score and verdict charts can be narrowed to one domain and/or job.
+    chart_domain, chart_job = request.GET.get("domain") or None, _int(request.GET.get("job"))
     active_jobs = list(Job.objects.filter(status__in=ACTIVE_JOB_STATUSES).order_by("-id")[:10])
     return render(
         request,
@@ -48,23 +96,97 @@ def dashboard(request):
             "active_jobs": active_jobs,
             "recent_jobs": Job.objects.exclude(status__in=ACTIVE_JOB_STATUSES).order_by("-id")[:5],
             "agreement": selectors.agreement(criteria=False),
+            "progress_chart": charts.stacked_bar(selectors.review_progress_by_domain(), charts.STATUS_COLOURS),
+            "throughput_chart": charts.line_chart(selectors.throughput_per_annotator()),
+            "score_chart": charts.histogram(selectors.score_histogram(domain=chart_domain, job=chart_job)),
+            "verdict_chart": charts.stacked_bar(selectors.verdicts_by_domain(job=chart_job), charts.VERDICT_COLOURS),
+            "chart_domain": chart_domain,
+            "chart_job": chart_job,
+            "domains": Domain.objects.order_by("name").values_list("name", flat=True),
         },
     )
 
 
 @role_required("annotator")
 def review_queue(request):
-    form, qs = _queue(request)
-    page = Paginator(selectors.queue_page_rows(qs), QUEUE_PAGE_SIZE).get_page(request.GET.get("page"))
+    filterset, qs, sort = _queue(request)
+    page = selectors.queue_page(
+        qs,
+        sort,
+        number=_int(request.GET.get("page")) or 1,
+        after=_int(request.GET.get("after")),
+        before=_int(request.GET.get("before")),
+        size=QUEUE_PAGE_SIZE,
+        count_limit=SEARCH_COUNT_LIMIT if request.GET.get("q") else None,
+    )
+    query = _filter_query(request)
     context = {
-        "form": form,
+        "filterset": filterset,
+        "form": filterset.form,
+        "domains": Domain.objects.order_by("name").values_list("name", flat=True),
         "page": page,
-        "query": _filter_query(request),
+        "query": query,
+        "sort": sort or selectors.DEFAULT_SORT,
+        "sort_query": _filter_query(request, _without(request.GET, "sort")),
+        "query_params": [(k, v) for k, v in QueryDict(query).items() if k != "page"],
+        "status_choices": STATUS_CHOICES,
         "now": timezone.now(),
         "violation_codes": selectors.violation_codes(),
         "bulk_form": BulkForm() if request.user.has_role("curator") else None,
+        "last_review": _last_review(request),
     }
     return render(request, "curation/queue.html", context)
+
+
+def _without(params, name):
+    params = params.copy()
+    params.pop(name, None)
+    return params
+
+
+@role_required("annotator")
+@require_POST
+def review_next(request):
+    """The review stream: claim the next free item of the filtered queue (after `after`) and open it."""
+    query = _filter_query(request)
+    _, qs, sort = _queue(request)
+    claimed = trajectory_claim_next(queue=qs, user=request.user, after_id=_int(request.POST.get("after")), sort=sort)
+    if claimed is None:
+        messages.info(request, "Nothing left to review with these filters: every item is decided or held by someone.")
+        target = _with_query(reverse("review-queue"), query)
+    else:
+        target = _with_query(reverse("trajectory", args=[claimed.pk]), query, stream="1")
+    return HttpResponseClientRedirect(target) if request.htmx else redirect(target)
+
+
+@role_required("annotator")
+@require_POST
+def trajectory_reservation(request, pk: int):
+    """Renew (the open stream page, on a timer) or release (the Release button, or leaving the page) a hold."""
+    if request.POST.get("action") == "release":
+        trajectory_release(trajectory_id=pk, user=request.user)
+        if request.POST.get("next") == "queue":
+            messages.info(request, f"Trajectory {pk} released.")
+            return redirect(_with_query(reverse("review-queue"), _filter_query(request)))
+        return HttpResponse(status=204)
+    trajectory = get_object_or_404(Trajectory.objects.only("pk"), pk=pk)
+    held = trajectory_reserve(trajectory=trajectory, user=request.user)
+    holder = None if held else trajectory.reserved_by
+    return JsonResponse(
+        {
+            "held": held,
+            "holder": getattr(holder, "username", None),
+            "until": trajectory.reserved_until.isoformat() if trajectory.reserved_until else None,
+        }
+    )
+
+
+def _last_review(request):
+    """The decision just made, for the toast that offers to undo it (shown once)."""
+    review_id = request.session.pop("undo_review", None)
+    if review_id is None:
+        return None
+    return Review.objects.filter(pk=review_id, undone_at__isnull=True).select_related("trajectory").first()
 
 
 @role_required("curator")
@@ -72,52 +194,81 @@ def review_queue(request):
 def review_bulk(request):
     form = BulkForm(request.POST)
     query = request.POST.get("query", "")
-    back = f"{reverse('review-queue')}?{query}" if query else reverse("review-queue")
+    back = _with_query(reverse("review-queue"), query)
     if not form.is_valid():
         errors = "; ".join(e for field_errors in form.errors.values() for e in field_errors)
         messages.error(request, f"Nothing changed: {errors}")
         return redirect(back)
-    _, qs = _queue(request, QueryDict(query))
+    _, qs, _ = _queue(request, QueryDict(query))
     data = form.cleaned_data
     if data["scope"] == "selected":
         qs = qs.filter(pk__in=data["ids"])
     qs = qs.order_by()
-    try:
-        if data["action"] in ("accept", "reject"):
-            n = reviews_bulk(trajectories=qs, reviewer=request.user, decision=data["action"], reason=data["reason"])
-            messages.success(request, f"{n} trajectories {data['action']}ed.")
-        else:
-            assignee = data["assignee"] if data["action"] == "assign" else None
-            n = trajectories_assign(trajectories=qs, assignee=assignee, actor=request.user)
-            who = assignee.username if assignee else "nobody"
-            messages.success(request, f"{n} trajectories assigned to {who}.")
-    except ReviewError as exc:
-        messages.error(request, str(exc))
+    action = data["action"]
+    if action in ("accept", "reject"):
+        preview = bulk_preview(trajectories=qs, reviewer=request.user, decision=action)
+        needs_confirmation = data["scope"] == "all" or preview.changed > QUEUE_PAGE_SIZE or preview.decided
+        if needs_confirmation and data.get("confirmed") != preview.changed:
+            return render(
+                request,
+                "curation/bulk_confirm.html",
+                {"preview": preview, "data": data, "query": query, "changed_since": data.get("confirmed") is not None},
+            )
+        try:
+            outcome = reviews_bulk(trajectories=qs, reviewer=request.user, decision=action, reason=data["reason"])
+        except ReviewError as exc:
+            messages.error(request, str(exc))
+            return redirect(back)
+        messages.success(request, _bulk_summary(outcome, action))
+    else:
+        assignee = data["assignee"] if action == "assign" else None
+        n = trajectories_assign(trajectories=qs, assignee=assignee, actor=request.user)
+        who = assignee.username if assignee else "nobody"
+        messages.success(request, f"{n} trajector{'y' if n == 1 else 'ies'} assigned to {who}.")
     return redirect(back)
+
+
+def _bulk_summary(outcome, action: str) -> str:
+    noun = "trajectory" if outcome.changed == 1 else "trajectories"
+    parts = [f"{outcome.changed} {noun} {action}ed."]
+    if outcome.decided:
+        parts.append(f"{outcome.decided} left as they were: a person had already decided them one by one.")
+    if outcome.held:
+        parts.append(f"{outcome.held} skipped: someone is reviewing them right now.")
+    if outcome.unreviewable:
+        parts.append(f"{outcome.unreviewable} skipped: empty or errored, they cannot be accepted.")
+    return " ".join(parts)
 
 
 def _trajectory_context(request, trajectory: Trajectory, **extra) -> dict:
     verdicts = list(trajectory.verdicts.all())
     latest = verdicts[0] if verdicts else None
     cited = set(latest.cited_messages or []) if latest else set()
-    _, qs = _queue(request)
-    previous_id, next_id, position = selectors.queue_neighbours(qs, trajectory.pk)
+    _, qs, sort = _queue(request)
+    previous_id, next_id, position = selectors.queue_neighbours(qs, trajectory.pk, sort)
+    holder = selectors.reservation_holder(trajectory, request.user)
+    query = _filter_query(request)
+    reviews = list(trajectory.reviews.all())
     context = {
         "t": trajectory,
         "items": selectors.chat_items(trajectory, cited),
         "verdict": latest,
+        "verdict_stale": latest is not None and latest.trajectory_version != trajectory.version,
         "verdict_scores": sorted((latest.scores or {}).items()) if latest else [],
         "older_verdicts": verdicts[1:],
-        "reviews": list(trajectory.reviews.all()),
-        "holder": selectors.reservation_holder(trajectory, request.user),
-        "query": _filter_query(request),
+        "reviews": reviews,
+        "undoable_id": next((r.pk for r in reviews if r.undone_at is None), None),
+        "holder": holder,
+        "stream": request.GET.get("stream") == "1" and holder is None,
+        "pending": trajectory.status in PENDING_STATUSES and trajectory.reviewable,
+        "reservation_seconds": settings.SIMIA_RESERVATION_SECONDS,
+        "query": query,
         "previous_id": previous_id,
         "next_id": next_id,
         "position": position,
-        "editable": selectors.editable_messages(trajectory, posted=request.POST if request.method == "POST" else None),
-        "messages_json": selectors.pretty_json(trajectory.messages),
+        "revisions": selectors.revision_history(trajectory),
         "tools_json": selectors.pretty_json(trajectory.tools),
-        "revisions": list(revision_list(obj=trajectory)[:20]),
+        "last_review": _last_review(request),
     }
     context.update(extra)
     return context
@@ -125,27 +276,33 @@ def _trajectory_context(request, trajectory: Trajectory, **extra) -> dict:
 
 @role_required("annotator")
 def trajectory_page(request, pk: int):
-    trajectory = get_object_or_404(Trajectory.objects.only("pk"), pk=pk)
-    trajectory_reserve(trajectory=trajectory, user=request.user)
-    trajectory = selectors.trajectory_detail(pk)
+    """Viewing never reserves: only the review stream (`stream=1`, reached through review_next) holds an item."""
+    trajectory = get_object_or_404(selectors.trajectory_detail_queryset(), pk=pk)
     return render(request, "curation/trajectory.html", _trajectory_context(request, trajectory))
 
 
-def _edited_messages(request, trajectory: Trajectory) -> list:
-    """The messages after an inline edit: either the whole JSON or per-message text fields."""
-    if request.POST.get("mode") == "json":
-        try:
-            return json_parse(request.POST.get("messages_json", ""), where="messages_json")
-        except ValueError as exc:
-            raise ReviewError(f"The messages are not valid JSON: {exc}") from exc
-    edited = [dict(m) for m in trajectory.messages]
-    for i, message in enumerate(edited):
-        key = f"content-{i}"
-        if key in request.POST and (isinstance(message.get("content"), str) or message.get("content") is None):
-            text = request.POST[key].replace("\r\n", "\n")
-            if text != (message.get("content") or ""):
-                message["content"] = text
-    return edited
+def _after_decision(request, pk: int) -> str:
+    """Where a decision leads: in the stream, the next free item (claimed); otherwise the queue's head."""
+    query = _filter_query(request)
+    _, qs, sort = _queue(request)
+    if request.GET.get("stream") == "1":
+        after = pk if qs.filter(pk=pk).exists() else None
+        claimed = trajectory_claim_next(queue=qs, user=request.user, after_id=after, sort=sort)
+        if claimed is not None:
+            return _with_query(reverse("trajectory", args=[claimed.pk]), query, stream="1")
+        messages.info(request, "That was the last free item with these filters.")
+        return _with_query(reverse("review-queue"), query)
+    next_id = qs.exclude(pk=pk).values_list("pk", flat=True).first()
+    target = reverse("trajectory", args=[next_id]) if next_id else reverse("review-queue")
+    return _with_query(target, query)
+
+
+def _decided(request, review: Review) -> HttpResponse:
+    label = dict(Decision.choices)[review.decision].lower()
+    messages.success(request, f"Trajectory {review.trajectory_id}: {label}.")
+    request.session["undo_review"] = review.pk
+    target = _after_decision(request, review.trajectory_id)
+    return HttpResponseClientRedirect(target) if request.htmx else redirect(target)
 
 
 @role_required("annotator")
@@ -153,47 +310,121 @@ def _edited_messages(request, trajectory: Trajectory) -> list:
 def trajectory_decide(request, pk: int):
     trajectory = get_object_or_404(Trajectory, pk=pk)
     decision = request.POST.get("decision", "")
+    if decision == Decision.FIX_ACCEPT:
+        return redirect(reverse("trajectory-edit", args=[pk]))
     try:
-        expected = int(request.POST.get("version", ""))
-    except ValueError:
-        expected = -1
-    edit_error = conflict = None
-    try:
-        edited = _edited_messages(request, trajectory) if decision == Decision.FIX_ACCEPT else None
-        review_decide(
+        review = review_decide(
             trajectory=trajectory,
             reviewer=request.user,
             decision=decision,
-            expected_version=expected,
+            expected_version=_int(request.POST.get("version")) or -1,
             reason=request.POST.get("reason", ""),
-            messages=edited,
         )
-    except VersionConflict as exc:
-        conflict = exc
-    except ReviewError as exc:
-        edit_error = str(exc)
-    if conflict or edit_error:
-        trajectory = selectors.trajectory_detail(pk)
+    except (VersionConflict, ReviewError) as exc:
+        trajectory = get_object_or_404(selectors.trajectory_detail_queryset(), pk=pk)
         context = _trajectory_context(
             request,
             trajectory,
-            conflict=conflict,
-            edit_error=edit_error,
-            posted_json=request.POST.get("messages_json", "") if request.POST.get("mode") == "json" else "",
+            conflict=exc if isinstance(exc, VersionConflict) else None,
+            edit_error=str(exc) if isinstance(exc, ReviewError) else None,
             posted_reason=request.POST.get("reason", ""),
         )
         template = "curation/_decision.html" if request.htmx else "curation/trajectory.html"
         return render(request, template, context, status=200 if request.htmx else 409)
-    label = dict(Decision.choices)[decision].lower()
-    messages.success(request, f"Trajectory {pk}: {label}.")
-    query = _filter_query(request)
-    _, qs = _queue(request)
-    _, next_id, _ = selectors.queue_neighbours(qs, pk)
-    if next_id is None:  # the decided item left the (pending) queue: take the new head
-        next_id = qs.exclude(pk=pk).values_list("pk", flat=True).first()
-    target = reverse("trajectory", args=[next_id]) if next_id else reverse("review-queue")
-    target = f"{target}?{query}" if query else target
-    return HttpResponseClientRedirect(target) if request.htmx else redirect(target)
+    return _decided(request, review)
+
+
+@role_required("annotator")
+def trajectory_edit(request, pk: int):
+    """The full-width editor: every message, tool-call names and arguments (checked against the tool's
+    schema), messages added, removed and reordered; saving is fix and accept."""
+    trajectory = get_object_or_404(selectors.trajectory_detail_queryset(), pk=pk)
+    context = {
+        "t": trajectory,
+        "query": _filter_query(request),
+        "holder": selectors.reservation_holder(trajectory, request.user),
+        "blocks": editor_blocks(trajectory.messages or []),
+        "errors": {},
+        "roles": ["system", "user", "assistant", "tool"],
+        "tool_names": sorted(tool_schemas(trajectory.tools or [])),
+        "blank": {"key": "__key__", "role": "assistant", "content": "", "tool_call_id": "", "calls": []},
+        "blank_call": {"key": "__call__", "id": "", "name": "", "args": "{}"},
+        "version": trajectory.version,
+    }
+    if request.method == "POST":
+        edited, errors = editor_messages(request.POST, trajectory.messages or [], trajectory.tools or [])
+        expected = _int(request.POST.get("version")) or -1
+        if not errors:
+            try:
+                review = review_decide(
+                    trajectory=trajectory,
+                    reviewer=request.user,
+                    decision=Decision.FIX_ACCEPT,
+                    expected_version=expected,
+                    reason=request.POST.get("reason", ""),
+                    messages=edited,
+                )
+                return _decided(request, review)
+            except VersionConflict as exc:
+                context["conflict"] = exc
+            except ReviewError as exc:
+                errors["messages"] = str(exc)
+        context.update(
+            blocks=editor_blocks_posted(request.POST, errors),
+            errors=errors,
+            version=expected,
+            posted_reason=request.POST.get("reason", ""),
+        )
+        return render(request, "curation/editor.html", context, status=409 if "conflict" in context else 200)
+    return render(request, "curation/editor.html", context)
+
+
+@role_required("annotator")
+@require_POST
+def trajectory_check_call(request, pk: int):
+    """The editor's inline check of one tool call, as the annotator types."""
+    trajectory = get_object_or_404(Trajectory.objects.only("tools"), pk=pk)
+    return render(request, "curation/_call_errors.html", {"errors": tool_call_check(request.POST, trajectory.tools)})
+
+
+@role_required("annotator")
+@require_POST
+def trajectory_revert_view(request, pk: int):
+    trajectory = get_object_or_404(Trajectory, pk=pk)
+    to_version = _int(request.POST.get("to_version")) or 0
+    try:
+        trajectory_revert(
+            trajectory=trajectory,
+            to_version=to_version,
+            expected_version=_int(request.POST.get("version")) or -1,
+            actor=request.user,
+        )
+        messages.success(request, f"Trajectory {pk}: version {to_version}'s text is now version {trajectory.version}.")
+    except (VersionConflict, ReviewError) as exc:
+        messages.error(request, str(exc))
+    return redirect(_with_query(reverse("trajectory", args=[pk]), _filter_query(request)))
+
+
+@role_required("curator")
+@require_POST
+def trajectory_judge_again_view(request, pk: int):
+    """Queue the judge on the current version (an LLM call: curators decide when it is worth it)."""
+    trajectory = get_object_or_404(Trajectory.objects.only("pk", "version"), pk=pk)
+    job = trajectory_judge_again(trajectory=trajectory, actor=request.user)
+    messages.success(request, f"Judging version {trajectory.version} again: job {job.pk}.")
+    return redirect(_with_query(reverse("trajectory", args=[pk]), _filter_query(request)))
+
+
+@role_required("annotator")
+@require_POST
+def review_undo_view(request, pk: int):
+    review = get_object_or_404(Review, pk=pk)
+    try:
+        review_undo(review=review, actor=request.user)
+        messages.success(request, f"Undone: trajectory {review.trajectory_id} is back to waiting for review.")
+    except ReviewError as exc:
+        messages.error(request, f"Not undone: {exc}")
+    return redirect(_with_query(reverse("trajectory", args=[review.trajectory_id]), _filter_query(request)))
 
 
 @role_required("annotator")
@@ -201,7 +432,26 @@ def agreement_page(request):
     profiles = list(EndpointProfile.objects.order_by("name"))
     form = AgreementFilterForm(request.GET or None, profiles=profiles)
     data = form.cleaned_data if form.is_valid() else {}
-    result = selectors.agreement(
-        domain=data["domain"].pk if data.get("domain") else None, job=data.get("job"), profile=data.get("profile")
+    domain = data["domain"] if data.get("domain") else None
+    slice_filters = {"domain": domain.pk if domain else None, "job": data.get("job"), "profile": data.get("profile")}
+    result = selectors.agreement(**slice_filters)
+    queue_filters = {}
+    if domain:
+        queue_filters["domain"] = domain.name
+    if data.get("job"):
+        queue_filters["job"] = data["job"]
+    cell_links = {
+        name: _with_query(reverse("review-queue"), "", **queue_filters, verdict=verdict, status=status)
+        for name, verdict, status in [
+            ("pass_accept", "pass", "accepted"),
+            ("pass_reject", "pass", "rejected"),
+            ("fail_accept", "fail", "accepted"),
+            ("fail_reject", "fail", "rejected"),
+        ]
+    }
+    over_time = selectors.agreement_over_time(**slice_filters)
+    return render(
+        request,
+        "curation/agreement.html",
+        {"form": form, "a": result, "cell_links": cell_links, "over_time_chart": charts.line_chart(over_time)},
     )
-    return render(request, "curation/agreement.html", {"form": form, "a": result})

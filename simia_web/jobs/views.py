@@ -7,6 +7,7 @@ from django.views.decorators.http import require_POST
 
 from simia_web.accounts.permissions import role_required
 from simia_web.curation.selectors import pretty_json
+from simia_web.exports.models import Snapshot
 from simia_web.llm.models import LLMCall
 
 from . import selectors
@@ -19,13 +20,39 @@ CALL_PAGE_SIZE = 25
 
 
 def progress_rows(job: Job) -> list[dict]:
+    """Per stage: counts and how to draw the bar (a stage whose units failed is drawn as failed, not as done)."""
     rows = []
     for stage, counts in selectors.job_progress(job).items():
         finished = counts["done"] + counts["failed"] + counts["cancelled"]
-        rows.append(
-            {"stage": stage, **counts, "percent": round(100 * finished / counts["total"]) if counts["total"] else 0}
-        )
+        state = "failed" if counts["failed"] and not counts["done"] else "partial" if counts["failed"] else "ok"
+        rows.append({"stage": stage, **counts, "finished": finished, "state": state})
     return rows
+
+
+def failure_cause(job: Job) -> dict | None:
+    """For a failed job: the last LLM error, the endpoint it came from, and what to set to fix it."""
+    if job.status != JobStatus.FAILED:
+        return None
+    call = (
+        LLMCall.objects.filter(job=job)
+        .exclude(error_kind="")
+        .select_related("profile")
+        .only("error", "error_kind", "model", "stage", "profile__name", "profile__base_url", "profile__api_key_env")
+        .order_by("-id")
+        .first()
+    )
+    if call is None:
+        return {"error": job.error, "endpoint": None}
+    profile = call.profile
+    return {
+        "error": call.error[:500],
+        "kind": call.error_kind,
+        "stage": call.stage,
+        "model": call.model,
+        "profile": profile.name if profile else "",
+        "endpoint": (profile.base_url or "https://api.openai.com/v1 (the OpenAI default)") if profile else "",
+        "key_env": profile.api_key_env if profile else "OPENAI_API_KEY",
+    }
 
 
 @role_required("annotator")
@@ -68,6 +95,8 @@ def job_detail(request, pk: int):
             "job": job,
             "params_json": pretty_json(job.params),
             "progress": progress_rows(job),
+            "cause": failure_cause(job),
+            "snapshot": Snapshot.objects.filter(job=job).first() if job.kind == JobKind.EXPORT else None,
             "summary": summary,
             "reasons": sorted(summary["rejection_reasons"].items(), key=lambda kv: -kv[1]),
             "page": calls,
@@ -78,11 +107,15 @@ def job_detail(request, pk: int):
 
 @role_required("annotator")
 def job_progress(request, pk: int):
-    """The progress block, polled by htmx every two seconds while the job runs; 286 stops the polling."""
+    """The progress block (or, with ?part=head, the job page's whole header: status, buttons, error and bars),
+    polled by htmx every two seconds while the job runs; 286 stops the polling."""
     job = get_object_or_404(Job, pk=pk)
-    response = render(
-        request, "jobs/_progress.html", {"job": job, "progress": progress_rows(job), "poll": job.is_active}
-    )
+    context = {"job": job, "progress": progress_rows(job), "poll": job.is_active}
+    if request.GET.get("part") == "head":
+        context["cause"] = failure_cause(job)
+        response = render(request, "jobs/_head.html", context)
+    else:
+        response = render(request, "jobs/_progress.html", context)
     if not job.is_active:
         response.status_code = 286
     return response

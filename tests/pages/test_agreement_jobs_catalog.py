@@ -4,7 +4,7 @@ import pytest
 
 from simia_web.catalog.models import Api, Seed, Task
 from simia_web.core.services import versioned_update
-from simia_web.curation.models import Review
+from simia_web.curation.models import Review, Trajectory
 from simia_web.curation.selectors import agreement, cohen_kappa
 from simia_web.jobs.models import Job, JobStatus, JobUnit, UnitStatus
 from simia_web.llm.models import EndpointProfile, LLMCall
@@ -44,9 +44,28 @@ def test_agreement_page_matrix_kappa_and_criteria(client_for, users):
     assert by_name["task_completed"]["rejected"] == pytest.approx(0.5)
     assert by_name["tool_use_correct"]["gap"] == pytest.approx(0.0)
     body = client_for("annotator").get("/agreement/").content.decode()
-    assert "κ = 0.400" in body and 'id="cell-fail-accept">10<' in body
-    bank = client_for("annotator").get("/agreement/", {"domain": result and _domain_id("bank")}).context["a"]
-    assert bank["total"] == 10 and bank["cells"]["fail_accept"] == 10
+    assert "κ = 0.400" in body
+    assert 'id="cell-fail-accept"><a href="/review/?verdict=fail&amp;status=accepted">10</a>' in body
+    bank = client_for("annotator").get("/agreement/", {"domain": result and _domain_id("bank")})
+    assert bank.context["a"]["total"] == 10 and bank.context["a"]["cells"]["fail_accept"] == 10
+    assert 'href="/review/?domain=bank&amp;verdict=fail&amp;status=accepted"' in bank.content.decode()
+
+
+def test_bulk_decisions_are_counted_apart_from_agreement(client_for, users):
+    from simia_web.curation.services import review_decide, reviews_bulk
+
+    individual = make_trajectory(judge=verdict(passed=True))
+    review_decide(trajectory=individual, reviewer=users["annotator"], decision="accept", expected_version=1)
+    bulk = [make_trajectory(judge=verdict(passed=True)) for _ in range(3)]
+    reviews_bulk(
+        trajectories=Trajectory.objects.filter(pk__in=[t.pk for t in bulk]),
+        reviewer=users["curator"],
+        decision="accept",
+    )
+    result = agreement()
+    assert result["total"] == 1 and result["bulk"] == 3
+    body = client_for("annotator").get("/agreement/").content.decode()
+    assert "3 items decided only in bulk" in body
 
 
 def _domain_id(name):

@@ -33,11 +33,11 @@ def test_pipeline_statuses_may_become_human_decisions_and_back_only_to_decisions
 @pytest.mark.django_db
 def test_bulk_decisions_are_audited(users):
     first, second = make_trajectory(), make_trajectory()
-    count = reviews_bulk(
+    outcome = reviews_bulk(
         trajectories=Trajectory.objects.filter(pk__in=[first.pk, second.pk]),
         reviewer=users["curator"],
         decision="reject",
         reason="off-policy",
     )
-    assert count == 2
+    assert outcome.changed == 2
     assert AuditEvent.objects.filter(action="trajectory.status", data__bulk=True).count() == 2

@@ -1,0 +1,57 @@
+"""The exports page: choose a format and filters, queue a snapshot, see past snapshots and download them."""
+
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.shortcuts import redirect, render
+
+from simia_web.accounts.permissions import role_required
+from simia_web.catalog.models import Domain
+from simia_web.curation.filters import TrajectoryFilter
+from simia_web.curation.models import Trajectory
+from simia_web.jobs.models import ACTIVE_JOB_STATUSES
+
+from .models import ExportFormat
+from .selectors import DEFAULT_STATUS, snapshot_list
+from .services import snapshot_create
+
+# The queue's filters an export form offers (the names are TrajectoryFilter's).
+FORM_FILTERS = ("domain", "status", "verdict", "min_score", "max_score", "job", "violation", "q")
+
+
+def _posted_filters(data) -> dict:
+    return {name: data[name] for name in FORM_FILTERS if data.get(name, "").strip()}
+
+
+@role_required("annotator")
+def export_list(request):
+    filters = _posted_filters(request.POST if request.method == "POST" else request.GET)
+    filters.setdefault("status", DEFAULT_STATUS)
+    error = None
+    if request.method == "POST":
+        if not request.user.has_role("curator"):
+            raise PermissionDenied("Creating exports needs the curator role.")
+        try:
+            snapshot = snapshot_create(format=request.POST.get("format", ""), filters=filters, actor=request.user)
+        except ValidationError as exc:
+            error = "; ".join(f"{k}: {', '.join(v)}" for k, v in exc.message_dict.items())
+        else:
+            messages.success(request, f"Snapshot {snapshot.pk} is being built (job {snapshot.job_id}).")
+            return redirect("export-list")
+    filterset = TrajectoryFilter(filters, queryset=Trajectory.objects.all(), request=request)
+    snapshots = list(snapshot_list()[:50])
+    return render(
+        request,
+        "exports/list.html",
+        {
+            "formats": ExportFormat.choices,
+            "chosen_format": request.POST.get("format", ExportFormat.OPENAI),
+            "filters": filters,
+            "filterset": filterset,
+            "matching": filterset.qs.count() if filterset.is_valid() else None,
+            "domains": Domain.objects.order_by("name").values_list("name", flat=True),
+            "snapshots": snapshots,
+            "building": any(s.job.status in ACTIVE_JOB_STATUSES for s in snapshots),
+            "error": error,
+        },
+        status=400 if error else 200,
+    )
