@@ -100,6 +100,33 @@ def _endpoint_shown(profile) -> str:
     return urlunsplit((parts.scheme, host, parts.path, "", ""))
 
 
+def job_last_llm_error(job: Job) -> dict | None:
+    """For a job that failed or finished with errors: its last failed LLM call, the endpoint it went to (without
+    credentials) and the variable that holds the endpoint's key, so the page can say what to check."""
+    if job.status not in (JobStatus.FAILED, JobStatus.FINISHED_WITH_ERRORS):
+        return None
+    call = (
+        LLMCall.objects.filter(job=job)
+        .exclude(error_kind="")
+        .select_related("profile")
+        .only("error", "error_kind", "model", "stage", "profile__name", "profile__base_url", "profile__api_key_env",
+              "profile__follows_environment")
+        .order_by("-id")
+        .first()
+    )
+    if call is None:
+        return None
+    return {
+        "error": call.error[:500],
+        "kind": call.error_kind,
+        "stage": call.stage,
+        "model": call.model,
+        "profile": call.profile.name if call.profile else "",
+        "endpoint": _endpoint_shown(call.profile),
+        "key_env": call.profile.api_key_env if call.profile else "OPENAI_API_KEY",
+    }
+
+
 def _cause_of(failure: str) -> str:
     """What a failure is counted as: an LLM call's kind of failure that has a hint, else its message on one
     line, without a unit's traceback (a server's answer may span lines: the reason is often on the second)."""

@@ -29,32 +29,6 @@ def progress_rows(job: Job) -> list[dict]:
     return rows
 
 
-def failure_cause(job: Job) -> dict | None:
-    """For a failed job: the last LLM error, the endpoint it came from, and what to set to fix it."""
-    if job.status != JobStatus.FAILED:
-        return None
-    call = (
-        LLMCall.objects.filter(job=job)
-        .exclude(error_kind="")
-        .select_related("profile")
-        .only("error", "error_kind", "model", "stage", "profile__name", "profile__base_url", "profile__api_key_env")
-        .order_by("-id")
-        .first()
-    )
-    if call is None:
-        return {"error": job.error, "endpoint": None}
-    profile = call.profile
-    return {
-        "error": call.error[:500],
-        "kind": call.error_kind,
-        "stage": call.stage,
-        "model": call.model,
-        "profile": profile.name if profile else "",
-        "endpoint": (profile.base_url or "https://api.openai.com/v1 (the OpenAI default)") if profile else "",
-        "key_env": profile.api_key_env if profile else "OPENAI_API_KEY",
-    }
-
-
 @role_required("annotator")
 def job_list(request):
     qs = Job.objects.select_related("created_by").order_by("-id")
@@ -95,8 +69,8 @@ def job_detail(request, pk: int):
             "job": job,
             "params_json": pretty_json(job.params),
             "progress": progress_rows(job),
-            "cause": failure_cause(job),
-            "snapshot": Snapshot.objects.filter(job=job).first() if job.kind == JobKind.EXPORT else None,
+            "cause": selectors.job_last_llm_error(job),
+            "snapshot": Snapshot.objects.filter(job=job).first(),
             "summary": summary,
             "reasons": sorted(summary["rejection_reasons"].items(), key=lambda kv: -kv[1]),
             "page": calls,
@@ -112,7 +86,7 @@ def job_progress(request, pk: int):
     job = get_object_or_404(Job, pk=pk)
     context = {"job": job, "progress": progress_rows(job), "poll": job.is_active}
     if request.GET.get("part") == "head":
-        context["cause"] = failure_cause(job)
+        context["cause"] = selectors.job_last_llm_error(job)
         response = render(request, "jobs/_head.html", context)
     else:
         response = render(request, "jobs/_progress.html", context)
