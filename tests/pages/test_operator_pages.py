@@ -8,7 +8,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from simia_web.catalog.models import Seed
 from simia_web.curation.models import Trajectory
 from simia_web.exports.models import Snapshot
-from simia_web.jobs.models import JobKind, JobStatus, JobUnit, UnitStatus
+from simia_web.jobs.models import JobStatus, JobUnit, UnitStatus
 from simia_web.llm.models import EndpointProfile, LLMCall
 from tests.catalog.test_import import openai_record, sharegpt_record
 from tests.pages.factories import make_job, make_trajectory, verdict
@@ -62,7 +62,7 @@ def test_exports_page_builds_lists_and_downloads(client_for, eager):
 
 
 def test_failed_job_page_names_the_cause_and_endpoint(client_for):
-    job = make_job(status=JobStatus.FAILED, kind=JobKind.ROLLOUT)
+    job = make_job(status=JobStatus.FAILED, kind="rollout")
     job.error = "no unit of the last stage succeeded"
     job.save()
     JobUnit.objects.create(job=job, stage="rollout", key="r1", status=UnitStatus.FAILED, params={})
