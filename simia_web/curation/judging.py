@@ -23,6 +23,10 @@ def _task_text(trajectory: Trajectory) -> str:
 
 class JudgePipeline:
     kind = JUDGE_JOB_KIND
+    label = "Judge again"
+    stages = ("judge",)
+    parameters = None  # queued from a trajectory page with its version (curation.services)
+    form = None
 
     def plan(self, job, stage):
         if stage is not None:
