@@ -9,6 +9,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from django.conf import settings
 from django.contrib.auth.password_validation import validate_password
 from django.contrib.staticfiles import finders
 from django.core.exceptions import ValidationError
@@ -114,15 +115,15 @@ def test_long_query_text_is_400(users, url):
 
 
 @pytest.mark.parametrize("text", list(HOSTILE_BODIES.values()), ids=list(HOSTILE_BODIES))
-def test_fix_and_accept_with_hostile_json_is_refused(client_for, text):
+def test_editing_a_tool_call_with_hostile_json_is_refused(client_for, text):
+    from tests.pages.test_review import editor_post
+
     trajectory = make_trajectory()
+    index = next(i for i, m in enumerate(trajectory.messages) if m.get("tool_calls"))
     response = client_for("annotator").post(
-        f"/trajectories/{trajectory.pk}/decide/",
-        {"decision": "fix_accept", "mode": "json", "messages_json": f"[{{\"role\": \"user\", \"content\": {text}}}]",
-         "version": trajectory.version},
-        HTTP_HX_REQUEST="true",
+        f"/trajectories/{trajectory.pk}/edit/", editor_post(trajectory, **{f"call-{index}-0-args": text})
     )
-    assert response.status_code in (200, 409) and "not valid JSON" in response.content.decode()
+    assert response.status_code < 500 and "Not valid JSON" in response.content.decode()
     trajectory.refresh_from_db()
     assert trajectory.version == 1
 
@@ -253,6 +254,14 @@ PRODUCTION = {
 def test_check_deploy_is_clean_with_the_readme_environment(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("DEBUG", "SIMIA_HTTPS", "DJANGO_SETTINGS_MODULE")}
     env.update(PRODUCTION, SIMIA_VAR_DIR=str(tmp_path))
+    # The model checks read the database server's version (generated columns), so the check needs a server that
+    # answers: this machine's, in place of the README's `db` host.
+    db = settings.DATABASES["default"]
+    if db["ENGINE"].endswith("postgresql"):
+        server = f"{db['USER'] or 'postgres'}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}"
+        env["DATABASE_URL"] = f"postgres://{server}/postgres"
+    else:
+        env.pop("DATABASE_URL")
     result = subprocess.run(
         [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
         cwd=ROOT,
