@@ -1,9 +1,8 @@
 """Reads for RL environment sessions."""
 
-from django.db.models import F, QuerySet, Sum
+from django.db.models import QuerySet
 
 from simia_web.catalog.models import Api, Domain, Task, TaskStatus
-from simia_web.llm.models import LLMCall
 
 from .models import EnvSession
 
@@ -32,21 +31,3 @@ HEAVY_FIELDS = ("tools", "api_specs", "initial_state", "state", "messages", "ste
 def sessions_list(*, actor) -> QuerySet[EnvSession]:
     """The sessions the actor may see, without the heavy JSON columns, for a summary listing."""
     return sessions_visible(actor=actor).defer(*HEAVY_FIELDS)
-
-
-def session_for_step(*, session_id, actor) -> EnvSession | None:
-    """The session row, locked until the end of the transaction (PostgreSQL); None when not visible.
-
-    Only the session row is locked (`of=("self",)`), never the shared domain or task rows.
-    """
-    return sessions_visible(actor=actor).select_for_update(of=("self",)).filter(pk=session_id).first()
-
-
-def calls_usage(*, call_ids: list[int]) -> dict:
-    """Tokens and latency of a set of LLM calls."""
-    if not call_ids:
-        return {"tokens": 0, "latency_ms": 0, "calls": 0}
-    totals = LLMCall.objects.filter(pk__in=call_ids).aggregate(
-        tokens=Sum(F("tokens_in") + F("tokens_out")), latency_ms=Sum("latency_ms")
-    )
-    return {"tokens": totals["tokens"] or 0, "latency_ms": totals["latency_ms"] or 0, "calls": len(call_ids)}
