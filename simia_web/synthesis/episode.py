@@ -126,10 +126,10 @@ class Episode:
         observation = [self._answer_call(call, index, n) for n, call in enumerate(calls)]
         if reason := self.budget_spent():
             self.termination_reason = reason
+        elif self.assistant_turns() >= self.limits.max_steps:
+            self.termination_reason = "max_steps"  # the agent could not answer the user: no reply is asked for
         elif not calls:
             observation = self._user_turn()
-        if not self.done and self.assistant_turns() >= self.limits.max_steps:
-            self.termination_reason = "max_steps"
         return observation
 
     def _answer_call(self, call: dict, call_index: int, position: int) -> dict:
