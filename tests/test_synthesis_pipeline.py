@@ -1,14 +1,24 @@
 """The domain-first pipeline end to end, executed in-process against the scripted LLM server."""
 
 import pytest
+from django.db import transaction
+from rest_framework.test import APIClient
 
 from simia_web.catalog.models import Api, Domain, Task, TaskStatus
 from simia_web.curation.models import Trajectory, TrajectoryStatus
 from simia_web.jobs.models import JobStatus
-from simia_web.llm.models import LLMCall
+from simia_web.llm.client import client_for_stage
+from simia_web.llm.models import LLMCall, Stage
 from simia_web.synthesis.services import rollout_queue, synthesis_queue
 
 from .support.llm_stub import Reply
+from .support.scripts import pipeline_responder
+
+CANCEL_CALL = {
+    "id": "call_1",
+    "type": "function",
+    "function": {"name": "cancel_order", "arguments": '{"order_id": "W1", "reason": "wrong size"}'},
+}
 
 
 def test_synthesis_job_runs_every_stage(eager, llm_stub):
@@ -150,3 +160,32 @@ def test_a_rollout_unit_writes_its_llm_calls_in_one_insert_with_its_result(eager
         calls = list(LLMCall.objects.filter(job=job, id__in=trajectory.provenance["llm_calls"]).order_by("id"))
         assert len(calls) == 4 and trajectory.provenance["llm_calls"] == [call.pk for call in calls]
         assert trajectory.verdicts.get().llm_call_id == calls[-1].pk
+
+
+def test_an_llm_call_inside_a_transaction_is_refused(transactional_db, llm_stub):
+    client = client_for_stage(Stage.JUDGE)
+    with transaction.atomic(), pytest.raises(RuntimeError, match="inside a database transaction"):
+        client.chat(messages=[{"role": "user", "content": "hi"}])
+    assert not llm_stub.requests
+    assert client.chat(messages=[{"role": "user", "content": "hi"}]).data["role"] == "assistant"
+
+
+def test_no_stage_calls_an_llm_inside_a_transaction(eager, llm_stub, users):
+    """With no test transaction around them (transactional_db), any LLM call made inside an atomic block
+    raises in the client: every stage, a job's units and an RL episode, runs through without one."""
+    job = synthesis_queue(domains=["shop"], apis=3, tasks=1, rollouts=2)
+    job.refresh_from_db()
+    assert job.status == JobStatus.SUCCEEDED, job.error
+    assert not LLMCall.objects.filter(error__contains="inside a database transaction").exists()
+    client = APIClient()
+    client.force_authenticate(users["curator"])
+    task = Task.objects.filter(status=TaskStatus.VALID).first()
+    env = client.post("/api/v1/envs/", {"task": task.pk}, format="json").json()
+    respond = pipeline_responder()
+    llm_stub.responder = lambda request: (
+        Reply(content={"message": "Thanks.", "done": True}) if request.stage == "user_simulator" else respond(request)
+    )
+    for message in ({"tool_calls": [CANCEL_CALL]}, {"content": "Done: W1 is cancelled."}):
+        result = client.post(f"/api/v1/envs/{env['id']}/step", {"message": message}, format="json")
+        assert result.status_code == 200, result.content
+    assert result.json()["done"] and result.json()["reward"] is not None

@@ -93,7 +93,8 @@ def test_an_idle_session_is_abandoned_when_next_touched(shop, script, curator, s
     settings.SIMIA_ENV_IDLE_MINUTES = 30
     env_id = create(curator, shop["tasks"][0])
     EnvSession.objects.filter(pk=env_id).update(updated_at=timezone.now() - timedelta(minutes=31))
-    response = curator.post(f"{URL}{env_id}/step", {"message": tool_call("get_order", {"order_id": "W1"})}, format="json")
+    message = tool_call("get_order", {"order_id": "W1"})
+    response = curator.post(f"{URL}{env_id}/step", {"message": message}, format="json")
     assert response.status_code == 409 and "idle_timeout" in response.json()["detail"]
     session = EnvSession.objects.get(pk=env_id)
     assert session.done and session.termination_reason == "idle_timeout" and session.reward is None
