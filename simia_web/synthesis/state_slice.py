@@ -15,6 +15,7 @@ from .prompt_fit import json_size
 
 MAX_RECORDS_PER_VALUE = 20  # a value found in more records than this says little about which one is meant
 RECORD_DEPTH = 2  # /collection/record: the record that holds a matching field
+NOTES_ROOM = 500  # kept for the notes of what was cut (each note is bounded)
 NOTE = (
     "Only the records this call names are shown, keyed by their JSON Pointer in the full world state; the rest "
     "of the state exists but is not shown. Write patch paths against the full state (these pointers)."
@@ -96,14 +97,17 @@ def state_view(state: dict, arguments: dict, budget: int) -> tuple[dict, list[st
         return {"state": state}, []
     cut = []
     collections = _collections(state) if isinstance(state, dict) else {}
-    room = budget - json_size(collections) - len(NOTE) - 100
+    room = budget - json_size(collections) - len(NOTE) - NOTES_ROOM
     scores: dict[tuple, int] = defaultdict(int)
+    common = []
     for needle, records in _hits(state, _needles(arguments, set())).items():
         if len(records) > MAX_RECORDS_PER_VALUE:
-            cut.append(f"{needle!r} is found in {len(records)} records: not used to pick records")
+            common.append(f"{needle[:40]!r} is found in {len(records)} records")
             continue
         for path, weight in records.items():
             scores[path] += weight
+    if common:
+        cut.append(f"not used to pick records: {'; '.join(common[:3])}{' and more' if len(common) > 3 else ''}")
     records: dict[str, object] = {}
     shown: list[tuple] = []
     left_out: list[str] = []
@@ -118,15 +122,13 @@ def state_view(state: dict, arguments: dict, budget: int) -> tuple[dict, list[st
             if size > room:
                 left_out.append(pointer(path))
                 continue
-            cut.append(f"{pointer(path)} shown without its nested parts: too large")
+            if len(cut) < 4:
+                cut.append(f"{pointer(path)[:80]} shown without its nested parts: too large")
         records[pointer(path)] = value
         shown.append(path)
         room -= size
     if left_out:
-        cut.append(f"{len(left_out)} more named records not shown for lack of room, e.g. {left_out[:3]}")
+        cut.append(f"{len(left_out)} more named records not shown for lack of room, e.g. {left_out[:2]}")
     if not scores:
         cut.append("no record of the state is named by the call's arguments")
-    view = {"note": NOTE, "records": records, "collections": collections}
-    if cut:
-        view["cut"] = cut
-    return {"state_slice": view}, cut
+    return {"state_slice": {"note": NOTE, "records": records, "collections": collections}}, cut
