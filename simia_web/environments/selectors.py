@@ -31,3 +31,12 @@ HEAVY_FIELDS = ("tools", "api_specs", "initial_state", "state", "messages", "ste
 def sessions_list(*, actor) -> QuerySet[EnvSession]:
     """The sessions the actor may see, without the heavy JSON columns, for a summary listing."""
     return sessions_visible(actor=actor).defer(*HEAVY_FIELDS)
+
+
+def session_for_step(*, session_id, actor) -> EnvSession | None:
+    """The session a step runs on, without its domain's world state (a step works on the session's own copy,
+    and a τ² domain's state is over a megabyte); None when the actor may not see it."""
+    try:
+        return sessions_visible(actor=actor).defer("domain__initial_state").get(pk=session_id)
+    except EnvSession.DoesNotExist:
+        return None

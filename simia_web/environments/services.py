@@ -338,7 +338,7 @@ def _episode_load(session: EnvSession) -> Episode:
 
 def _session_live(*, session_id, actor, finished: str) -> EnvSession:
     """The caller's unfinished session (read without a lock: its writes are guarded by `version`)."""
-    session = selectors.sessions_visible(actor=actor).filter(pk=session_id).first()
+    session = selectors.session_for_step(session_id=session_id, actor=actor)
     if session is None:
         raise EnvNotFound(f"no environment session {session_id}")
     if not session.done and session.updated_at < _idle_since():
