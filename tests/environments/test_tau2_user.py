@@ -49,7 +49,8 @@ def test_the_user_simulator_writes_the_opening_from_its_private_brief(shop, scri
 def test_later_user_turns_keep_the_brief_and_see_only_the_spoken_turns(shop, script, curator, llm_stub):
     script.user_turns = [OPENING, "I'm Yusuf Rossi, zip 19122."]
     env = curator.post(URL, {"task": tau2_task(shop).pk}, format="json").json()
-    reply = curator.post(f"{URL}{env['id']}/step", {"message": {"content": "Sure, who am I talking to?"}}, format="json")
+    question = {"content": "Sure, who am I talking to?"}
+    reply = curator.post(f"{URL}{env['id']}/step", {"message": question}, format="json")
     assert reply.json()["observation"] == [{"role": "user", "content": "I'm Yusuf Rossi, zip 19122."}]
     request = llm_stub.stage_requests("user_simulator")[-1]
     assert "You do not remember your email address." in request.messages[0]["content"]
