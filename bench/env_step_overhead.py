@@ -171,7 +171,11 @@ async def sessions_run(base: str, token: str, task_id: int, sessions: int, tool_
             nonlocal steps
             for n in range(tool_steps + 1):
                 body = {"message": call_message(n) if n < tool_steps else FINAL}
-                response = await http.post(f"/api/v1/envs/{env_id}/step", json=body)
+                try:
+                    response = await http.post(f"/api/v1/envs/{env_id}/step", json=body)
+                except httpx.TransportError as exc:
+                    failures.append(f"{type(exc).__name__}: {exc}")
+                    return
                 if response.status_code != 200:
                     failures.append(f"{response.status_code} {response.text[:200]}")
                     return
@@ -189,6 +193,7 @@ def concurrency(token: str, task_id: int, llm_url: str, levels: list[int], tool_
         **os.environ,
         "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}",
         "SIMIA_ENV_MAX_LIVE_SESSIONS": "100000",
+        "DATABASE_POOL_MAX_SIZE": os.environ.get("DATABASE_POOL_MAX_SIZE", "8"),
         "SIMIA_LOG_LEVEL": "WARNING",
     }
     port = 18000 + os.getpid() % 1000
@@ -196,6 +201,7 @@ def concurrency(token: str, task_id: int, llm_url: str, levels: list[int], tool_
         [
             str(Path(sys.executable).parent / "gunicorn"), "simia_web.wsgi", "-k", "gthread", "-w", "2",
             "--threads", str(threads), "-b", f"127.0.0.1:{port}", "--log-level", "warning", "--backlog", "1024",
+            "--keep-alive", "300",
         ],
         cwd=ROOT,
         env=env,
@@ -212,8 +218,9 @@ def concurrency(token: str, task_id: int, llm_url: str, levels: list[int], tool_
         with connection.cursor() as cursor:
             cursor.execute("SHOW max_connections")
             max_connections = cursor.fetchone()[0]
-        print(f"concurrent sessions (gunicorn gthread 2x{threads}, LLM answers after 1 s, {tool_steps} tool-call "
-              "steps + a final step each):")
+        print(f"concurrent sessions (gunicorn gthread 2x{threads}, a pool of {env['DATABASE_POOL_MAX_SIZE']} "
+              f"database connections per process, LLM answers after 1 s, {tool_steps} tool-call steps + a final "
+              "step each):")
         for sessions in levels:
             samples: list[tuple[int, int]] = []
             stop = threading.Event()
