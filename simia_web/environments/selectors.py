@@ -33,10 +33,25 @@ def sessions_list(*, actor) -> QuerySet[EnvSession]:
     return sessions_visible(actor=actor).defer(*HEAVY_FIELDS)
 
 
+# What a step reads of the session's domain, task and group: not the domain's world state (a step works on
+# the session's copy, and a τ² domain's state is over a megabyte), nor the other JSON columns.
+STEP_RELATED_FIELDS = (
+    "domain__name",
+    "domain__policy",
+    "domain__state_schema",
+    "task__instruction",
+    "task__expected_outcome",
+    "task__user_scenario",
+    "group__key",
+)
+
+
 def session_for_step(*, session_id, actor) -> EnvSession | None:
-    """The session a step runs on, without its domain's world state (a step works on the session's own copy,
-    and a τ² domain's state is over a megabyte); None when the actor may not see it."""
+    """The session a step runs on, with what the step reads of its domain, task and group; None when the
+    actor may not see it."""
+    sessions = sessions_visible(actor=actor)
+    own = [f.name for f in EnvSession._meta.concrete_fields]
     try:
-        return sessions_visible(actor=actor).defer("domain__initial_state").get(pk=session_id)
+        return sessions.only(*own, *STEP_RELATED_FIELDS).get(pk=session_id)
     except EnvSession.DoesNotExist:
         return None
