@@ -26,27 +26,34 @@ def messages_fit(messages: list[dict], budget: int, *, keep_first: int = 0) -> t
     """The first `keep_first` and then the latest messages that fit `budget`, long contents clipped.
 
     Returns the messages (each with its original `index`) and notes of what was cut."""
-    notes = []
     per_message = max(400, budget // 4)
-    clipped = []
-    for index, message in enumerate(messages):
+    clipped_at: list[int] = []
+
+    def clipped(index: int, message: dict) -> dict:
         content = message.get("content")
         if isinstance(content, str) and len(content) > per_message:
-            notes.append(f"message {index}: content cut from {len(content)} to {per_message} characters")
+            clipped_at.append(index)
             message = {**message, "content": text_clip(content, per_message)}
-        clipped.append({"index": index, **message})
-    head, tail = clipped[:keep_first], clipped[keep_first:]
+        return {"index": index, **message}
+
+    head = [clipped(i, m) for i, m in enumerate(messages[:keep_first])]
     used = sum(json_size(m) for m in head)
     kept: list[dict] = []
-    for message in reversed(tail):
+    for index in range(len(messages) - 1, keep_first - 1, -1):
+        message = clipped(index, messages[index])
         size = json_size(message)
         if used + size > budget:
+            if clipped_at and clipped_at[-1] == index:
+                clipped_at.pop()  # not shown after all
             break
         kept.append(message)
         used += size
     kept.reverse()
-    left_out = len(tail) - len(kept)
+    notes = []
+    if clipped_at:
+        shown = sorted(clipped_at)
+        notes.append(f"contents of {len(shown)} messages cut to {per_message} characters (e.g. {shown[:5]})")
+    left_out = len(messages) - keep_first - len(kept)
     if left_out:
-        first = tail[0]["index"]
-        notes.append(f"messages {first}..{first + left_out - 1} left out (older than the {len(kept)} shown)")
+        notes.append(f"messages {keep_first}..{keep_first + left_out - 1} left out (older than the {len(kept)} shown)")
     return head + kept, notes
