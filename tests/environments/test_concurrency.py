@@ -94,3 +94,38 @@ def test_racing_steps_on_one_session_keep_only_the_first_to_write(transactional_
     # The losers' simulator calls are recorded all the same, but not counted on the session.
     assert LLMCall.objects.filter(stage="simulator").count() == 3
     assert len(session.llm_call_ids) == 1
+
+
+def test_an_abandon_goes_through_while_a_step_waits_and_the_step_then_loses(
+    transactional_db, shop, script, llm_stub, users
+):
+    token = user_token(user=users["curator"])
+    env_id = token_client(token).post(URL, {"task": shop["tasks"][0].pk}, format="json").json()["id"]
+    waiting = threading.Event()
+    answer_simulator = script.__call__
+
+    def slow_simulator(request):
+        if request.stage == "simulator":
+            waiting.set()
+            reply = answer_simulator(request)
+            reply.delay = 3.0
+            return reply
+        return answer_simulator(request)
+
+    llm_stub.responder = slow_simulator
+    step = {}
+
+    def send():
+        response = token_client(token).post(f"{URL}{env_id}/step", {"message": cancel_message("call_a")}, format="json")
+        step.update(status=response.status_code, body=response.json())
+
+    thread = threading.Thread(target=lambda: (send(), connection.close()))
+    thread.start()
+    assert waiting.wait(timeout=30)
+    abandoned = token_client(token).post(f"{URL}{env_id}/abandon")
+    assert abandoned.status_code == 200 and thread.is_alive()  # no lock held by the waiting step
+    thread.join(timeout=60)
+    assert step["status"] == 409 and step["body"]["error"] == "concurrent_step"
+    session = EnvSession.objects.get(pk=env_id)
+    assert session.termination_reason == "abandoned" and [m["role"] for m in session.messages] == ["system", "user"]
+    assert LLMCall.objects.filter(stage="simulator").count() == 1  # the losing step's call is recorded
