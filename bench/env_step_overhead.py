@@ -193,7 +193,7 @@ def concurrency(token: str, task_id: int, llm_url: str, levels: list[int], tool_
         **os.environ,
         "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}",
         "SIMIA_ENV_MAX_LIVE_SESSIONS": "100000",
-        "DATABASE_POOL_MAX_SIZE": os.environ.get("DATABASE_POOL_MAX_SIZE", "8"),
+        "SIMIA_DB_POOL_SIZE": os.environ.get("SIMIA_DB_POOL_SIZE", "8"),
         "SIMIA_LOG_LEVEL": "WARNING",
     }
     port = 18000 + os.getpid() % 1000
@@ -218,7 +218,7 @@ def concurrency(token: str, task_id: int, llm_url: str, levels: list[int], tool_
         with connection.cursor() as cursor:
             cursor.execute("SHOW max_connections")
             max_connections = cursor.fetchone()[0]
-        print(f"concurrent sessions (gunicorn gthread 2x{threads}, a pool of {env['DATABASE_POOL_MAX_SIZE']} "
+        print(f"concurrent sessions (gunicorn gthread 2x{threads}, a pool of {env['SIMIA_DB_POOL_SIZE']} "
               f"database connections per process, LLM answers after 1 s, {tool_steps} tool-call steps + a final "
               "step each):")
         for sessions in levels:

@@ -100,14 +100,13 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "transaction_mode": "IMMEDIATE",
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
     }
-if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and os.environ.get("DATABASE_POOL_MAX_SIZE"):
-    # A connection pool per process: a thread holds a connection only while it uses the database (RL steps hand
-    # theirs back while their LLM calls run), so hundreds of threads share a few connections.
+elif os.environ.get("SIMIA_DB_POOL_SIZE"):
+    # Workers with hundreds of threads (an endpoint allowing hundreds of concurrent requests) share a pool of
+    # this many PostgreSQL connections: a thread gives its connection back while it waits on the LLM.
     DATABASES["default"]["CONN_MAX_AGE"] = 0
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
-        "min_size": 1,
-        "max_size": int(os.environ["DATABASE_POOL_MAX_SIZE"]),
-        "timeout": 60,
+        "min_size": 2,
+        "max_size": int(os.environ["SIMIA_DB_POOL_SIZE"]),
     }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 AUTH_USER_MODEL = "accounts.User"
