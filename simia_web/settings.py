@@ -223,17 +223,18 @@ OPENAI_API_KEY_ENV = "OPENAI_API_KEY"
 SIMIA_MODEL = os.environ.get("SIMIA_MODEL", "gpt-4o-mini")
 SIMIA_LLM_MAX_ATTEMPTS = int(os.environ.get("SIMIA_LLM_MAX_ATTEMPTS", "4"))
 SIMIA_LLM_BACKOFF_BASE = float(os.environ.get("SIMIA_LLM_BACKOFF_BASE", "0.5"))
-# Open transactions an LLM call may be made in: none (tests that wrap themselves in one allow theirs).
-SIMIA_LLM_ATOMIC_BLOCKS_ALLOWED = 0
-# RL environment sessions: unfinished ones per user, and minutes without a step before one is abandoned.
-SIMIA_ENV_MAX_LIVE_SESSIONS = int(os.environ.get("SIMIA_ENV_MAX_LIVE_SESSIONS", "1024"))
-SIMIA_ENV_IDLE_MINUTES = float(os.environ.get("SIMIA_ENV_IDLE_MINUTES", "60"))
 SIMIA_PROFILE_CACHE_SECONDS = float(os.environ.get("SIMIA_PROFILE_CACHE_SECONDS", "10"))
 # How long a worker keeps a job's domain and APIs for its rollout units (edits are seen after at most this).
 SIMIA_CATALOG_CACHE_SECONDS = float(os.environ.get("SIMIA_CATALOG_CACHE_SECONDS", "10"))
 
 # Curation
 SIMIA_RESERVATION_MINUTES = int(os.environ.get("SIMIA_RESERVATION_MINUTES", "15"))
+
+# RL environment sessions: unfinished ones per user, and minutes without a step before one is abandoned.
+SIMIA_ENV_MAX_LIVE_SESSIONS = int(os.environ.get("SIMIA_ENV_MAX_LIVE_SESSIONS", "1024"))
+SIMIA_ENV_IDLE_MINUTES = float(os.environ.get("SIMIA_ENV_IDLE_MINUTES", "60"))
+# Open transactions an LLM call may be made in: none (tests that wrap themselves in one allow theirs).
+SIMIA_LLM_ATOMIC_BLOCKS_ALLOWED = 0
 
 # Seed imports
 SIMIA_IMPORT_MAX_BYTES = int(os.environ.get("SIMIA_IMPORT_MAX_BYTES", str(50 * 1024 * 1024)))

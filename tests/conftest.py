@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
-from django.db import connection
+from django.db import transaction
 
 from simia_web.accounts.models import Role
 from simia_web.accounts.services import user_create
@@ -43,7 +43,7 @@ def llm_stub(db, settings):
     """A scripted OpenAI-compatible server, set as the default endpoint profile."""
     stub = StubLLM(responder=pipeline_responder()).start()
     # The test's own transaction (none under transactional_db) is the only one an LLM call may be made in.
-    settings.SIMIA_LLM_ATOMIC_BLOCKS_ALLOWED = len(connection.atomic_blocks)
+    settings.SIMIA_LLM_ATOMIC_BLOCKS_ALLOWED = len(transaction.get_connection().atomic_blocks)
     EndpointProfile.objects.update(is_default=False)
     stub.profile = EndpointProfile.objects.create(
         name="stub",
