@@ -1,5 +1,7 @@
 """The domain-first pipeline end to end, executed in-process against the scripted LLM server."""
 
+import json
+
 import pytest
 from django.db import transaction
 from rest_framework.test import APIClient
@@ -189,3 +191,34 @@ def test_no_stage_calls_an_llm_inside_a_transaction(eager, llm_stub, users):
         result = client.post(f"/api/v1/envs/{env['id']}/step", {"message": message}, format="json")
         assert result.status_code == 200, result.content
     assert result.json()["done"] and result.json()["reward"] is not None
+
+
+def test_a_tau2_task_rollout_opens_with_the_user_simulators_message(eager, llm_stub):
+    synthesis_queue(domains=["shop"], apis=3, tasks=1, rollouts=1)
+    scenario = {
+        "instructions": {
+            "reason_for_call": "You want order W1 cancelled: wrong size.",
+            "known_info": "Your name is Yusuf Rossi.",
+            "unknown_info": "You do not remember your email address.",
+        }
+    }
+    task = Task.objects.create(
+        domain=Domain.objects.get(name="shop"),
+        instruction="Reason for call: You want order W1 cancelled: wrong size.",
+        user_scenario=scenario,
+        expected_outcome="W1 cancelled",
+    )
+    respond = pipeline_responder()
+    llm_stub.responder = lambda request: (
+        Reply(content={"message": "Hello, I need to cancel an order.", "done": False})
+        if request.stage == "user_simulator"
+        else respond(request)
+    )
+    Task.objects.exclude(pk=task.pk).update(status=TaskStatus.REJECTED)
+    job = rollout_queue(domain="shop", rollouts=1, tasks=1)
+    trajectory = Trajectory.objects.get(job=job)
+    assert trajectory.messages[1] == {"role": "user", "content": "Hello, I need to cancel an order."}
+    assert "email" not in json.dumps(trajectory.messages)
+    [opening] = llm_stub.stage_requests("user_simulator")
+    assert "What you do not know: You do not remember your email address." in opening.messages[0]["content"]
+    assert trajectory.termination_reason == "final_answer"
