@@ -222,3 +222,15 @@ def test_a_tau2_task_rollout_opens_with_the_user_simulators_message(eager, llm_s
     [opening] = llm_stub.stage_requests("user_simulator")
     assert "What you do not know: You do not remember your email address." in opening.messages[0]["content"]
     assert trajectory.termination_reason == "final_answer"
+
+
+def test_a_teacher_message_with_too_many_tool_calls_runs_only_the_allowed_ones(eager, llm_stub):
+    synthesis_queue(domains=["shop"], apis=3, tasks=1, rollouts=1)
+    before = len(llm_stub.stage_requests("simulator"))
+    calls = [{"name": "get_order", "arguments": {"order_id": "W1"}}] * 18
+    llm_stub.inject(Reply(tool_calls=calls), stage="agent")
+    job = rollout_queue(domain="shop", rollouts=1, tasks=1)
+    trajectory = Trajectory.objects.get(job=job)
+    assert len(llm_stub.stage_requests("simulator")) - before == 16
+    refused = [m for m in trajectory.messages if m["role"] == "tool" and "too_many_tool_calls" in m["content"]]
+    assert len(refused) == 2 and "max_tool_calls_per_step=16" in refused[0]["content"]

@@ -521,8 +521,10 @@ def env_abandon(*, session_id, actor) -> dict:
 def env_sessions_expire(*, actor=None) -> int:
     """Abandon unfinished sessions (of `actor`, or everyone's) left without a step for SIMIA_ENV_IDLE_MINUTES;
     returns how many. Each is stored like an abandoned one, with termination reason idle_timeout."""
-    idle = EnvSession.objects.select_related("domain", "task", "group").filter(
-        done=False, updated_at__lt=_idle_since()
+    idle = (
+        EnvSession.objects.select_related("domain", "task", "group")
+        .defer("domain__initial_state")
+        .filter(done=False, updated_at__lt=_idle_since())
     )
     if actor is not None:
         idle = idle.filter(created_by=actor)

@@ -134,11 +134,10 @@ class Episode:
 
     def _answer_call(self, call: dict, call_index: int, position: int) -> dict:
         name = (call.get("function") or {}).get("name", "")
-        problems = call_violations(call, self._schemas, call_index)
         if position >= self.limits.max_tool_calls_per_step:
             detail = f"not run: more than max_tool_calls_per_step={self.limits.max_tool_calls_per_step} calls"
             content, step = {"error": "too_many_tool_calls", "details": [detail]}, self._refused(detail)
-        elif problems:
+        elif problems := call_violations(call, self._schemas, call_index):
             # Checked before any LLM is asked: the agent gets a structured error it can recover from.
             details = [p.detail for p in problems]
             content, step = {"error": "invalid_tool_call", "details": details}, self._refused(*details)
