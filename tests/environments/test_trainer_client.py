@@ -2,12 +2,19 @@
 
 import re
 
+import pytest
+from django.db import connection
+
 from simia_web.accounts.services import user_token
 from simia_web.environments.models import EnvGroup, EnvSession
 from tests.conftest import ROOT
 from tests.support.scripts import agent_reply
 
 DOC = ROOT / "docs" / "rl-environments.md"
+
+# Concurrent sessions: the in-memory SQLite test database locks whole tables between threads (the file
+# database of the embedded default waits instead, see test_sqlite_writers).
+pytestmark = pytest.mark.skipif(connection.vendor != "postgresql", reason="concurrent writers need PostgreSQL here")
 
 
 def test_documented_trainer_client_runs_groups_to_their_rewards(
