@@ -313,6 +313,12 @@ SIMIA_MAX_UNITS_PER_JOB = int(os.environ.get("SIMIA_MAX_UNITS_PER_JOB", "100000"
 # Curation
 SIMIA_RESERVATION_SECONDS = int(os.environ.get("SIMIA_RESERVATION_SECONDS", "120"))
 
+# RL environment sessions: unfinished ones per user, and minutes without a step before one is abandoned.
+SIMIA_ENV_MAX_LIVE_SESSIONS = int(os.environ.get("SIMIA_ENV_MAX_LIVE_SESSIONS", "1024"))
+SIMIA_ENV_IDLE_MINUTES = float(os.environ.get("SIMIA_ENV_IDLE_MINUTES", "60"))
+# Open transactions an LLM call may be made in: none (tests that wrap themselves in one allow theirs).
+SIMIA_LLM_ATOMIC_BLOCKS_ALLOWED = 0
+
 # Seed imports
 SIMIA_IMPORT_MAX_BYTES = int(os.environ.get("SIMIA_IMPORT_MAX_BYTES", str(50 * 1024 * 1024)))
 SIMIA_IMPORT_MAX_RECORDS = int(os.environ.get("SIMIA_IMPORT_MAX_RECORDS", "100000"))

@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 from django.core.cache import cache
+from django.db import transaction
 
 from simia_web.accounts.models import Role
 from simia_web.accounts.services import user_create
@@ -40,9 +41,11 @@ def _fast_llm_retries(settings):
 
 
 @pytest.fixture
-def llm_stub(db):
+def llm_stub(db, settings):
     """A scripted OpenAI-compatible server, set as the default endpoint profile."""
     stub = StubLLM(responder=pipeline_responder()).start()
+    # The test's own transaction (none under transactional_db) is the only one an LLM call may be made in.
+    settings.SIMIA_LLM_ATOMIC_BLOCKS_ALLOWED = len(transaction.get_connection().atomic_blocks)
     EndpointProfile.objects.update(is_default=False)
     stub.profile = EndpointProfile.objects.create(
         name="stub",

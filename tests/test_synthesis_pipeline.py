@@ -1,14 +1,26 @@
 """The domain-first pipeline end to end, executed in-process against the scripted LLM server."""
 
+import json
+
 import pytest
+from django.db import transaction
+from rest_framework.test import APIClient
 
 from simia_web.catalog.models import Api, Domain, Task, TaskStatus
 from simia_web.curation.models import Trajectory, TrajectoryStatus
 from simia_web.jobs.models import JobStatus
-from simia_web.llm.models import LLMCall
+from simia_web.llm.client import client_for_stage
+from simia_web.llm.models import LLMCall, Stage
 from simia_web.synthesis.services import rollout_queue, synthesis_queue
 
 from .support.llm_stub import Reply
+from .support.scripts import pipeline_responder
+
+CANCEL_CALL = {
+    "id": "call_1",
+    "type": "function",
+    "function": {"name": "cancel_order", "arguments": '{"order_id": "W1", "reason": "wrong size"}'},
+}
 
 
 def test_synthesis_job_runs_every_stage(eager, llm_stub):
@@ -150,3 +162,75 @@ def test_a_rollout_unit_writes_its_llm_calls_in_one_insert_with_its_result(eager
         calls = list(LLMCall.objects.filter(job=job, id__in=trajectory.provenance["llm_calls"]).order_by("id"))
         assert len(calls) == 4 and trajectory.provenance["llm_calls"] == [call.pk for call in calls]
         assert trajectory.verdicts.get().llm_call_id == calls[-1].pk
+
+
+def test_an_llm_call_inside_a_transaction_is_refused(transactional_db, llm_stub):
+    client = client_for_stage(Stage.JUDGE)
+    with transaction.atomic(), pytest.raises(RuntimeError, match="inside a database transaction"):
+        client.chat(messages=[{"role": "user", "content": "hi"}])
+    assert not llm_stub.requests
+    assert client.chat(messages=[{"role": "user", "content": "hi"}]).data["role"] == "assistant"
+
+
+def test_no_stage_calls_an_llm_inside_a_transaction(eager, llm_stub, users):
+    """With no test transaction around them (transactional_db), any LLM call made inside an atomic block
+    raises in the client: every stage, a job's units and an RL episode, runs through without one."""
+    job = synthesis_queue(domains=["shop"], apis=3, tasks=1, rollouts=2)
+    job.refresh_from_db()
+    assert job.status == JobStatus.SUCCEEDED, job.error
+    assert not LLMCall.objects.filter(error__contains="inside a database transaction").exists()
+    client = APIClient()
+    client.force_authenticate(users["curator"])
+    task = Task.objects.filter(status=TaskStatus.VALID).first()
+    env = client.post("/api/v1/envs/", {"task": task.pk}, format="json").json()
+    respond = pipeline_responder()
+    llm_stub.responder = lambda request: (
+        Reply(content={"message": "Thanks.", "done": True}) if request.stage == "user_simulator" else respond(request)
+    )
+    for message in ({"tool_calls": [CANCEL_CALL]}, {"content": "Done: W1 is cancelled."}):
+        result = client.post(f"/api/v1/envs/{env['id']}/step", {"message": message}, format="json")
+        assert result.status_code == 200, result.content
+    assert result.json()["done"] and result.json()["reward"] is not None
+
+
+def test_a_tau2_task_rollout_opens_with_the_user_simulators_message(eager, llm_stub):
+    synthesis_queue(domains=["shop"], apis=3, tasks=1, rollouts=1)
+    scenario = {
+        "instructions": {
+            "reason_for_call": "You want order W1 cancelled: wrong size.",
+            "known_info": "Your name is Yusuf Rossi.",
+            "unknown_info": "You do not remember your email address.",
+        }
+    }
+    task = Task.objects.create(
+        domain=Domain.objects.get(name="shop"),
+        instruction="Reason for call: You want order W1 cancelled: wrong size.",
+        user_scenario=scenario,
+        expected_outcome="W1 cancelled",
+    )
+    respond = pipeline_responder()
+    llm_stub.responder = lambda request: (
+        Reply(content={"message": "Hello, I need to cancel an order.", "done": False})
+        if request.stage == "user_simulator"
+        else respond(request)
+    )
+    Task.objects.exclude(pk=task.pk).update(status=TaskStatus.REJECTED)
+    job = rollout_queue(domain="shop", rollouts=1, tasks=1)
+    trajectory = Trajectory.objects.get(job=job)
+    assert trajectory.messages[1] == {"role": "user", "content": "Hello, I need to cancel an order."}
+    assert "email" not in json.dumps(trajectory.messages)
+    [opening] = llm_stub.stage_requests("user_simulator")
+    assert "What you do not know: You do not remember your email address." in opening.messages[0]["content"]
+    assert trajectory.termination_reason == "final_answer"
+
+
+def test_a_teacher_message_with_too_many_tool_calls_runs_only_the_allowed_ones(eager, llm_stub):
+    synthesis_queue(domains=["shop"], apis=3, tasks=1, rollouts=1)
+    before = len(llm_stub.stage_requests("simulator"))
+    calls = [{"name": "get_order", "arguments": {"order_id": "W1"}}] * 18
+    llm_stub.inject(Reply(tool_calls=calls), stage="agent")
+    job = rollout_queue(domain="shop", rollouts=1, tasks=1)
+    trajectory = Trajectory.objects.get(job=job)
+    assert len(llm_stub.stage_requests("simulator")) - before == 16
+    refused = [m for m in trajectory.messages if m["role"] == "tool" and "too_many_tool_calls" in m["content"]]
+    assert len(refused) == 2 and "max_tool_calls_per_step=16" in refused[0]["content"]

@@ -27,6 +27,12 @@ class EnvCreateSerializer(serializers.Serializer):
     token_budget = serializers.IntegerField(
         required=False, min_value=1, max_value=services.LIMIT_RANGES["token_budget"][1]
     )
+    max_tool_calls_per_step = serializers.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=services.LIMIT_RANGES["max_tool_calls_per_step"][1],
+        help_text="Tool calls one agent message may make; a message with more is refused (400).",
+    )
 
 
 class EnvOpeningSerializer(serializers.Serializer):
@@ -129,7 +135,7 @@ class EnvListCreateApi(GenericAPIView):
 
     @extend_schema(
         request=EnvCreateSerializer,
-        responses={201: EnvOpeningSerializer, 400: ERROR},
+        responses={201: EnvOpeningSerializer, 400: ERROR, 429: ERROR, 502: ERROR},
         summary="Reset: start an episode on a task",
     )
     def post(self, request):
@@ -146,6 +152,7 @@ class EnvListCreateApi(GenericAPIView):
                 max_steps=data.get("max_steps"),
                 max_errors=data.get("max_errors"),
                 token_budget=data.get("token_budget"),
+                max_tool_calls_per_step=data.get("max_tool_calls_per_step"),
             )
         except services.EnvError as exc:
             return _error(exc)

@@ -6,6 +6,7 @@ from django.db import models
 DEFAULT_MAX_STEPS = 30
 DEFAULT_MAX_ERRORS = 5
 DEFAULT_TOKEN_BUDGET = 200_000
+DEFAULT_MAX_TOOL_CALLS_PER_STEP = 16
 
 
 class TerminationReason(models.TextChoices):
@@ -15,6 +16,7 @@ class TerminationReason(models.TextChoices):
     TOKEN_BUDGET = "token_budget", "Token budget spent"
     LLM_ERROR = "llm_error", "The user simulator could not answer"
     ABANDONED = "abandoned", "Abandoned by the client"
+    IDLE_TIMEOUT = "idle_timeout", "Abandoned after too long without a step"
 
 
 class EnvGroup(models.Model):
@@ -61,6 +63,7 @@ class EnvSession(models.Model):
     max_steps = models.PositiveIntegerField(default=DEFAULT_MAX_STEPS)
     max_errors = models.PositiveIntegerField(default=DEFAULT_MAX_ERRORS)
     token_budget = models.PositiveIntegerField(default=DEFAULT_TOKEN_BUDGET)
+    max_tool_calls_per_step = models.PositiveIntegerField(default=DEFAULT_MAX_TOOL_CALLS_PER_STEP)
     done = models.BooleanField(default=False, db_index=True)
     reward = models.FloatField(null=True, blank=True)
     reward_breakdown = models.JSONField(default=dict, blank=True)
@@ -68,7 +71,7 @@ class EnvSession(models.Model):
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="env_sessions"
     )
-    # Bumped on every step: a compare-and-set guard on databases without row locks.
+    # Bumped on every write: steps run without a lock and store their result only if it is unchanged.
     version = models.PositiveIntegerField(default=1)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -83,4 +86,9 @@ class EnvSession(models.Model):
 
     @property
     def limits(self) -> dict:
-        return {"max_steps": self.max_steps, "max_errors": self.max_errors, "token_budget": self.token_budget}
+        return {
+            "max_steps": self.max_steps,
+            "max_errors": self.max_errors,
+            "token_budget": self.token_budget,
+            "max_tool_calls_per_step": self.max_tool_calls_per_step,
+        }

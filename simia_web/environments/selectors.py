@@ -1,9 +1,8 @@
 """Reads for RL environment sessions."""
 
-from django.db.models import F, QuerySet, Sum
+from django.db.models import QuerySet
 
 from simia_web.catalog.models import Api, Domain, Task, TaskStatus
-from simia_web.llm.models import LLMCall
 
 from .models import EnvSession
 
@@ -34,19 +33,25 @@ def sessions_list(*, actor) -> QuerySet[EnvSession]:
     return sessions_visible(actor=actor).defer(*HEAVY_FIELDS)
 
 
+# What a step reads of the session's domain, task and group: not the domain's world state (a step works on
+# the session's copy, and a τ² domain's state is over a megabyte), nor the other JSON columns.
+STEP_RELATED_FIELDS = (
+    "domain__name",
+    "domain__policy",
+    "domain__state_schema",
+    "task__instruction",
+    "task__expected_outcome",
+    "task__user_scenario",
+    "group__key",
+)
+
+
 def session_for_step(*, session_id, actor) -> EnvSession | None:
-    """The session row, locked until the end of the transaction (PostgreSQL); None when not visible.
-
-    Only the session row is locked (`of=("self",)`), never the shared domain or task rows.
-    """
-    return sessions_visible(actor=actor).select_for_update(of=("self",)).filter(pk=session_id).first()
-
-
-def calls_usage(*, call_ids: list[int]) -> dict:
-    """Tokens and latency of a set of LLM calls."""
-    if not call_ids:
-        return {"tokens": 0, "latency_ms": 0, "calls": 0}
-    totals = LLMCall.objects.filter(pk__in=call_ids).aggregate(
-        tokens=Sum(F("tokens_in") + F("tokens_out")), latency_ms=Sum("latency_ms")
-    )
-    return {"tokens": totals["tokens"] or 0, "latency_ms": totals["latency_ms"] or 0, "calls": len(call_ids)}
+    """The session a step runs on, with what the step reads of its domain, task and group; None when the
+    actor may not see it."""
+    sessions = sessions_visible(actor=actor)
+    own = [f.name for f in EnvSession._meta.concrete_fields]
+    try:
+        return sessions.only(*own, *STEP_RELATED_FIELDS).get(pk=session_id)
+    except EnvSession.DoesNotExist:
+        return None

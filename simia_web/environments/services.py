@@ -1,40 +1,57 @@
 """RL environment sessions: reset (create), step, abandon, and the end of an episode (reward and stored trajectory).
 
-A step rebuilds a synthesis Episode from the stored session, lets it answer the agent's message (tool
-calls through the simulator with explicit state and JSON Patch, text through the user simulator) and
-writes the result back while the session row is locked, so two steps on one session never interleave.
+A session is the synthesis episode engine's state kept between HTTP requests. A step loads the session,
+gives its database connection back, runs the engine (the simulator for tool calls, the user simulator
+for text, the judge at the end) with no transaction open, writes the calls' LLMCall rows whatever
+happens, and then stores the new state with a compare-and-set on `version`: of two steps racing on one
+session the second to write gets 409 and nothing of it is kept but its LLM-call rows.
 """
 
 import json
 import random
 import uuid
+from datetime import timedelta
 
-from django.db import IntegrityError, transaction
+from django.conf import settings
+from django.db import IntegrityError, connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from simia_web.accounts.models import User
 from simia_web.catalog.models import Domain, Task, TaskStatus
 from simia_web.catalog.selectors import domain_unusable_reason
 from simia_web.curation.models import TrajectoryKind
 from simia_web.curation.services import trajectory_create
-from simia_web.llm.client import client_for_stage
-from simia_web.llm.models import Stage
-from simia_web.synthesis.episode import Episode
-from simia_web.synthesis.judge import judge_run, world_evidence
-from simia_web.synthesis.rollout import episode_start
-from simia_web.synthesis.rules import rules_check, simulator_failures
+from simia_web.llm.client import LLMError
+from simia_web.llm.models import LLMCall, Stage
+from simia_web.llm.services import llm_calls_held, llm_calls_write
+from simia_web.synthesis.episode import (
+    JUDGE_ALWAYS,
+    JUDGE_NEVER,
+    Episode,
+    EpisodeLimits,
+    StageClients,
+    episode_conclude,
+    episode_start,
+)
 
 from . import selectors
 from .models import (
     DEFAULT_MAX_ERRORS,
     DEFAULT_MAX_STEPS,
+    DEFAULT_MAX_TOOL_CALLS_PER_STEP,
     DEFAULT_TOKEN_BUDGET,
     EnvGroup,
     EnvSession,
     TerminationReason,
 )
 
-LIMIT_RANGES = {"max_steps": (1, 100), "max_errors": (1, 100), "token_budget": (1, 100_000_000)}
+LIMIT_RANGES = {
+    "max_steps": (1, 100),
+    "max_errors": (1, 100),
+    "token_budget": (1, 100_000_000),
+    "max_tool_calls_per_step": (1, 128),
+}
 
 
 class EnvError(Exception):
@@ -65,6 +82,16 @@ class EnvFinished(EnvError):
 class EnvConflict(EnvError):
     status = 409
     code = "concurrent_step"
+
+
+class EnvSessionLimit(EnvError):
+    status = 429
+    code = "session_limit"
+
+
+class EnvUpstreamError(EnvError):
+    status = 502
+    code = "user_simulator_failed"
 
 
 # -- reset -----------------------------------------------------------------------------------------
@@ -118,7 +145,6 @@ def _group_join(*, key: str, task_id: int | None, domain_name: str | None, seed:
     return group
 
 
-@transaction.atomic
 def env_create(
     *,
     actor,
@@ -129,15 +155,23 @@ def env_create(
     max_steps: int | None = None,
     max_errors: int | None = None,
     token_budget: int | None = None,
+    max_tool_calls_per_step: int | None = None,
 ) -> EnvSession:
-    """Start an episode: pick the task, snapshot tools and state, and open with the user's message."""
+    """Start an episode: pick the task, snapshot tools and state, and open with the customer's message.
+
+    A τ² task's opening is written by the user simulator, so this may call an LLM (outside any transaction)."""
     limits = {
         "max_steps": _limit("max_steps", max_steps, DEFAULT_MAX_STEPS),
         "max_errors": _limit("max_errors", max_errors, DEFAULT_MAX_ERRORS),
         "token_budget": _limit("token_budget", token_budget, DEFAULT_TOKEN_BUDGET),
+        "max_tool_calls_per_step": _limit(
+            "max_tool_calls_per_step", max_tool_calls_per_step, DEFAULT_MAX_TOOL_CALLS_PER_STEP
+        ),
     }
     if task_id is None and not domain_name and not group_key:
         raise EnvError("give a task id, a domain name or a group key")
+    env_sessions_expire(actor=actor)
+    _live_sessions_check(actor)
     group = None
     if group_key:
         group = _group_join(key=group_key, task_id=task_id, domain_name=domain_name, seed=seed, actor=actor)
@@ -150,20 +184,60 @@ def env_create(
     apis = selectors.domain_apis(domain=domain)
     if not apis:
         raise EnvError(f"domain {domain.name!r} has no valid APIs")
-    # The same opening as a rollout: system prompt with the policy, then the task instruction as the user.
-    episode = episode_start(domain=domain, task=task, apis=apis, simulator=None)
-    return EnvSession.objects.create(
-        domain=domain,
-        task=task,
-        group=group,
-        tools=episode.tools,
-        api_specs=episode.apis,
-        initial_state=episode.initial_state,
-        state=episode.state,
-        messages=episode.messages,
-        created_by=actor,
-        **limits,
-    )
+    _connection_release()
+    with llm_calls_held() as calls:
+        try:
+            episode = episode_start(
+                domain=domain, task=task, apis=apis, clients=StageClients(), limits=_episode_limits(limits)
+            )
+        except LLMError as exc:
+            episode, failure = None, exc
+    llm_calls_write(calls)
+    if episode is None:
+        raise EnvUpstreamError(f"the user simulator could not write the customer's opening message: {failure}")
+    with transaction.atomic():
+        # Locking the account's row makes the count and the insert one step for concurrent creates.
+        User.objects.select_for_update().filter(pk=actor.pk).first()
+        _live_sessions_check(actor)
+        return EnvSession.objects.create(
+            domain=domain,
+            task=task,
+            group=group,
+            tools=episode.tools,
+            api_specs=episode.apis,
+            initial_state=episode.initial_state,
+            state=episode.state,
+            messages=episode.messages,
+            tokens_used=_tokens(calls),
+            llm_call_ids=[call.pk for call in calls],
+            created_by=actor,
+            **limits,
+        )
+
+
+def _live_sessions_check(actor) -> None:
+    cap = settings.SIMIA_ENV_MAX_LIVE_SESSIONS
+    if EnvSession.objects.filter(created_by=actor, done=False).count() >= cap:
+        raise EnvSessionLimit(
+            f"you have {cap} unfinished sessions (SIMIA_ENV_MAX_LIVE_SESSIONS): finish or abandon some first"
+        )
+
+
+def _episode_limits(limits: dict) -> EpisodeLimits:
+    # The simulated user of an RL session talks until it is done (or a limit is hit).
+    return EpisodeLimits(**limits, user_turns=None)
+
+
+def _tokens(calls: list[LLMCall]) -> int:
+    """Tokens the session's budget counts: the environment's calls, not the judge's (the reward is always given)."""
+    return sum(call.tokens_in + call.tokens_out for call in calls if call.stage != Stage.JUDGE)
+
+
+def _connection_release() -> None:
+    """Give the database connection back before waiting on LLMs, so that a session waiting on its simulator
+    holds no connection (256 waiting sessions would otherwise hold 256 of the server's connections)."""
+    if not connection.in_atomic_block:
+        connection.close()
 
 
 def session_opening(*, session: EnvSession) -> dict:
@@ -240,148 +314,46 @@ def message_clean(*, payload) -> dict:
 
 
 def _episode_load(session: EnvSession) -> Episode:
-    domain = session.domain
-    episode = Episode(
-        domain_name=domain.name,
-        policy=domain.policy,
-        task_text=session.task.instruction,
+    """The engine's state as the session stored it."""
+    task = session.task
+    return Episode(
+        domain_name=session.domain.name,
+        policy=session.domain.policy,
+        task_text=task.instruction,
+        expected_outcome=task.expected_outcome,
+        user_scenario=task.user_scenario,
         apis=session.api_specs,
         tools=session.tools,
         state=session.state,
-        state_schema=domain.state_schema,
-        simulator=client_for_stage(Stage.SIMULATOR),
+        initial_state=session.initial_state,
+        state_schema=session.domain.state_schema,
+        clients=StageClients(),
+        limits=_episode_limits(session.limits),
         messages=list(session.messages),
         steps=dict(session.steps),
         errors=session.error_count,
-    )
-    episode.initial_state = session.initial_state
-    return episode
-
-
-def _limit_hit(session: EnvSession) -> str:
-    if session.error_count >= session.max_errors:
-        return TerminationReason.MAX_ERRORS
-    if session.tokens_used >= session.token_budget:
-        return TerminationReason.TOKEN_BUDGET
-    if session.step_count >= session.max_steps:
-        return TerminationReason.MAX_STEPS
-    return ""
-
-
-def _usage_add(session: EnvSession, episode: Episode, counted: int) -> int:
-    """Add the tokens of the calls made since `counted` ids were already counted; returns the new count."""
-    usage = selectors.calls_usage(call_ids=episode.llm_call_ids[counted:])
-    session.tokens_used += usage["tokens"]
-    return len(episode.llm_call_ids)
-
-
-def _trajectory_store(
-    session: EnvSession,
-    *,
-    messages: list,
-    tools: list,
-    steps: dict,
-    final_state: dict,
-    violations: list,
-    verdict: dict | None,
-    llm_calls: list,
-) -> None:
-    """The ended episode as an rl trajectory, so it is reviewed and exported like any other."""
-    session.trajectory = trajectory_create(
-        violations=violations,
-        verdict=verdict,
-        kind=TrajectoryKind.RL,
-        domain=session.domain,
-        task=session.task,
-        messages=messages,
-        tools=tools,
-        steps=steps,
-        initial_state=session.initial_state,
-        final_state=final_state,
-        termination_reason=session.termination_reason,
-        reward=session.reward,
-        provenance={
-            "stage": "rl",
-            "env_session": str(session.pk),
-            "group": session.group.key if session.group else None,
-            "created_by": session.created_by_id,
-            "limits": session.limits,
-            "llm_calls": llm_calls,
-        },
+        tokens_used=session.tokens_used,
     )
 
 
-def _episode_finish(session: EnvSession, episode: Episode) -> dict:
-    """Rules, judge reward and the stored rl trajectory; returns the info to report."""
-    task = session.task
-    violations = rules_check(episode.messages, episode.tools) + simulator_failures(episode.steps)
-    # Every episode that ends by itself is judged, truncated ones too: the trainer needs a reward for each.
-    verdict = judge_run(
-        client=client_for_stage(Stage.JUDGE),
-        messages=episode.messages,
-        tools=episode.tools,
-        task=f"{task.instruction}\nExpected outcome: {task.expected_outcome}",
-        policy=session.domain.policy,
-        world=world_evidence(episode.initial_state, episode.steps),
-    )
-    if verdict.get("llm_call"):
-        episode.llm_calls.append(verdict["llm_call"])
-    session.reward = verdict["score"]
-    session.reward_breakdown = verdict["scores"]
-    _trajectory_store(
-        session,
-        messages=episode.messages,
-        tools=episode.tools,
-        steps=episode.steps,
-        final_state=episode.state,
-        violations=violations,
-        verdict=verdict,
-        llm_calls=session.llm_call_ids + episode.llm_call_ids,
-    )
-    return {
-        "reward_breakdown": verdict["scores"],
-        "judge": {
-            "passed": verdict["passed"],
-            "score": verdict["score"],
-            "confidence": verdict["confidence"],
-            "rationale": verdict["rationale"],
-            **({"error": verdict["error"]} if verdict.get("error") else {}),
-        },
-        "violations": [v.as_dict() for v in violations],
-        "trajectory": session.trajectory.pk,
-    }
-
-
-def _agent_turn(session: EnvSession, episode: Episode, message: dict) -> tuple[list[dict], str]:
-    """Answer the agent's message; returns the observation and the termination reason ("" to go on)."""
-    session.step_count += 1
-    observation = episode.handle_assistant(message)
-    session.error_count = episode.errors
-    counted = _usage_add(session, episode, 0)
-    reason = _limit_hit(session)
-    if message.get("tool_calls") or reason:
-        return observation, reason
-    reply = episode.user_reply(client_for_stage(Stage.USER_SIMULATOR))
-    # A successful answer always adds its call ids; none means the LLM failed after its retries.
-    answered = len(episode.llm_call_ids) > counted
-    _usage_add(session, episode, counted)
-    if reply is None:
-        return [], TerminationReason.USER_DONE if answered else TerminationReason.LLM_ERROR
-    return [reply], TerminationReason.TOKEN_BUDGET if session.tokens_used >= session.token_budget else ""
-
-
-def _session_for_change(*, session_id, actor, finished: str) -> EnvSession:
-    """The caller's unfinished session, row-locked for the rest of the transaction."""
+def _session_live(*, session_id, actor, finished: str) -> EnvSession:
+    """The caller's unfinished session (read without a lock: its writes are guarded by `version`)."""
     session = selectors.session_for_step(session_id=session_id, actor=actor)
     if session is None:
         raise EnvNotFound(f"no environment session {session_id}")
+    if not session.done and session.updated_at < _idle_since():
+        _session_end(session, reason=TerminationReason.IDLE_TIMEOUT)
     if session.done:
         raise EnvFinished(f"the episode has ended ({session.termination_reason}); {finished}")
     return session
 
 
+def _idle_since():
+    return timezone.now() - timedelta(minutes=settings.SIMIA_ENV_IDLE_MINUTES)
+
+
 def _session_save(session: EnvSession, *, version: int, **fields) -> None:
-    """Compare-and-set on the version: a guard for databases without row locks (the other change won)."""
+    """Compare-and-set on the version: whichever change wrote first wins, the other is refused."""
     updated = EnvSession.objects.filter(pk=session.pk, version=version).update(
         version=F("version") + 1, updated_at=timezone.now(), **fields
     )
@@ -389,58 +361,137 @@ def _session_save(session: EnvSession, *, version: int, **fields) -> None:
         raise EnvConflict("another step on this session was applied at the same time; retry")
 
 
+def _trajectory_store(session: EnvSession, episode: Episode, outcome, *, llm_call_ids: list[int]):
+    """The ended episode as an rl trajectory, so it is reviewed and exported like any other."""
+    return trajectory_create(
+        violations=outcome.violations,
+        verdict=outcome.verdict,
+        kind=TrajectoryKind.RL,
+        domain=session.domain,
+        task=session.task,
+        messages=episode.messages,
+        tools=episode.tools,
+        steps=episode.steps,
+        initial_state=episode.initial_state,
+        final_state=episode.state,
+        termination_reason=episode.termination_reason,
+        reward=outcome.verdict["score"] if outcome.verdict else None,
+        provenance={
+            "stage": "rl",
+            "env_session": str(session.pk),
+            "group": session.group.key if session.group else None,
+            "created_by": session.created_by_id,
+            "limits": session.limits,
+            "llm_calls": llm_call_ids,
+        },
+    )
+
+
+def _finish_info(outcome, trajectory) -> dict:
+    verdict = outcome.verdict
+    judge = None
+    if verdict is not None:
+        judge = {
+            "passed": verdict["passed"],
+            "score": verdict["score"],
+            "confidence": verdict["confidence"],
+            "rationale": verdict["rationale"],
+            **({"error": verdict["error"]} if verdict.get("error") else {}),
+        }
+    return {
+        "reward_breakdown": verdict["scores"] if verdict else {},
+        "judge": judge,
+        "violations": [v.as_dict() for v in outcome.violations],
+        "trajectory": trajectory.pk,
+    }
+
+
+def _session_write(session: EnvSession, episode: Episode, *, version: int, calls: list[LLMCall], outcome) -> dict:
+    """Store the step (and the trajectory, when the episode ended) if no other change came first."""
+    fields = {
+        "state": episode.state,
+        "messages": episode.messages,
+        "steps": episode.steps,
+        "step_count": episode.assistant_turns(),
+        "error_count": episode.errors,
+        "tokens_used": session.tokens_used + _tokens(calls),
+        "llm_call_ids": session.llm_call_ids + [call.pk for call in calls],
+    }
+    info = {}
+    with transaction.atomic():
+        if episode.done:
+            trajectory = _trajectory_store(session, episode, outcome, llm_call_ids=fields["llm_call_ids"])
+            verdict = outcome.verdict
+            fields.update(
+                done=True,
+                termination_reason=episode.termination_reason,
+                reward=verdict["score"] if verdict else None,
+                reward_breakdown=verdict["scores"] if verdict else {},
+                trajectory=trajectory,
+                finished_at=timezone.now(),
+            )
+            info = _finish_info(outcome, trajectory)
+        _session_save(session, version=version, **fields)  # a lost race rolls the trajectory back too
+    for name, value in fields.items():
+        setattr(session, name, value)
+    return info
+
+
 def env_step(*, session_id, actor, payload) -> dict:
     """Apply one agent message; returns {"observation", "done", "reward", "termination_reason", "info"}."""
     message = message_clean(payload=payload)
-    with transaction.atomic():
-        session = _session_for_change(session_id=session_id, actor=actor, finished="create a new session")
-        version = session.version
-        episode = _episode_load(session)
-        observation, reason = _agent_turn(session, episode, message)
-        info = {
-            "step": session.step_count,
-            "errors": session.error_count,
-            "tokens_used": session.tokens_used,
-            "tool_errors": {
-                index: episode.steps[index]["errors"]
-                for index in episode.steps
-                if index.isdigit() and int(index) >= len(session.messages) and episode.steps[index]["errors"]
-            },
-        }
-        if reason:
-            session.done = True
-            session.termination_reason = reason
-            session.finished_at = timezone.now()
-            info.update(_episode_finish(session, episode))
-        step_calls = episode.llm_call_ids
-        info["llm"] = selectors.calls_usage(call_ids=step_calls)
-        _session_save(
-            session,
-            version=version,
-            state=episode.state,
-            messages=episode.messages,
-            steps=episode.steps,
-            step_count=session.step_count,
-            error_count=session.error_count,
-            tokens_used=session.tokens_used,
-            llm_call_ids=session.llm_call_ids + step_calls,
-            done=session.done,
-            termination_reason=session.termination_reason,
-            reward=session.reward,
-            reward_breakdown=session.reward_breakdown,
-            trajectory=session.trajectory,
-            finished_at=session.finished_at,
+    session = _session_live(session_id=session_id, actor=actor, finished="create a new session")
+    calls_sent = len(message.get("tool_calls") or [])
+    if calls_sent > session.max_tool_calls_per_step:
+        raise EnvError(
+            f"the message has {calls_sent} tool calls; this session's max_tool_calls_per_step is "
+            f"{session.max_tool_calls_per_step}"
         )
+    version, known = session.version, len(session.messages)
+    _connection_release()
+    with llm_calls_held() as calls:
+        episode = _episode_load(session)
+        observation = episode.step(message)
+        outcome = episode_conclude(episode=episode, judge=JUDGE_ALWAYS) if episode.done else None
+    llm_calls_write(calls)  # kept even when this step loses a race below
+    info = _session_write(session, episode, version=version, calls=calls, outcome=outcome)
     return {
         "observation": observation,
         "done": session.done,
         "reward": session.reward,
         "termination_reason": session.termination_reason or None,
-        "info": info,
+        "info": {
+            "step": session.step_count,
+            "errors": session.error_count,
+            "tokens_used": session.tokens_used,
+            "tool_errors": {
+                index: step["errors"]
+                for index, step in episode.steps.items()
+                if index.isdigit() and int(index) >= known and step["errors"]
+            },
+            **info,
+            "llm": _calls_usage(calls),
+        },
+    }
+
+
+def _calls_usage(calls: list[LLMCall]) -> dict:
+    return {
+        "tokens": sum(call.tokens_in + call.tokens_out for call in calls),
+        "latency_ms": sum(call.latency_ms for call in calls),
+        "calls": len(calls),
     }
 
 
 # -- abandon ---------------------------------------------------------------------------------------
+
+
+def _session_end(session: EnvSession, *, reason: str) -> dict:
+    """End an unfinished episode without a judge (abandoned by the client, or idle too long)."""
+    episode = _episode_load(session)
+    episode.termination_reason = reason
+    outcome = episode_conclude(episode=episode, judge=JUDGE_NEVER)
+    return _session_write(session, episode, version=session.version, calls=[], outcome=outcome)
 
 
 def env_abandon(*, session_id, actor) -> dict:
@@ -449,30 +500,8 @@ def env_abandon(*, session_id, actor) -> dict:
     The conversation so far is stored as an rl trajectory with its rule violations but is not judged:
     an abandoned episode has no outcome to score, so `reward` stays null and no LLM call is made.
     """
-    with transaction.atomic():
-        session = _session_for_change(session_id=session_id, actor=actor, finished="nothing to abandon")
-        session.done = True
-        session.termination_reason = TerminationReason.ABANDONED
-        session.finished_at = timezone.now()
-        violations = rules_check(session.messages, session.tools) + simulator_failures(session.steps)
-        _trajectory_store(
-            session,
-            messages=session.messages,
-            tools=session.tools,
-            steps=session.steps,
-            final_state=session.state,
-            violations=violations,
-            verdict=None,
-            llm_calls=session.llm_call_ids,
-        )
-        _session_save(
-            session,
-            version=session.version,
-            done=True,
-            termination_reason=session.termination_reason,
-            trajectory=session.trajectory,
-            finished_at=session.finished_at,
-        )
+    session = _session_live(session_id=session_id, actor=actor, finished="nothing to abandon")
+    info = _session_end(session, reason=TerminationReason.ABANDONED)
     return {
         "observation": [],
         "done": True,
@@ -483,10 +512,27 @@ def env_abandon(*, session_id, actor) -> dict:
             "errors": session.error_count,
             "tokens_used": session.tokens_used,
             "tool_errors": {},
-            "reward_breakdown": {},
-            "judge": None,
-            "violations": [v.as_dict() for v in violations],
-            "trajectory": session.trajectory.pk,
-            "llm": selectors.calls_usage(call_ids=[]),
+            **info,
+            "llm": _calls_usage([]),
         },
     }
+
+
+def env_sessions_expire(*, actor=None) -> int:
+    """Abandon unfinished sessions (of `actor`, or everyone's) left without a step for SIMIA_ENV_IDLE_MINUTES;
+    returns how many. Each is stored like an abandoned one, with termination reason idle_timeout."""
+    idle = (
+        EnvSession.objects.select_related("domain", "task", "group")
+        .defer("domain__initial_state")
+        .filter(done=False, updated_at__lt=_idle_since())
+    )
+    if actor is not None:
+        idle = idle.filter(created_by=actor)
+    ended = 0
+    for session in idle.iterator(chunk_size=100):
+        try:
+            _session_end(session, reason=TerminationReason.IDLE_TIMEOUT)
+        except EnvConflict:  # a step came in meanwhile: the session is alive after all
+            continue
+        ended += 1
+    return ended

@@ -22,6 +22,7 @@ import httpx2
 import openai
 import orjson
 from django.conf import settings
+from django.db import connection
 
 from simia_web.core.json_input import json_parse
 from simia_web.core.jsonutil import content_hash
@@ -164,11 +165,24 @@ def parse_json_answer(text: str | None) -> Any:
         raise
 
 
+# Until an endpoint's context window is known, prompts are sized for an 8k-token one at a conservative
+# 2.3 characters per token (JSON with ids tokenizes densely: SmolLM2 reads τ² retail prompts at ~2.5, a digit
+# a token), with room for the chat template.
+DEFAULT_CONTEXT_TOKENS = 8192
+TEMPLATE_TOKENS = 256
+CHARS_PER_TOKEN = 2.3
+
+
 class LLMClient:
     def __init__(self, profile: EndpointProfile, *, stage: str, job_id: int | None = None):
         self.profile = profile
         self.stage = stage
         self.job_id = job_id
+
+    def prompt_chars_available(self) -> int:
+        """Characters of prompt that fit the context window beside the answer's max_tokens."""
+        tokens = DEFAULT_CONTEXT_TOKENS - min(self.profile.max_tokens, DEFAULT_CONTEXT_TOKENS // 2) - TEMPLATE_TOKENS
+        return int(tokens * CHARS_PER_TOKEN)
 
     # -- public calls -------------------------------------------------------------------------
 
@@ -341,6 +355,10 @@ class LLMClient:
 
     def _send(self, request: dict) -> tuple[Any, int]:
         """One HTTP request: (the completion, or the exception it raised; latency in ms, queueing excluded)."""
+        # An LLM call takes seconds to minutes: inside a transaction it would hold the transaction's locks
+        # (all of SQLite's writes) that long. Tests that run inside a transaction of their own allow it.
+        if len(connection.atomic_blocks) > settings.SIMIA_LLM_ATOMIC_BLOCKS_ALLOWED:
+            raise RuntimeError("an LLM call inside a database transaction: make the call first, then write")
         exchange_ms.set(0)
         try:
             # The raw POST skips the SDK's typed request/response models (a third of a call's CPU) while

@@ -5,7 +5,9 @@ import json
 from simia_web.llm.client import LLMClient, LLMError
 from simia_web.llm.models import Stage
 
-PROMPT_VERSION = "judge-v2"  # v2: the world state and its changes are part of the evidence
+from .prompt_fit import compact_json, json_size, messages_fit, text_clip
+
+PROMPT_VERSION = "judge-v3"  # v3: evidence fitted to the prompt budget, with what was cut listed
 CRITERIA = ("task_completed", "tool_use_correct", "simulator_consistent", "policy_followed", "final_answer_grounded")
 PASS_THRESHOLD = 0.7
 
@@ -25,6 +27,15 @@ SCHEMA = {
     "required": ["scores", "passed", "confidence", "rationale", "cited_messages"],
 }
 
+
+SYSTEM = (
+    "You are a strict reviewer of tool-calling agent conversations used as training data. Score each criterion "
+    "from 0 to 1: " + ", ".join(CRITERIA) + ". A conversation passes only if the task was completed correctly, "
+    "tools were used with valid arguments, tool results are consistent with each other and with the world state "
+    "(when given: the initial state and each tool message's state changes, with any error applying them), the "
+    "policy was followed and the final answer is grounded in tool results. Cite the indices of the messages that "
+    "decided your verdict. Parts listed under `cut` were left out for length: do not penalise what you cannot see."
+)
 
 # Larger evidence is left out of the prompt, so that the conversation itself always fits.
 STATE_CHARS_SHOWN = 20_000
@@ -52,23 +63,71 @@ def world_evidence(initial_state: dict, steps: dict[str, dict]) -> dict:
     }
 
 
+def _world_fit(world: dict, room: int, cut: list[str]) -> dict:
+    """The world evidence within `room` characters: the state changes first, then the initial state."""
+    changes, shown = {}, 0
+    for index, change in (world.get("state_changes") or {}).items():
+        size = json_size(change) + 10
+        if shown + size > room:
+            cut.append(f"state changes from tool message {index} on left out")
+            break
+        changes[index], shown = change, shown + size
+    fitted = {"state_changes": changes}
+    initial = world.get("initial_state")
+    if json_size(initial) <= room - shown:
+        fitted["initial_state"] = initial
+    else:
+        cut.append("initial state left out")
+        fitted["initial_state"] = f"(not shown: {json_size(initial)} characters)"
+    return fitted
+
+
+def _tools_fit(tools: list[dict], room: int, cut: list[str]) -> list:
+    """The tools within `room`: whole, else names and short descriptions, else as many names as fit."""
+    if json_size(tools) <= room:
+        return tools
+    functions = [t.get("function") or {} for t in tools]
+    described = [{"name": f.get("name"), "description": text_clip(f.get("description") or "", 160)} for f in functions]
+    if json_size(described) <= room:
+        cut.append("tool parameter schemas left out")
+        return described
+    names = [f.get("name") for f in functions]
+    while names and json_size(names) > room:
+        names.pop()
+    cut.append(f"tools shown by name only ({len(names)} of {len(functions)})")
+    return names
+
+
 def judge_messages(
-    *, messages: list[dict], tools: list[dict], task: str, policy: str, world: dict | None = None
+    *, messages: list[dict], tools: list[dict], task: str, policy: str, world: dict | None = None, budget: int
 ) -> list[dict]:
-    numbered = [{"index": i, **m} for i, m in enumerate(messages)]
-    evidence = {"task": task, "policy": policy[:6000], "tools": tools, "conversation": numbered, **(world or {})}
-    return [
-        {
-            "role": "system",
-            "content": "You are a strict reviewer of tool-calling agent conversations used as training data. "
-            "Score each criterion from 0 to 1: " + ", ".join(CRITERIA) + ". A conversation passes only if the "
-            "task was completed correctly, tools were used with valid arguments, tool results are consistent with "
-            "each other and with the world state (when given: the initial state and each tool message's state "
-            "changes, with any error applying them), the policy was followed and the final answer is grounded in "
-            "tool results. Cite the indices of the messages that decided your verdict.",
-        },
-        {"role": "user", "content": json.dumps(evidence, ensure_ascii=False)},
+    """The judge's prompt within `budget` characters; what had to be cut is listed in its `cut` field.
+
+    The conversation comes first (half the budget, its opening and its latest turns kept); the task, the
+    policy and the tools an eighth each (tools shown as names and descriptions when their schemas do not
+    fit); the world evidence what is left."""
+    cut: list[str] = []
+    tools = _tools_fit(tools, budget // 8, cut)
+    # The agent's system prompt repeats the policy, which is given once below.
+    conversation = [
+        {"role": "system", "content": "(the agent's instructions and the policy below)"}
+        if i == 0 and m.get("role") == "system"
+        else m
+        for i, m in enumerate(messages)
     ]
+    numbered, conversation_cut = messages_fit(conversation, budget // 2, keep_first=2)
+    evidence = {
+        "task": text_clip(task, budget // 8),
+        "policy": text_clip(policy, budget // 8),
+        "tools": tools,
+        "conversation": numbered,
+    }
+    cut += conversation_cut
+    if world:
+        evidence.update(_world_fit(world, budget - json_size(evidence) - len(SYSTEM) - 300, cut))
+    if cut:
+        evidence["cut"] = cut
+    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": compact_json(evidence)}]
 
 
 def judge_run(
@@ -80,7 +139,14 @@ def judge_run(
     assert client.stage == Stage.JUDGE
     try:
         reply = client.structured(
-            messages=judge_messages(messages=messages, tools=tools, task=task, policy=policy, world=world),
+            messages=judge_messages(
+                messages=messages,
+                tools=tools,
+                task=task,
+                policy=policy,
+                world=world,
+                budget=client.prompt_chars_available(),
+            ),
             schema=SCHEMA,
             schema_name="judge_verdict",
             prompt_version=PROMPT_VERSION,

@@ -62,7 +62,8 @@ def _rollout_units(task_ids: list[int], rollouts: int) -> list[UnitPlan]:
 
 def _rollout_writer(job, unit):
     # Only what a rollout reads: a task's other columns (provenance, API lists) are a third of the read's CPU.
-    task = Task.objects.only("domain_id", "instruction", "expected_outcome").get(pk=unit.params["task"])
+    fields = ("domain_id", "instruction", "expected_outcome", "user_scenario")
+    task = Task.objects.only(*fields).get(pk=unit.params["task"])
     domain, apis = domain_with_valid_apis(task.domain_id, job_id=job.pk)
     _require_usable(domain)
     outcome = rollout_run(

@@ -1,14 +1,15 @@
-"""A teacher-agent rollout of one task against the simulator, followed by rules and the judge."""
+"""A teacher-agent rollout of one task: the episode engine driven by the agent LLM, then rules and the judge."""
 
 from dataclasses import dataclass
 
 from simia_web.catalog.models import Api, Domain, Task
-from simia_web.llm.client import LLMError, client_for_stage
+from simia_web.llm.client import LLMError
 from simia_web.llm.models import Stage
 
-from .episode import Episode, agent_system_prompt
-from .judge import judge_run, world_evidence
-from .rules import Violation, rules_check, simulator_failures
+from .episode import JUDGE_IF_CLEAN, EpisodeLimits, StageClients, api_specs, episode_conclude, episode_start
+from .rules import Violation
+
+__all__ = ["RolloutLimits", "api_specs", "rollout_run"]
 
 AGENT_PROMPT_VERSION = "agent-v1"
 
@@ -18,37 +19,6 @@ class RolloutLimits:
     max_steps: int = 12
     max_errors: int = 3
     user_turns: int = 0  # extra user turns played by the user simulator
-
-
-def api_specs(apis: list[Api]) -> dict[str, dict]:
-    return {
-        api.name: {
-            "description": api.description,
-            "parameters": api.parameters,
-            "returns": api.returns,
-            "kind": api.kind,
-            "touches": api.touches,
-        }
-        for api in apis
-    }
-
-
-def episode_start(*, domain: Domain, task: Task, apis: list[Api], simulator) -> Episode:
-    episode = Episode(
-        domain_name=domain.name,
-        policy=domain.policy,
-        task_text=task.instruction,
-        apis=api_specs(apis),
-        tools=[api.as_tool() for api in apis],
-        state=domain.initial_state or {},
-        state_schema=domain.state_schema,
-        simulator=simulator,
-    )
-    episode.messages = [
-        {"role": "system", "content": agent_system_prompt(domain_name=domain.name, policy=domain.policy)},
-        {"role": "user", "content": task.instruction},
-    ]
-    return episode
 
 
 def rollout_run(
@@ -62,17 +32,16 @@ def rollout_run(
     sample: str,
 ) -> dict:
     """Run the episode to its end and return the fields of the trajectory to store (not yet written)."""
-    clients = {
-        stage: client_for_stage(stage, job_id=job_id, profile_id=profiles.get(stage))
-        for stage in (Stage.AGENT, Stage.SIMULATOR, Stage.USER_SIMULATOR, Stage.JUDGE)
-    }
-    episode = episode_start(domain=domain, task=task, apis=apis, simulator=clients[Stage.SIMULATOR])
-    user_turns = 0
-    agent_failure: Violation | None = None
+    clients = StageClients(job_id=job_id, profiles=profiles)
+    episode = episode_start(
+        domain=domain,
+        task=task,
+        apis=apis,
+        clients=clients,
+        limits=EpisodeLimits(max_steps=limits.max_steps, max_errors=limits.max_errors, user_turns=limits.user_turns),
+    )
+    failures: list[Violation] = []
     while not episode.done:
-        if episode.assistant_turns() >= limits.max_steps:
-            episode.termination_reason = "max_steps"
-            break
         try:
             reply = clients[Stage.AGENT].chat(
                 messages=episode.messages, tools=episode.tools, prompt_version=AGENT_PROMPT_VERSION, cache_salt=sample
@@ -81,33 +50,12 @@ def rollout_run(
             if not episode.assistant_turns():
                 raise  # the agent never answered: there is no conversation to keep, the unit fails with the reason
             episode.termination_reason = "llm_error"
-            agent_failure = Violation("llm_error", len(episode.messages) - 1, f"agent: {exc}"[:2000])
+            failures.append(Violation("llm_error", len(episode.messages) - 1, f"agent: {exc}"[:2000]))
             break
         episode.llm_calls += reply.calls
-        episode.handle_assistant(reply.data)
-        if episode.errors >= limits.max_errors:
-            episode.termination_reason = "max_errors"
-        elif not reply.data.get("tool_calls"):
-            if user_turns < limits.user_turns and episode.user_reply(clients[Stage.USER_SIMULATOR]):
-                user_turns += 1
-            else:
-                episode.termination_reason = "final_answer"
+        episode.step(reply.data)
 
-    violations = rules_check(episode.messages, episode.tools) + simulator_failures(episode.steps)
-    if agent_failure is not None:
-        violations.append(agent_failure)
-    verdict = None
-    if not violations:
-        verdict = judge_run(
-            client=clients[Stage.JUDGE],
-            messages=episode.messages,
-            tools=episode.tools,
-            task=f"{task.instruction}\nExpected outcome: {task.expected_outcome}",
-            policy=domain.policy,
-            world=world_evidence(episode.initial_state, episode.steps),
-        )
-        if verdict.get("llm_call"):
-            episode.llm_calls.append(verdict["llm_call"])
+    outcome = episode_conclude(episode=episode, judge=JUDGE_IF_CLEAN, violations=failures)
     return {
         "fields": {
             "domain": domain,
@@ -126,7 +74,7 @@ def rollout_run(
                 "profiles": {stage: c.profile.name for stage, c in clients.items()},
             },
         },
-        "violations": violations,
-        "verdict": verdict,
+        "violations": outcome.violations,
+        "verdict": outcome.verdict,
         "llm_calls": episode.llm_calls,  # their ids go in the provenance once the rows are written
     }

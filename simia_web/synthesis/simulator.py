@@ -1,14 +1,16 @@
 """The environment simulator: answers a tool call and returns a JSON Patch to the explicit world state."""
 
 import copy
-import json
 
 import jsonpatch
 
 from simia_web.core.schemas import SCHEMA_FAILURES, first_error
 from simia_web.llm.client import LLMClient, LLMError
 
-PROMPT_VERSION = "simulator-v1"
+from .prompt_fit import compact_json, json_size, messages_fit, text_clip
+from .state_slice import state_view
+
+PROMPT_VERSION = "simulator-v2"  # v2: the state, or the slice of it the call names, within the prompt budget
 
 SCHEMA = {
     "type": "object",
@@ -33,24 +35,33 @@ SCHEMA = {
 }
 
 
-def simulator_messages(*, api: dict, arguments: dict, task: str, state: dict, history: list[dict]) -> list[dict]:
-    return [
-        {
-            "role": "system",
-            "content": "You simulate the backend of an API. Given the API specification, the current world state "
-            "and the call, return the exact JSON response the real API would give, and a JSON Patch (RFC 6902) "
-            "that applies the call's effects to the world state. Read-only APIs never change the state. Invalid "
-            "requests (unknown ids, violated preconditions) return an error response and an empty patch. Stay "
-            "consistent with the state and with earlier responses.",
-        },
-        {
-            "role": "user",
-            "content": json.dumps(
-                {"api": api, "arguments": arguments, "task": task, "state": state, "history": history[-12:]},
-                ensure_ascii=False,
-            ),
-        },
-    ]
+SYSTEM = (
+    "You simulate the backend of an API. Given the API specification, the current world state and the call, "
+    "return the exact JSON response the real API would give, and a JSON Patch (RFC 6902) that applies the call's "
+    "effects to the world state. Read-only APIs never change the state. Invalid requests (unknown ids, violated "
+    "preconditions) return an error response and an empty patch. Stay consistent with the state and with earlier "
+    "responses."
+)
+
+
+def simulator_messages(
+    *, api: dict, arguments: dict, task: str, state: dict, history: list[dict], budget: int
+) -> tuple[list[dict], list[str]]:
+    """The prompt within `budget` characters, and notes of what was cut to fit.
+
+    The call itself is always whole; the task and the conversation so far get at most a quarter of the
+    budget each (the latest turns kept); the state, or the slice of it the call names, the rest."""
+    request = {"api": api, "arguments": arguments, "task": text_clip(task, budget // 8)}
+    conversation = [m for m in history if m.get("role") != "system"]
+    shown, cut = messages_fit(conversation, budget // 4)
+    request["history"] = [{k: v for k, v in m.items() if k != "index"} for m in shown]
+    room = budget - len(SYSTEM) - json_size(request) - 200
+    view, state_cut = state_view(state, arguments, room)
+    request.update(view)
+    cut += state_cut
+    if cut:
+        request["cut"] = cut
+    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": compact_json(request)}], cut
 
 
 def state_apply(state: dict, patch: list[dict], state_schema: dict | None) -> tuple[dict, str | None]:
@@ -72,11 +83,15 @@ def state_apply(state: dict, patch: list[dict], state_schema: dict | None) -> tu
 def simulate_call(
     *, client: LLMClient, api: dict, arguments: dict, task: str, state: dict, state_schema: dict, history: list[dict]
 ) -> dict:
-    """{"response", "patch", "state_after", "errors", "failed", "calls" (LLMCall rows)}; never raises for LLM
-    trouble: when the simulator gives no usable answer, `failed` is set and the agent is told the service is down."""
+    """{"response", "patch", "state_after", "errors", "failed", "calls" (LLMCall rows), "cut" (what the prompt
+    left out to fit)}; never raises for LLM trouble: when the simulator gives no usable answer, `failed` is set
+    and the agent is told the service is down."""
+    messages, cut = simulator_messages(
+        api=api, arguments=arguments, task=task, state=state, history=history, budget=client.prompt_chars_available()
+    )
     try:
         reply = client.structured(
-            messages=simulator_messages(api=api, arguments=arguments, task=task, state=state, history=history),
+            messages=messages,
             schema=SCHEMA,
             schema_name="simulated_response",
             prompt_version=PROMPT_VERSION,
@@ -89,6 +104,7 @@ def simulate_call(
             "errors": [f"simulator failed: {exc}"],
             "failed": True,
             "calls": [],
+            "cut": cut,
         }
     patch = reply.data["patch"]
     new_state, error = state_apply(state, patch, state_schema)
@@ -99,4 +115,5 @@ def simulate_call(
         "errors": [error] if error else [],
         "failed": False,
         "calls": reply.calls,
+        "cut": cut,
     }

@@ -8,6 +8,7 @@ from rest_framework.test import APIClient
 
 from simia_web.accounts.services import user_token
 from simia_web.environments.models import EnvSession
+from simia_web.llm.models import LLMCall
 
 from .conftest import CANCEL
 
@@ -73,7 +74,7 @@ def test_parallel_sessions_are_independent(transactional_db, shop, script, llm_s
     assert llm_stub.max_in_flight > 1  # the steps really overlapped
 
 
-def test_racing_steps_on_one_session_do_not_interleave(transactional_db, shop, script, llm_stub, users):
+def test_racing_steps_on_one_session_keep_only_the_first_to_write(transactional_db, shop, script, llm_stub, users):
     llm_stub.latency = 0.2
     token = user_token(user=users["curator"])
     env_id = token_client(token).post(URL, {"task": shop["tasks"][0].pk}, format="json").json()["id"]
@@ -81,14 +82,50 @@ def test_racing_steps_on_one_session_do_not_interleave(transactional_db, shop, s
 
     def send(call_id):
         response = token_client(token).post(f"{URL}{env_id}/step", {"message": cancel_message(call_id)}, format="json")
-        codes.append(response.status_code)
+        codes.append((response.status_code, response.json().get("error")))
 
     run_threads(send, [("call_a",), ("call_b",), ("call_c",)])
-    assert codes == [200, 200, 200]
+    # No lock is held while the simulator answers, so all three ran; the first to write won.
+    assert sorted(codes) == [(200, None), (409, "concurrent_step"), (409, "concurrent_step")]
     session = EnvSession.objects.get(pk=env_id)
-    assert session.step_count == 3 and session.version == 4
-    roles = [m["role"] for m in session.messages]
-    assert roles == ["system", "user"] + ["assistant", "tool"] * 3
-    # Every tool result follows its own call.
-    for i in range(2, 8, 2):
-        assert session.messages[i + 1]["tool_call_id"] == session.messages[i]["tool_calls"][0]["id"]
+    assert session.step_count == 1 and session.version == 2
+    assert [m["role"] for m in session.messages] == ["system", "user", "assistant", "tool"]
+    assert session.messages[3]["tool_call_id"] == session.messages[2]["tool_calls"][0]["id"]
+    # The losers' simulator calls are recorded all the same, but not counted on the session.
+    assert LLMCall.objects.filter(stage="simulator").count() == 3
+    assert len(session.llm_call_ids) == 1
+
+
+def test_an_abandon_goes_through_while_a_step_waits_and_the_step_then_loses(
+    transactional_db, shop, script, llm_stub, users
+):
+    token = user_token(user=users["curator"])
+    env_id = token_client(token).post(URL, {"task": shop["tasks"][0].pk}, format="json").json()["id"]
+    waiting = threading.Event()
+    answer_simulator = script.__call__
+
+    def slow_simulator(request):
+        if request.stage == "simulator":
+            waiting.set()
+            reply = answer_simulator(request)
+            reply.delay = 3.0
+            return reply
+        return answer_simulator(request)
+
+    llm_stub.responder = slow_simulator
+    step = {}
+
+    def send():
+        response = token_client(token).post(f"{URL}{env_id}/step", {"message": cancel_message("call_a")}, format="json")
+        step.update(status=response.status_code, body=response.json())
+
+    thread = threading.Thread(target=lambda: (send(), connection.close()))
+    thread.start()
+    assert waiting.wait(timeout=30)
+    abandoned = token_client(token).post(f"{URL}{env_id}/abandon")
+    assert abandoned.status_code == 200 and thread.is_alive()  # no lock held by the waiting step
+    thread.join(timeout=60)
+    assert step["status"] == 409 and step["body"]["error"] == "concurrent_step"
+    session = EnvSession.objects.get(pk=env_id)
+    assert session.termination_reason == "abandoned" and [m["role"] for m in session.messages] == ["system", "user"]
+    assert LLMCall.objects.filter(stage="simulator").count() == 1  # the losing step's call is recorded

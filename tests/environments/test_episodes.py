@@ -30,7 +30,7 @@ def test_reset_returns_opening_tools_and_policy(shop, script, curator):
     assert sorted(t["function"]["name"] for t in env["tools"]) == ["cancel_order", "get_order"]
     assert "Only pending orders can be cancelled." in env["system"]
     assert env["task"] == task.pk and env["group"] is None
-    assert env["limits"] == {"max_steps": 30, "max_errors": 5, "token_budget": 200000}
+    assert env["limits"] == {"max_steps": 30, "max_errors": 5, "token_budget": 200000, "max_tool_calls_per_step": 16}
 
 
 def test_whole_episode_with_tool_call_user_turn_and_reward(shop, script, curator, llm_stub):
