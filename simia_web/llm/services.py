@@ -10,7 +10,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
-from .models import LLMCall
+from django.db import transaction
+
+from .models import EndpointProfile, LLMCall
 from .slots import Rank, first_come
 
 _held: ContextVar[list[LLMCall] | None] = ContextVar("held_llm_calls", default=None)
@@ -87,3 +89,49 @@ def llm_calls_write(calls: list[LLMCall]) -> None:
     """Write held rows in one INSERT; their pks are set afterwards."""
     if calls:
         LLMCall.objects.bulk_create(calls)
+
+
+# -- what an endpoint takes: found by check_endpoint or learned in use ------------------------------
+
+_LEARNED_KEPT = 20  # the latest fallbacks learned in use, kept as evidence
+
+
+def profile_capabilities_record(*, profile: EndpointProfile, found: dict, context_window: int | None) -> None:
+    """Store what a check of the endpoint found (modes, window and evidence); a window it found replaces the old."""
+    with transaction.atomic():
+        locked = EndpointProfile.objects.select_for_update().get(pk=profile.pk)
+        locked.capabilities = {**found, "learned": (locked.capabilities or {}).get("learned", [])}
+        if context_window:
+            locked.context_window = context_window
+        locked.save(update_fields=["capabilities", "context_window"])
+    profile.capabilities, profile.context_window = locked.capabilities, locked.context_window
+
+
+def profile_capability_learn(*, profile: EndpointProfile, what: str, mode: str, evidence: str) -> None:
+    """A fallback taken in use ("structured"/"tools" -> the weaker mode), remembered with what caused it."""
+    with transaction.atomic():
+        locked = EndpointProfile.objects.select_for_update().get(pk=profile.pk)
+        capabilities = dict(locked.capabilities or {})
+        if capabilities.get(what) == mode:
+            return
+        learned = [*capabilities.get("learned", []), {"what": what, "mode": mode, "evidence": evidence[:300]}]
+        capabilities.update({what: mode, "learned": learned[-_LEARNED_KEPT:]})
+        locked.capabilities = capabilities
+        locked.save(update_fields=["capabilities"])
+    profile.capabilities = capabilities
+
+
+def profile_context_window_learn(*, profile: EndpointProfile, context_window: int | None, source: str) -> None:
+    """The context window a server reported or named in a refusal (None: it reports none, so the default holds)."""
+    with transaction.atomic():
+        locked = EndpointProfile.objects.select_for_update().get(pk=profile.pk)
+        capabilities = {**(locked.capabilities or {}), "context_window_source": source}
+        locked.capabilities = capabilities
+        locked.context_window = context_window or locked.context_window
+        locked.save(update_fields=["capabilities", "context_window"])
+    profile.capabilities, profile.context_window = capabilities, locked.context_window
+
+
+def profile_chars_per_token_learn(*, profile: EndpointProfile, chars_per_token: float) -> None:
+    EndpointProfile.objects.filter(pk=profile.pk).update(chars_per_token=chars_per_token)
+    profile.chars_per_token = chars_per_token
