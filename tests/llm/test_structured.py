@@ -53,11 +53,11 @@ def test_rejected_json_object_too_falls_back_to_the_prompt(stub):
     stub.reject_json_schema = stub.reject_json_object = True
     reply = ask()
     assert reply.data == {"answer": 42}
-    assert _response_format_types(stub) == ["json_schema", "json_object", None]
-    assert [c.mode for c in reply.calls] == ["json_schema", "json_object", "prompt"]
-    assert '"required": ["answer"]' in _system_text(stub.requests[2])
+    assert _response_format_types(stub) == ["json_schema", "json_object", "json_object", None]
+    assert [c.mode for c in reply.calls] == ["json_schema", "json_object_schema", "json_object", "prompt"]
+    assert '"required":["answer"]' in _system_text(stub.requests[3])  # compact JSON
     ask()
-    assert _response_format_types(stub)[3:] == [None]
+    assert _response_format_types(stub)[4:] == [None]
 
 
 def test_learned_fallback_belongs_to_one_profile(stub):
