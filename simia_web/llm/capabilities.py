@@ -126,10 +126,8 @@ def _ollama_window(show: dict) -> int:
 def _structured_mode(profile: EndpointProfile) -> tuple[str, list[Probe]]:
     """The strongest structured-output mode whose answer follows the probe schema."""
     ask = [{"role": "user", "content": "Describe the sky in one JSON object."}]
-    in_prompt = [
-        {"role": "system", "content": f"Reply with only a JSON object valid against: {compact_json(_PROBE_SCHEMA)}"},
-        *ask,
-    ]
+    instruction = f"Reply with only a JSON object valid against this JSON Schema: {compact_json(_PROBE_SCHEMA)}"
+    in_prompt = [{"role": "system", "content": instruction}, *ask]
     attempts = [
         (StructuredMode.JSON_SCHEMA, ask, {"type": "json_schema", "json_schema": _json_schema_format()}),
         (StructuredMode.JSON_OBJECT_SCHEMA, ask, {"type": "json_object", "schema": _PROBE_SCHEMA}),

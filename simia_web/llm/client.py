@@ -95,7 +95,7 @@ _STRUCTURED_FALLBACK = {
 # supported", "does not support tools", "requires --enable-auto-tool-choice" or pydantic's "Input should
 # be 'text' or 'json_object'" do. An answer that only names a function, such as an invalid schema for
 # one, is a bad request.
-_OPTION = r"\b(?:response_format|json_schema|json_object|tools?|tool[_ ]choice)\b"
+_OPTION = r"\b(?:response_format|json_schema|json_object|tools|tool[_ ]choice)\b"  # not "tool", a role
 _REFUSAL = (
     r"\b(?:not supported|unsupported|does not support|requires|unrecogni[sz]ed|not allowed|not permitted"
     r"|input should be|was unexpected|unknown (?:field|parameter|argument)|extra (?:inputs|fields))\b"
@@ -103,7 +103,7 @@ _REFUSAL = (
 _UNSUPPORTED_HINTS = re.compile(rf"{_OPTION}.{{0,120}}?{_REFUSAL}|{_REFUSAL}.{{0,120}}?{_OPTION}", re.I | re.S)
 # A request the server's validation rejected (pydantic, as llama-cpp-python reports it even with a 500):
 # sending it again gives the same answer.
-_VALIDATION_ERROR = re.compile(r"validation errors? for|input should be|\[type=[a-z_]+", re.I)
+_VALIDATION_ERROR = re.compile(r"\d+ validation errors?\b|input should be|\[type=[a-z_]+|'type': '[a-z_]+_error'", re.I)
 _CONTEXT_EXCEEDED = re.compile(
     r"context_length_exceeded|maximum context length|exceeds? (?:the )?(?:available )?context", re.I
 )

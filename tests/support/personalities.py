@@ -3,8 +3,8 @@
 Each personality refuses, ignores and reports what its server does (observed against the servers, or
 read in their source), so that the client's modes, fallbacks and budget are tested against each:
 
-- llama-cpp-python (`--chat_format chatml-function-calling`): `json_schema` -> 500 with a pydantic
-  body; tools ignored unless `tool_choice` is sent; assistant `content: null` -> 500; `json_object`
+- llama-cpp-python 0.3 (`--chat_format chatml-function-calling`): `json_schema` -> 500 with a pydantic
+  body; tools ignored unless `tool_choice` is sent; assistant `content: null` -> 500 (pydantic too); `json_object`
   enforces its `schema` and without one gives free-form JSON; a prompt of `n_ctx` tokens or more ->
   400 `context_length_exceeded`; no `/props` and no window in `/v1/models`.
 - vLLM: `json_schema` honoured; `tool_choice: "auto"` -> 400 without `--enable-auto-tool-choice`;
@@ -30,12 +30,24 @@ def _error(status: int, message: str, **fields) -> Reply:
     return Reply(status=status, raw_body=json.dumps(body))
 
 
+def _validation_error(detail: str) -> Reply:
+    """llama-cpp-python's answer to a request its pydantic models reject: a 500, not a 400."""
+    return _error(
+        500,
+        f"1 validation error:\n  {detail}\n\n  File \"llama_cpp/server/app.py\", line 376, in create_chat_completion\n"
+        "    POST /v1/chat/completions",
+        type="internal_server_error",
+    )
+
+
 def _schema_in_prompt(request: Request) -> bool:
     return any("JSON Schema" in (m.get("content") or "") for m in request.messages if m.get("role") == "system")
 
 
 class Personality:
     name = "generic"
+    enforces_json_schema = True  # response_format json_schema reaches the model (as a grammar or guided decoding)
+    enforces_json_object_schema = False  # so does response_format {"type": "json_object", "schema": ...}
 
     def __init__(self, context_window: int = 8192):
         self.context_window = context_window
@@ -51,11 +63,12 @@ class Personality:
     def shape(self, request: Request, responder: Callable[[Request], Reply]) -> Reply:
         """The model's answer as the server lets it through."""
         rf = request.body.get("response_format") or {}
-        if rf.get("type") == "json_schema" and not self.enforces_json_schema and not _schema_in_prompt(request):
-            return Reply(content="Sure! The sky is blue and the weather is fine.")
+        if not _schema_in_prompt(request):
+            if rf.get("type") == "json_schema" and not self.enforces_json_schema:
+                return Reply(content="Sure! The sky is blue and the weather is fine.")
+            if rf.get("type") == "json_object" and not (self.enforces_json_object_schema and "schema" in rf):
+                return Reply(content={"sky": "blue"})  # JSON, but not what the schema asks for
         return responder(request)
-
-    enforces_json_schema = True
 
     def get(self, path: str, models: list[str]) -> dict | None:
         return None
@@ -67,6 +80,7 @@ class Personality:
 class LlamaCppPython(Personality):
     name = "llama-cpp-python"
     enforces_json_schema = False
+    enforces_json_object_schema = True
 
     def refusal(self, request):
         tokens = self.prompt_tokens(request.body)
@@ -82,14 +96,17 @@ class LlamaCppPython(Personality):
             )
         rf_type = (request.body.get("response_format") or {}).get("type")
         if rf_type not in (None, "text", "json_object"):
-            return _error(
-                500,
-                "1 validation error for CreateChatCompletionRequest\nresponse_format.type\n  Input should be 'text' "
-                f"or 'json_object' [type=literal_error, input_value='{rf_type}', input_type=str]",
-                type="internal_server_error",
+            return _validation_error(
+                "{'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), 'msg': \"Input should be 'text' "
+                f"or 'json_object'\", 'input': '{rf_type}', 'ctx': {{'expected': \"'text' or 'json_object'\"}}}}"
             )
-        if any(m.get("role") == "assistant" and m.get("content") is None for m in request.messages):
-            return _error(500, 'can only concatenate str (not "NoneType") to str', type="internal_server_error")
+        for index, message in enumerate(request.messages):
+            if message.get("role") == "assistant" and message.get("content") is None:
+                return _validation_error(
+                    f"{{'type': 'string_type', 'loc': ('body', 'messages', {index}, "
+                    "'ChatCompletionRequestAssistantMessage', 'content'), 'msg': 'Input should be a valid string', "
+                    "'input': None}"
+                )
         return None
 
     def shape(self, request, responder):
@@ -99,7 +116,7 @@ class LlamaCppPython(Personality):
             return Reply(content={})  # free-form JSON: the grammar allows any object
         if body.get("tools") and body.get("tool_choice") in (None, "none"):
             return Reply(content="I can help with that.")  # a missing tool_choice reads as "none"
-        return responder(request)
+        return super().shape(request, responder)
 
     def get(self, path, models):
         if path.rstrip("/").endswith("/models"):
