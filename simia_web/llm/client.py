@@ -84,6 +84,7 @@ _thread_clients = threading.local()  # .clients: {client key: (openai.OpenAI, ch
 _slots: dict[tuple, Slots] = {}  # (profile id, max concurrency) -> slots
 _downgrades: dict[tuple, str] = {}  # (profile key, "structured"|"tools") -> weaker mode learned at run time
 _ratios: dict[tuple, float] = {}  # profile key -> characters per prompt token learned in this process
+_ratios_stored: dict[tuple, float] = {}  # profile key -> the ratio this process last wrote to the profile
 _lock = threading.Lock()
 
 _STRUCTURED_FALLBACK = {
@@ -111,6 +112,7 @@ _NAMED_WINDOW = re.compile(r"maximum context length is (\d+)|context window of (
 _NAMED_PROMPT_TOKENS = re.compile(r"(\d+) in the messages|messages resulted in (\d+) tokens", re.I)
 _RATIO_WEIGHT = 0.3  # each new usage sample's share of the learned characters-per-token ratio
 _RATIO_MIN_TOKENS = 32  # smaller prompts are mostly template overhead
+_RATIO_BOUNDS = (1.0, 5.0)  # what tokenizers give for code, JSON and prose: a sample outside is a miscount
 _RATIO_SAFETY = 0.9  # prompts vary: size them as if a tenth denser than the average seen
 _CODE_FENCE = re.compile(r"```(?:json)?\s*(.*?)\s*```", re.S | re.I)
 _THINKING = re.compile(r"<think>.*?</think>", re.S | re.I)  # reasoning models served by vLLM/Ollama
@@ -348,13 +350,14 @@ class LLMClient:
         """Fold the usage the server reported into this profile's characters-per-token ratio."""
         if prompt_tokens < _RATIO_MIN_TOKENS:
             return
-        sample = prompt_chars / prompt_tokens
+        sample = min(max(prompt_chars / prompt_tokens, _RATIO_BOUNDS[0]), _RATIO_BOUNDS[1])
         key = self._learned_key("ratio")
         ratio = _ratios.get(key)
         ratio = sample if ratio is None else ratio + _RATIO_WEIGHT * (sample - ratio)
         _ratios[key] = ratio
-        stored = self.profile.chars_per_token
+        stored = _ratios_stored.get(key, self.profile.chars_per_token)
         if abs(ratio - stored) > 0.1 * stored:  # written when it moved, not on every call
+            _ratios_stored[key] = ratio
             profile_chars_per_token_learn(profile=self.profile, chars_per_token=ratio)
 
     def _fit(self, messages: list[dict], extra: dict, max_tokens: int):

@@ -1,4 +1,6 @@
-"""Writing LLMCall rows: at once, or held while a job unit runs and written together when it ends.
+"""Writing LLMCall rows, and what is learned about endpoints (modes, context window, characters per token).
+
+LLMCall rows are written at once, or held while a job unit runs and written together when it ends.
 
 A rollout makes several calls one after another; one INSERT at the end of the unit instead of one per
 call saves database round trips, and on a busy worker every round trip gives up the GIL and waits
@@ -122,14 +124,16 @@ def profile_capability_learn(*, profile: EndpointProfile, what: str, mode: str, 
 
 
 def profile_context_window_learn(*, profile: EndpointProfile, context_window: int | None, source: str) -> None:
-    """The context window a server reported or named in a refusal (None: it reports none, so the default holds)."""
-    with transaction.atomic():
-        locked = EndpointProfile.objects.select_for_update().get(pk=profile.pk)
-        capabilities = {**(locked.capabilities or {}), "context_window_source": source}
-        locked.capabilities = capabilities
-        locked.context_window = context_window or locked.context_window
-        locked.save(update_fields=["capabilities", "context_window"])
-    profile.capabilities, profile.context_window = capabilities, locked.context_window
+    """The context window a server reported or named in a refusal (None: it reports none, so the default holds).
+
+    One UPDATE from the profile as this process read it: it runs once per profile and process, on a job's
+    first call, where a locked read-modify-write would cost every worker three more round trips.
+    """
+    capabilities = {**(profile.capabilities or {}), "context_window_source": source}
+    changes = {"capabilities": capabilities, **({"context_window": context_window} if context_window else {})}
+    EndpointProfile.objects.filter(pk=profile.pk).update(**changes)
+    for name, value in changes.items():
+        setattr(profile, name, value)
 
 
 def profile_chars_per_token_learn(*, profile: EndpointProfile, chars_per_token: float) -> None:

@@ -63,7 +63,8 @@ def test_prompt_chars_available_follows_window_stage_and_ratio(llm_stub):
     judge, user = client_for_stage("judge"), client_for_stage("user_simulator")
     assert 0 < judge.prompt_chars_available() < user.prompt_chars_available() < 8192 * 2.5
     _set(llm_stub.profile, chars_per_token=4.0)
-    assert client_for_stage("judge").prompt_chars_available() == pytest.approx(judge.prompt_chars_available() * 1.6, rel=0.01)
+    denser = client_for_stage("judge").prompt_chars_available()
+    assert denser == pytest.approx(judge.prompt_chars_available() * 1.6, rel=0.01)
     _set(llm_stub.profile, context_window=16384)
     assert client_for_stage("judge").prompt_chars_available() > 2 * judge.prompt_chars_available()
 
