@@ -236,9 +236,10 @@ class LLMClient:
             self._mark_invalid(call, "invalid_json" if data is None else "schema_invalid", problem)
             if repair:
                 raise LLMError("invalid_output", f"answer still invalid after a repair request: {problem}")
-            if data is None and mode != StructuredMode.PROMPT and self.profile.structured_mode == "auto":
-                # A server that honours a JSON mode never answers with something else: it ignored the option.
-                self._fall_back("structured", mode, _STRUCTURED_FALLBACK[mode], evidence=f"non-JSON answer in {mode}")
+            ignored = data is None and content and mode == StructuredMode.JSON_SCHEMA
+            if ignored and self.profile.structured_mode == "auto":
+                # A server that honours json_schema never answers in prose: it took the option and ignored it.
+                self._fall_back("structured", mode, _STRUCTURED_FALLBACK[mode], evidence="prose answer in json_schema")
             conversation = conversation + [
                 {"role": "assistant", "content": content or ""},
                 {
@@ -353,7 +354,8 @@ class LLMClient:
         sample = min(max(prompt_chars / prompt_tokens, _RATIO_BOUNDS[0]), _RATIO_BOUNDS[1])
         key = self._learned_key("ratio")
         ratio = _ratios.get(key)
-        ratio = sample if ratio is None else ratio + _RATIO_WEIGHT * (sample - ratio)
+        # Denser text counts at once, lighter text slowly: a prompt sized too large costs a refused call.
+        ratio = sample if ratio is None or sample < ratio else ratio + _RATIO_WEIGHT * (sample - ratio)
         _ratios[key] = ratio
         stored = _ratios_stored.get(key, self.profile.chars_per_token)
         if abs(ratio - stored) > 0.1 * stored:  # written when it moved, not on every call
