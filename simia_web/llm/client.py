@@ -85,6 +85,7 @@ _slots: dict[tuple, Slots] = {}  # (profile id, max concurrency) -> slots
 _downgrades: dict[tuple, str] = {}  # (profile key, "structured"|"tools") -> weaker mode learned at run time
 _ratios: dict[tuple, float] = {}  # profile key -> characters per prompt token learned in this process
 _ratios_stored: dict[tuple, float] = {}  # profile key -> the ratio this process last wrote to the profile
+_rates: dict[tuple, float] = {}  # profile key -> answer tokens per second of a call (the slow end)
 _lock = threading.Lock()
 
 _STRUCTURED_FALLBACK = {
@@ -113,6 +114,7 @@ _NAMED_PROMPT_TOKENS = re.compile(r"(\d+) in the messages|messages resulted in (
 _RATIO_WEIGHT = 0.3  # each new usage sample's share of the learned characters-per-token ratio
 _RATIO_MIN_TOKENS = 32  # smaller prompts are mostly template overhead
 _RATIO_BOUNDS = (1.0, 5.0)  # what tokenizers give for code, JSON and prose: a sample outside is a miscount
+_TIMEOUT_GROWTH = 4  # a request may wait up to this many times the profile's timeout when its answer needs it
 _RATIO_SAFETY = 0.9  # prompts vary: size them as if a tenth denser than the average seen
 _CODE_FENCE = re.compile(r"```(?:json)?\s*(.*?)\s*```", re.S | re.I)
 _THINKING = re.compile(r"<think>.*?</think>", re.S | re.I)  # reasoning models served by vLLM/Ollama
@@ -362,6 +364,22 @@ class LLMClient:
             _ratios_stored[key] = ratio
             profile_chars_per_token_learn(profile=self.profile, chars_per_token=ratio)
 
+    def _timeout(self, max_tokens: int) -> float:
+        """The profile's timeout, or longer when the answer asked for takes this endpoint longer to write."""
+        base = self.profile.timeout_seconds
+        rate = _rates.get(self._learned_key("rate"))
+        if not rate:
+            return base
+        return min(max(base, 2 * max_tokens / rate), _TIMEOUT_GROWTH * base)
+
+    def _learn_rate(self, tokens_out: int, latency_ms: int) -> None:
+        if tokens_out < _RATIO_MIN_TOKENS or latency_ms <= 0:
+            return
+        sample = tokens_out / (latency_ms / 1000)
+        key = self._learned_key("rate")
+        rate = _rates.get(key)
+        _rates[key] = sample if rate is None or sample < rate else rate + _RATIO_WEIGHT * (sample - rate)
+
     def _fit(self, messages: list[dict], extra: dict, max_tokens: int):
         tools_chars = len(compact_json(extra["tools"])) if extra.get("tools") else 0
         room = prompt_token_room(self.context_window(), max_tokens)
@@ -390,6 +408,7 @@ class LLMClient:
         max_tokens = self.max_tokens
         fitted = self._fit(sendable, extra, max_tokens)
         refitted = roomier = False
+        timeout = self._timeout(max_tokens)
         attempts = max(1, settings.SIMIA_LLM_MAX_ATTEMPTS)
         last_error = ""
         for attempt in range(1, attempts + 1):
@@ -410,7 +429,7 @@ class LLMClient:
                     reply.calls.append(cached)
                     return cached.response["message"], cached
 
-            result, latency_ms = self._send(request)
+            result, latency_ms = self._send(request, timeout)
             if isinstance(result, Exception):
                 kind, transient = _failure_kind(result, offered=extra)
                 failure = _redact_key(str(result), profile)  # some servers echo the key in a 401
@@ -425,6 +444,8 @@ class LLMClient:
                     continue
                 if not transient:
                     raise LLMError(kind, failure[:500]) from result
+                if kind == "timeout":  # a slow server, likely still writing the abandoned answer: wait longer
+                    timeout = min(2 * timeout, _TIMEOUT_GROWTH * profile.timeout_seconds)
                 last_error = f"{kind}: {failure[:300]}"
                 if attempt < attempts:
                     time.sleep(_retry_after(result) or self._backoff(attempt))
@@ -449,6 +470,7 @@ class LLMClient:
             )
             reply.calls.append(call)
             self._learn_ratio(fitted.chars, tokens_in)
+            self._learn_rate(tokens_out, latency_ms)
             if truncated:
                 # Resending the same request gives the same cut-off answer: only more room can help.
                 room = int(self.context_window() * (1 - SAFETY_SHARE)) - SAFETY_TOKENS - tokens_in
@@ -456,13 +478,14 @@ class LLMClient:
                 if roomier or roomier_tokens <= max_tokens:
                     raise LLMError("truncated", f"the answer was cut off at max_tokens={max_tokens}")
                 roomier, max_tokens = True, roomier_tokens
+                timeout = max(timeout, self._timeout(max_tokens))
                 last_error = f"truncated: cut off at max_tokens={max_tokens}"
                 continue
             return message, call
         kind = last_error.split(":", 1)[0] or "unavailable"
         raise LLMError(kind, f"gave up after {attempts} attempts; last: {last_error}")
 
-    def _send(self, request: dict) -> tuple[Any, int]:
+    def _send(self, request: dict, timeout: float) -> tuple[Any, int]:
         """One HTTP request: (the completion, or the exception it raised; latency in ms, queueing excluded)."""
         exchange_ms.set(0)
         try:
@@ -474,7 +497,7 @@ class LLMClient:
                 url,
                 content=orjson.dumps(request, option=orjson.OPT_NON_STR_KEYS),
                 cast_to=httpx2.Response,
-                options={"headers": {"X-Simia-Stage": self.stage, **_PER_REQUEST_DROPPED_HEADERS}},
+                options={"headers": {"X-Simia-Stage": self.stage, **_PER_REQUEST_DROPPED_HEADERS}, "timeout": timeout},
             )
             result = orjson.loads(response.content)
             if not isinstance(result, dict) or not result.get("choices"):

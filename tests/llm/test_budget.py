@@ -184,3 +184,11 @@ def test_a_cut_off_answer_without_room_for_more_is_truncated_at_once(stub):
         ask(stage="judge")
     assert error.value.kind == "truncated" and len(llm_stub.requests) == 1
     assert LLMCall.objects.get().error_kind == "truncated"
+
+
+def test_a_timed_out_request_is_retried_with_more_time(stub):
+    _set(stub.profile, timeout_seconds=0.3)
+    stub.inject(Reply(content={"answer": 42}, delay=0.5), Reply(content={"answer": 42}, delay=0.5))
+    reply = ask()
+    assert reply.data == {"answer": 42}
+    assert [c.error_kind for c in reply.calls] == ["timeout", ""]  # the second waited 0.6 s for its 0.5 s answer
