@@ -19,6 +19,7 @@ from simia_web.core.schemas import first_error
 from .budget import compact_json
 from .client import _openai_client, parse_json_answer
 from .models import EndpointProfile, StructuredMode, ToolMode
+from .selectors import profile_findings
 from .services import profile_capabilities_record, profile_context_window_learn
 
 PROBE_MAX_TOKENS = 48
@@ -51,7 +52,7 @@ class Probe:
 
 def profile_context_window(*, profile: EndpointProfile) -> int | None:
     """The window the profile's server reports, looked up once per process and recorded on the profile."""
-    if "context_window_source" in (profile.capabilities or {}):
+    if "context_window_source" in profile_findings(profile):
         return profile.context_window
     key = (profile.pk, profile.base_url, profile.model)
     with _discovery_lock:
@@ -88,10 +89,13 @@ def _context_window_lookup(profile: EndpointProfile) -> tuple[int | None, str, l
     probes = []
 
     status, body = _request(profile, "GET", f"{base}/models")
-    for model in body.get("data", []) if isinstance(body, dict) else []:
-        if isinstance(model, dict) and model.get("max_model_len") and model.get("id") in (profile.model, None):
-            probes.append(Probe("/v1/models max_model_len", status, "found", str(model["max_model_len"])))
-            return int(model["max_model_len"]), "/v1/models max_model_len", probes
+    listed = [m for m in (body.get("data") or [] if isinstance(body, dict) else []) if isinstance(m, dict)]
+    # The profile's model, or the one model a server serves whatever name it is asked for.
+    served = [m for m in listed if m.get("id") == profile.model] or (listed if len(listed) == 1 else [])
+    if served and served[0].get("max_model_len"):
+        window = int(served[0]["max_model_len"])
+        probes.append(Probe("/v1/models max_model_len", status, "found", str(window)))
+        return window, "/v1/models max_model_len", probes
     probes.append(Probe("/v1/models max_model_len", status, "absent", _excerpt(body)))
 
     status, body = _request(profile, "GET", f"{root}/props")

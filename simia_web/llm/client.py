@@ -42,6 +42,7 @@ from .budget import (
     stage_max_tokens,
 )
 from .models import EndpointProfile, LLMCall, StructuredMode, ToolMode
+from .selectors import profile_findings
 from .services import (
     llm_call_ids,
     llm_call_mark_invalid,
@@ -293,7 +294,7 @@ class LLMClient:
         if configured != "auto":
             return configured
         learned = _downgrades.get(self._learned_key(what))
-        return learned or (self.profile.capabilities or {}).get(what) or auto_start
+        return learned or profile_findings(self.profile).get(what) or auto_start
 
     def _fall_back(self, what: str, current: str, weaker: str | None, *, evidence: str) -> str:
         configured = self.profile.structured_mode if what == "structured" else self.profile.tool_mode

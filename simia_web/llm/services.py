@@ -15,6 +15,7 @@ from contextvars import ContextVar
 from django.db import transaction
 
 from .models import EndpointProfile, LLMCall
+from .selectors import profile_endpoint, profile_findings
 from .slots import Rank, first_come
 
 _held: ContextVar[list[LLMCall] | None] = ContextVar("held_llm_calls", default=None)
@@ -102,7 +103,8 @@ def profile_capabilities_record(*, profile: EndpointProfile, found: dict, contex
     """Store what a check of the endpoint found (modes, window and evidence); a window it found replaces the old."""
     with transaction.atomic():
         locked = EndpointProfile.objects.select_for_update().get(pk=profile.pk)
-        locked.capabilities = {**found, "learned": (locked.capabilities or {}).get("learned", [])}
+        learned = profile_findings(_as_used(locked, profile)).get("learned", [])
+        locked.capabilities = {**found, "endpoint": profile_endpoint(profile), "learned": learned}
         if context_window:
             locked.context_window = context_window
         locked.save(update_fields=["capabilities", "context_window"])
@@ -113,7 +115,7 @@ def profile_capability_learn(*, profile: EndpointProfile, what: str, mode: str, 
     """A fallback taken in use ("structured"/"tools" -> the weaker mode), remembered with what caused it."""
     with transaction.atomic():
         locked = EndpointProfile.objects.select_for_update().get(pk=profile.pk)
-        capabilities = dict(locked.capabilities or {})
+        capabilities = dict(profile_findings(_as_used(locked, profile))) or {"endpoint": profile_endpoint(profile)}
         if capabilities.get(what) == mode:
             return
         learned = [*capabilities.get("learned", []), {"what": what, "mode": mode, "evidence": evidence[:300]}]
@@ -129,11 +131,18 @@ def profile_context_window_learn(*, profile: EndpointProfile, context_window: in
     One UPDATE from the profile as this process read it: it runs once per profile and process, on a job's
     first call, where a locked read-modify-write would cost every worker three more round trips.
     """
-    capabilities = {**(profile.capabilities or {}), "context_window_source": source}
+    found = profile_findings(profile) or {"endpoint": profile_endpoint(profile)}
+    capabilities = {**found, "context_window_source": source}
     changes = {"capabilities": capabilities, **({"context_window": context_window} if context_window else {})}
     EndpointProfile.objects.filter(pk=profile.pk).update(**changes)
     for name, value in changes.items():
         setattr(profile, name, value)
+
+
+def _as_used(row: EndpointProfile, profile: EndpointProfile) -> EndpointProfile:
+    """The row with the endpoint the caller uses (a profile that follows the environment is not its row's)."""
+    row.base_url, row.model = profile.base_url, profile.model
+    return row
 
 
 def profile_chars_per_token_learn(*, profile: EndpointProfile, chars_per_token: float) -> None:

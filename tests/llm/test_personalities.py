@@ -214,3 +214,16 @@ def test_the_window_is_looked_up_once_on_first_use(server):
     client = client_for_stage("judge")
     assert client.context_window() == 4096
     assert EndpointProfile.objects.get(pk=server.profile.pk).context_window == 4096
+
+
+def test_findings_about_another_endpoint_are_not_used(server):
+    server.personality = LlamaCppPython()
+    endpoint_check(profile=server.profile)
+    EndpointProfile.objects.filter(pk=server.profile.pk).update(model="another-model")  # the environment moved on
+    llm_client._downgrades.clear()
+    profile_cache_clear()
+    server.requests.clear()
+    server.personality = VLLM()
+    ask()
+    assert _formats(server) == ["json_schema"]  # not llama-cpp-python's json_object_schema
+    assert EndpointProfile.objects.get(pk=server.profile.pk).context_window == 8192  # looked up again
