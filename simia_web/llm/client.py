@@ -200,12 +200,13 @@ def parse_json_answer(text: str | None) -> Any:
     fenced = _CODE_FENCE.search(text)
     if fenced:
         text = fenced.group(1)
+    # strict=False: grammar-constrained servers (llama.cpp) let raw newlines and tabs into strings.
     try:
-        return json.loads(text)
+        return json.loads(text, strict=False)
     except ValueError:
         start, end = text.find("{"), text.rfind("}")
         if 0 <= start < end and (start > 0 or end < len(text) - 1):
-            return json.loads(text[start : end + 1])
+            return json.loads(text[start : end + 1], strict=False)
         raise
 
 

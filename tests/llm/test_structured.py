@@ -147,6 +147,7 @@ def test_code_fenced_json_is_accepted(stub):
         ("```\n[1, 2]\n```", [1, 2]),
         ('<think>the user wants {a}</think>\n{"a": 1}', {"a": 1}),
         ('Sure! {"a": {"b": 2}} Hope this helps.', {"a": {"b": 2}}),
+        ('{"a": "two\nlines\tand a tab"}', {"a": "two\nlines\tand a tab"}),  # raw control characters
     ],
 )
 def test_parse_json_answer_tolerates_wrapping(text, expected):
