@@ -192,3 +192,21 @@ def test_a_timed_out_request_is_retried_with_more_time(stub):
     reply = ask()
     assert reply.data == {"answer": 42}
     assert [c.error_kind for c in reply.calls] == ["timeout", ""]  # the second waited 0.6 s for its 0.5 s answer
+
+
+def test_a_megabyte_prompt_is_cut_to_fit_without_a_refusal(stub):
+    stub.personality = LlamaCppPython(context_window=8192)
+    _set(stub.profile, structured_mode="json_object_schema")
+    order = {"status": "pending", "items": ["keyboard", "thermostat"]}
+    state = {"orders": {f"#W{n:07d}": order for n in range(20_000)}}
+    document = json.dumps(state)
+    assert len(document) > 1_000_000
+    reply = client_for_stage("simulator").structured(
+        messages=[{"role": "system", "content": "Simulate the API."}, {"role": "user", "content": document}],
+        schema={"type": "object"},
+        schema_name="answer",
+    )
+    assert reply.data == {"answer": 42}
+    assert [c.error_kind for c in reply.calls] == [""] and len(stub.requests) == 1
+    (cut,) = reply.last_call.trimmed
+    assert cut["what"] == "content" and cut["index"] == 1 and cut["chars"] > 1_000_000
