@@ -284,7 +284,7 @@ class LLMClient:
         """The profile's window: set, reported by the server (looked up once), or the conservative assumption."""
         if self.profile.context_window:
             return self.profile.context_window
-        from .capabilities import profile_context_window
+        from .capabilities import profile_context_window  # it sends its requests through this module
 
         return profile_context_window(profile=self.profile) or ASSUMED_CONTEXT_WINDOW
 

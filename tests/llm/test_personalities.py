@@ -227,3 +227,15 @@ def test_findings_about_another_endpoint_are_not_used(server):
     ask()
     assert _formats(server) == ["json_schema"]  # not llama-cpp-python's json_object_schema
     assert EndpointProfile.objects.get(pk=server.profile.pk).context_window == 8192  # looked up again
+
+
+def test_openai_refusing_the_schema_inside_json_object_falls_back_to_json_object(server):
+    from simia_web.llm.selectors import profile_endpoint
+
+    server.personality = OpenAI()
+    server.profile.capabilities = {"endpoint": profile_endpoint(server.profile), "structured": "json_object_schema"}
+    server.profile.save()
+    reply = ask()
+    assert reply.data == {"answer": 42}
+    assert [c.mode for c in reply.calls] == ["json_object_schema", "json_object"]
+    assert reply.calls[0].error_kind == "unsupported_mode" and "response_format.schema" in reply.calls[0].error
