@@ -349,18 +349,21 @@ class LLMClient:
     # -- budget --------------------------------------------------------------------------------
 
     def _chars_per_token(self) -> float:
-        return _ratios.get(self._learned_key("ratio"), self.profile.chars_per_token)
+        """This stage's ratio (a simulator's JSON state is denser than a judge's prose), else the profile's."""
+        stage_ratio = _ratios.get(self._learned_key(f"ratio {self.stage}"))
+        return stage_ratio or _ratios.get(self._learned_key("ratio"), self.profile.chars_per_token)
 
     def _learn_ratio(self, prompt_chars: int, prompt_tokens: int) -> None:
-        """Fold the usage the server reported into this profile's characters-per-token ratio."""
+        """Fold the usage the server reported into this stage's and this profile's characters-per-token ratios."""
         if prompt_tokens < _RATIO_MIN_TOKENS:
             return
         sample = min(max(prompt_chars / prompt_tokens, _RATIO_BOUNDS[0]), _RATIO_BOUNDS[1])
+        for key in (self._learned_key(f"ratio {self.stage}"), self._learned_key("ratio")):
+            ratio = _ratios.get(key)
+            # Denser text counts at once, lighter text slowly: a prompt sized too large costs a refused call.
+            _ratios[key] = sample if ratio is None or sample < ratio else ratio + _RATIO_WEIGHT * (sample - ratio)
         key = self._learned_key("ratio")
-        ratio = _ratios.get(key)
-        # Denser text counts at once, lighter text slowly: a prompt sized too large costs a refused call.
-        ratio = sample if ratio is None or sample < ratio else ratio + _RATIO_WEIGHT * (sample - ratio)
-        _ratios[key] = ratio
+        ratio = _ratios[key]
         stored = _ratios_stored.get(key, self.profile.chars_per_token)
         if abs(ratio - stored) > 0.1 * stored:  # written when it moved, not on every call
             _ratios_stored[key] = ratio
@@ -394,8 +397,8 @@ class LLMClient:
         window = next((int(n) for n in _first_groups(_NAMED_WINDOW, error)), None)
         prompt_tokens = next((int(n) for n in _first_groups(_NAMED_PROMPT_TOKENS, error)), None)
         if prompt_tokens:
-            key = self._learned_key("ratio")
-            _ratios[key] = min(self._chars_per_token(), fitted.chars / prompt_tokens)
+            measured = min(self._chars_per_token(), fitted.chars / prompt_tokens)
+            _ratios[self._learned_key(f"ratio {self.stage}")] = measured
         if window and window != self.profile.context_window:
             profile_context_window_learn(profile=self.profile, context_window=window, source="refusal naming it")
         return bool(window or prompt_tokens)

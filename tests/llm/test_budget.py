@@ -210,3 +210,12 @@ def test_a_megabyte_prompt_is_cut_to_fit_without_a_refusal(stub):
     assert [c.error_kind for c in reply.calls] == [""] and len(stub.requests) == 1
     (cut,) = reply.last_call.trimmed
     assert cut["what"] == "content" and cut["index"] == 1 and cut["chars"] > 1_000_000
+
+
+def test_each_stage_keeps_its_own_ratio(stub):
+    stub.personality = LlamaCppPython()  # a token per 3 characters of the request
+    _set(stub.profile, chars_per_token=2.5)
+    ask(stage="judge", messages=[{"role": "user", "content": "Six times seven? " * 40}])
+    judge, simulator = client_for_stage("judge"), client_for_stage("simulator")
+    assert judge._chars_per_token() > 2.5  # learned from the judge's own prompt
+    assert simulator._chars_per_token() == judge._chars_per_token()  # no sample of its own yet: the profile's
