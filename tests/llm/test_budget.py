@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from simia_web.llm.budget import STAGE_MAX_TOKENS, messages_fit, stage_max_tokens
+from simia_web.llm.budget import STAGE_MAX_TOKENS, messages_fit, prompt_token_room, stage_max_tokens
 from simia_web.llm.client import LLMError, client_for_stage
 from simia_web.llm.models import EndpointProfile, LLMCall
 from simia_web.llm.selectors import profile_cache_clear
@@ -214,8 +214,11 @@ def test_a_megabyte_prompt_is_cut_to_fit_without_a_refusal(stub):
 
 def test_each_stage_keeps_its_own_ratio(stub):
     stub.personality = LlamaCppPython()  # a token per 3 characters of the request
-    _set(stub.profile, chars_per_token=2.5)
+    _set(stub.profile, chars_per_token=2.5, context_window=8192)
+    before = client_for_stage("judge").prompt_chars_available()
     ask(stage="judge", messages=[{"role": "user", "content": "Six times seven? " * 40}])
     judge, simulator = client_for_stage("judge"), client_for_stage("simulator")
-    assert judge._chars_per_token() > 2.5  # learned from the judge's own prompt
-    assert simulator._chars_per_token() == judge._chars_per_token()  # no sample of its own yet: the profile's
+    assert judge.prompt_chars_available() > before  # learned from the judge's own prompts
+    # A stage without samples of its own starts from the profile's ratio (the same here, for a larger answer).
+    rooms = prompt_token_room(8192, simulator.max_tokens) / prompt_token_room(8192, judge.max_tokens)
+    assert simulator.prompt_chars_available() == pytest.approx(judge.prompt_chars_available() * rooms, rel=0.01)
