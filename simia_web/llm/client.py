@@ -34,6 +34,7 @@ from simia_web.core.schemas import first_error
 
 from .budget import (
     ASSUMED_CONTEXT_WINDOW,
+    CONSERVATIVE_CHARS_PER_TOKEN,
     SAFETY_SHARE,
     SAFETY_TOKENS,
     compact_json,
@@ -349,9 +350,11 @@ class LLMClient:
     # -- budget --------------------------------------------------------------------------------
 
     def _chars_per_token(self) -> float:
-        """This stage's ratio (a simulator's JSON state is denser than a judge's prose), else the profile's."""
+        """This stage's ratio (a simulator's JSON state is denser than a judge's prose); until it has one,
+        the profile's, but no more than the conservative start."""
         stage_ratio = _ratios.get(self._learned_key(f"ratio {self.stage}"))
-        return stage_ratio or _ratios.get(self._learned_key("ratio"), self.profile.chars_per_token)
+        profile_ratio = _ratios.get(self._learned_key("ratio"), self.profile.chars_per_token)
+        return stage_ratio or min(profile_ratio, CONSERVATIVE_CHARS_PER_TOKEN)
 
     def _learn_ratio(self, prompt_chars: int, prompt_tokens: int) -> None:
         """Fold the usage the server reported into this stage's and this profile's characters-per-token ratios."""
