@@ -22,7 +22,7 @@ STAGE_MAX_TOKENS = {
     Stage.USER_SIMULATOR: 256,
     Stage.JUDGE: 512,
 }
-CONSERVATIVE_CHARS_PER_TOKEN = 2.5  # dense JSON with ids; prose runs to 4 and more
+CONSERVATIVE_CHARS_PER_TOKEN = 2.0  # JSON full of ids, whose digits some tokenizers split one by one; prose runs to 4
 ASSUMED_CONTEXT_WINDOW = 8192  # until the server reports or names its own: the smallest common window today
 MESSAGE_OVERHEAD_CHARS = 16  # a chat template's role markers and separators around each message
 # Room kept for what character counts miss (tokenizer variance, a server's own tool prompt).

@@ -59,10 +59,10 @@ def test_each_stage_asks_for_its_own_answer_size(stub):
 
 
 def test_prompt_chars_available_follows_window_stage_and_ratio(llm_stub):
-    _set(llm_stub.profile, context_window=8192, chars_per_token=2.5)
+    _set(llm_stub.profile, context_window=8192, chars_per_token=2.0)
     judge, user = client_for_stage("judge"), client_for_stage("user_simulator")
-    assert 0 < judge.prompt_chars_available() < user.prompt_chars_available() < 8192 * 2.5
-    _set(llm_stub.profile, chars_per_token=2.0)
+    assert 0 < judge.prompt_chars_available() < user.prompt_chars_available() < 8192 * 2.0
+    _set(llm_stub.profile, chars_per_token=1.6)
     denser = client_for_stage("judge").prompt_chars_available()
     assert denser == pytest.approx(judge.prompt_chars_available() * 0.8, rel=0.01)
     _set(llm_stub.profile, chars_per_token=4.0)  # a stage starts no lighter than the conservative ratio
@@ -222,4 +222,4 @@ def test_each_stage_keeps_its_own_ratio(stub):
     judge, simulator = client_for_stage("judge"), client_for_stage("simulator")
     assert judge.prompt_chars_available() > before  # learned from the judge's own prompts
     # A stage without samples of its own starts from the conservative ratio, not the judge's lighter prose.
-    assert simulator.prompt_chars_available() == int(prompt_token_room(8192, simulator.max_tokens) * 2.5 * 0.9)
+    assert simulator.prompt_chars_available() == int(prompt_token_room(8192, simulator.max_tokens) * 2.0 * 0.9)
