@@ -84,7 +84,7 @@ def test_faults_are_retried_recorded_and_never_crash(eager, llm_stub):
     assert garbled.status == TrajectoryStatus.RULES_FAILED
     assert [(v.code, v.message_index) for v in garbled.violations.all()] == [("simulator_failed", 3)]
     assert judged.status == TrajectoryStatus.JUDGED_PASS  # judged after the judge's truncated answer was retried
-    assert LLMCall.objects.filter(job=job, mode="json_object").exists()
+    assert LLMCall.objects.filter(job=job, mode="json_object_schema").exists()  # json_schema refused
 
 
 def test_timeouts_are_retried(eager, llm_stub):

@@ -90,14 +90,20 @@ def _float_checked(text: str) -> float:
 
 
 _decoder = json.JSONDecoder(parse_constant=_refuse_constant, parse_int=_int_checked, parse_float=_float_checked)
+# strict=False lets raw control characters (newlines, tabs) into strings, as grammar-constrained LLM servers write them.
+_lenient_decoder = json.JSONDecoder(
+    parse_constant=_refuse_constant, parse_int=_int_checked, parse_float=_float_checked, strict=False
+)
 
 
-def value_decode(text: str, position: int, *, where: str, limits: JsonLimits) -> tuple[object, int]:
+def value_decode(
+    text: str, position: int, *, where: str, limits: JsonLimits, strict: bool = True
+) -> tuple[object, int]:
     """One JSON value starting at `position` of `text` and where it ends, checked against `limits`.
 
     A syntax error is left as json.JSONDecodeError, for callers that report it with its line."""
     try:
-        value, end = _decoder.raw_decode(text, position)
+        value, end = (_decoder if strict else _lenient_decoder).raw_decode(text, position)
     except RecursionError:
         raise JsonRefused(where, f"nested deeper than {limits.max_depth} levels") from None
     except JsonRefused as exc:
@@ -106,8 +112,9 @@ def value_decode(text: str, position: int, *, where: str, limits: JsonLimits) ->
     return value, end
 
 
-def json_parse(data: bytes | str, *, where: str = "", limits: JsonLimits | None = None):
-    """The value of one JSON document, or JsonRefused naming `where` and the limit it breaks."""
+def json_parse(data: bytes | str, *, where: str = "", limits: JsonLimits | None = None, strict: bool = True):
+    """The value of one JSON document, or JsonRefused naming `where` and the limit it breaks (`strict=False`
+    accepts raw control characters inside strings)."""
     limits = limits or JsonLimits.from_settings()
     # Characters are at most four bytes each: only a long text needs encoding to be measured.
     measured = data.encode() if isinstance(data, str) and len(data) * 4 > limits.max_bytes else data
@@ -120,7 +127,7 @@ def json_parse(data: bytes | str, *, where: str = "", limits: JsonLimits | None 
             raise JsonInvalid(where, f"not UTF-8 text: byte 0x{data[exc.start]:02x} at offset {exc.start}") from None
     try:
         start = len(data) - len(data.lstrip())
-        value, end = value_decode(data, start, where=where, limits=limits)
+        value, end = value_decode(data, start, where=where, limits=limits, strict=strict)
         if data[end:].strip():
             raise json.JSONDecodeError("Extra data", data, end)
     except json.JSONDecodeError as exc:

@@ -1,16 +1,65 @@
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.utils.html import format_html, format_html_join
 
+from .capabilities import endpoint_check
 from .models import EndpointProfile, LLMCall, StageRoute
 
 
 @admin.register(EndpointProfile)
 class EndpointProfileAdmin(admin.ModelAdmin):
-    list_display = ("name", "model", "base_url", "structured_mode", "tool_mode", "max_concurrency", "is_default")
+    list_display = (
+        "name",
+        "model",
+        "base_url",
+        "structured_mode",
+        "tool_mode",
+        "found_modes",
+        "context_window",
+        "max_concurrency",
+        "is_default",
+    )
     search_fields = ("name", "model", "base_url")
+    actions = ["test_endpoint"]
 
     def get_readonly_fields(self, request, obj=None):
+        found = ("capabilities_found", "chars_per_token")
         # Each machine takes these from its environment while the profile follows it (see the help text).
-        return ("base_url", "model", "api_key_env") if obj is not None and obj.follows_environment else ()
+        if obj is not None and obj.follows_environment:
+            return ("base_url", "model", "api_key_env", *found)
+        return found
+
+    @admin.display(description="found (structured / tools)")
+    def found_modes(self, obj):
+        found = obj.capabilities or {}
+        return f"{found.get('structured', '?')} / {found.get('tools', '?')}" if found else "not tested"
+
+    @admin.display(description="what the endpoint takes")
+    def capabilities_found(self, obj):
+        found = obj.capabilities or {}
+        if not found:
+            return "Not tested yet: use the action 'Test endpoint' on the list of profiles."
+        summary = format_html(
+            "structured output: <b>{}</b>, tools: <b>{}</b>, context window from: {} (checked {})",
+            found.get("structured", "?"),
+            found.get("tools", "?"),
+            found.get("context_window_source", "?"),
+            found.get("checked_at", "never, learned in use"),
+        )
+        rows = [(p["name"], p["status"], p["verdict"], p["detail"]) for p in found.get("evidence", [])]
+        rows += [(f"learned: {e['what']} -> {e['mode']}", "", "", e["evidence"]) for e in found.get("learned", [])]
+        table = format_html_join("", "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>", rows)
+        return format_html("{}<table>{}</table>", summary, table)
+
+    @admin.action(description="Test endpoint (probe its modes and context window)", permissions=["change"])
+    def test_endpoint(self, request, queryset):
+        for profile in queryset:
+            found = endpoint_check(profile=profile)
+            self.message_user(
+                request,
+                f"{profile.name}: structured output {found['structured']}, tools {found['tools']}, context window "
+                f"{found['context_window'] or 'not reported (8192 assumed)'} ({found['context_window_source']})",
+                messages.SUCCESS,
+            )
 
     fieldsets = (
         (None, {"fields": ("name", "base_url", "model", "is_default", "follows_environment")}),
@@ -22,8 +71,14 @@ class EndpointProfileAdmin(admin.ModelAdmin):
                 "worker machines. The key itself is never stored.",
             },
         ),
-        ("Generation", {"fields": ("temperature", "max_tokens", "timeout_seconds", "max_concurrency")}),
-        ("Compatibility", {"fields": ("structured_mode", "tool_mode")}),
+        (
+            "Generation",
+            {"fields": ("temperature", "max_tokens", "stage_max_tokens", "timeout_seconds", "max_concurrency")},
+        ),
+        (
+            "Compatibility",
+            {"fields": ("structured_mode", "tool_mode", "context_window", "capabilities_found", "chars_per_token")},
+        ),
         ("Cost and cache", {"fields": ("price_input_per_mtok", "price_output_per_mtok", "cache_enabled")}),
     )
 
@@ -35,10 +90,25 @@ class StageRouteAdmin(admin.ModelAdmin):
 
 @admin.register(LLMCall)
 class LLMCallAdmin(admin.ModelAdmin):
-    list_display = ("id", "stage", "model", "job", "error_kind", "tokens_in", "tokens_out", "latency_ms", "cache_hit")
+    list_display = (
+        "id",
+        "stage",
+        "model",
+        "job",
+        "error_kind",
+        "tokens_in",
+        "tokens_out",
+        "latency_ms",
+        "cache_hit",
+        "was_trimmed",
+    )
     list_filter = ("stage", "error_kind", "cache_hit")
     list_select_related = ("job",)
     readonly_fields = [f.name for f in LLMCall._meta.fields]
+
+    @admin.display(boolean=True, description="trimmed")
+    def was_trimmed(self, obj):
+        return bool(obj.trimmed)
 
     def has_add_permission(self, request):  # calls are a record of what happened
         return False

@@ -1,9 +1,15 @@
 """The one way the app talks to an LLM: the `openai` client against any OpenAI-compatible endpoint.
 
 Every HTTP attempt becomes an LLMCall row. Transient failures (429, 5xx, timeouts, connection
-errors, malformed responses) back off and retry; in auto mode, endpoints that reject `json_schema`
-or native tools fall back to a weaker mode, remembered per profile; structured answers are
+errors, malformed responses) back off and retry; deterministic ones (a 400/422, or a 5xx carrying a
+request validation error) do not. In auto mode the client starts from the modes `check_endpoint`
+found, and an endpoint that refuses an option we sent (`response_format`, `json_schema`, `tools`,
+`tool_choice`) falls back once to a weaker mode, remembered on the profile. Structured answers are
 validated against their JSON Schema with one repair retry that quotes the error.
+
+Every call is sized to the profile's context window (see budget.py): the prompt is trimmed to what
+is left beside the stage's answer, a refusal that names the window teaches it, and a cut-off answer
+is retried once with more room, or reported as truncated, never resent unchanged.
 """
 
 import json
@@ -28,9 +34,28 @@ from simia_web.core.json_input import json_parse
 from simia_web.core.jsonutil import content_hash
 from simia_web.core.schemas import first_error
 
+from .budget import (
+    ASSUMED_CONTEXT_WINDOW,
+    CONSERVATIVE_CHARS_PER_TOKEN,
+    SAFETY_SHARE,
+    SAFETY_TOKENS,
+    compact_json,
+    messages_fit,
+    prompt_token_room,
+    stage_max_tokens,
+)
 from .limits import endpoint_limiter
 from .models import EndpointProfile, LLMCall, StructuredMode, ToolMode
-from .services import llm_call_ids, llm_call_mark_invalid, llm_call_record, llm_slot_rank
+from .selectors import profile_findings
+from .services import (
+    llm_call_ids,
+    llm_call_mark_invalid,
+    llm_call_record,
+    llm_slot_rank,
+    profile_capability_learn,
+    profile_chars_per_token_learn,
+    profile_context_window_learn,
+)
 from .transport import LimitedTransport, exchange_ms
 from .validation import api_key_read
 
@@ -62,17 +87,39 @@ class LLMReply:
 
 _thread_clients = threading.local()  # .clients: {client key: (openai.OpenAI, chat completions URL)}
 _downgrades: dict[tuple, str] = {}  # (profile key, "structured"|"tools") -> weaker mode learned at run time
+_ratios: dict[tuple, float] = {}  # profile key -> characters per prompt token learned in this process
+_ratios_stored: dict[tuple, float] = {}  # profile key -> the ratio this process last wrote to the profile
+_rates: dict[tuple, float] = {}  # profile key -> answer tokens per second of a call (the slow end)
+_lock = threading.Lock()
 
 _STRUCTURED_FALLBACK = {
-    StructuredMode.JSON_SCHEMA: StructuredMode.JSON_OBJECT,
+    StructuredMode.JSON_SCHEMA: StructuredMode.JSON_OBJECT_SCHEMA,
+    StructuredMode.JSON_OBJECT_SCHEMA: StructuredMode.JSON_OBJECT,
     StructuredMode.JSON_OBJECT: StructuredMode.PROMPT,
 }
-# A 400 answer that names an option (response_format, tools) and says the server does not take it, as
-# "... is not supported", "does not support tools" or "requires --enable-auto-tool-choice" do. An answer
-# that only names the option, such as an invalid schema for one function, is a bad request.
-_OPTION = r"\b(?:response_format|json_schema|json_object|structured|tools?|tool_choice|functions?)\b"
-_REFUSAL = r"\b(?:not supported|unsupported|does not support|requires|unrecogni[sz]ed|not allowed)\b"
-_UNSUPPORTED_HINTS = re.compile(rf"{_OPTION}.{{0,80}}?{_REFUSAL}|{_REFUSAL}.{{0,80}}?{_OPTION}", re.I | re.S)
+# An error answer that names an option we sent and says the server does not take it, as "... is not
+# supported", "does not support tools", "requires --enable-auto-tool-choice" or pydantic's "Input should
+# be 'text' or 'json_object'" do. An answer that only names a function, such as an invalid schema for
+# one, is a bad request.
+_OPTION = r"\b(?:response_format|json_schema|json_object|tools|tool[_ ]choice)\b"  # not "tool", a role
+_REFUSAL = (
+    r"\b(?:not supported|unsupported|does not support|requires|unrecogni[sz]ed|not allowed|not permitted"
+    r"|input should be|was unexpected|unknown (?:field|parameter|argument)|extra (?:inputs|fields))\b"
+)
+_UNSUPPORTED_HINTS = re.compile(rf"{_OPTION}.{{0,120}}?{_REFUSAL}|{_REFUSAL}.{{0,120}}?{_OPTION}", re.I | re.S)
+# A request the server's validation rejected (pydantic, as llama-cpp-python reports it even with a 500):
+# sending it again gives the same answer.
+_VALIDATION_ERROR = re.compile(r"\d+ validation errors?\b|input should be|\[type=[a-z_]+|'type': '[a-z_]+_error'", re.I)
+_CONTEXT_EXCEEDED = re.compile(
+    r"context_length_exceeded|maximum context length|exceeds? (?:the )?(?:available )?context", re.I
+)
+_NAMED_WINDOW = re.compile(r"maximum context length is (\d+)|context window of (\d+)", re.I)
+_NAMED_PROMPT_TOKENS = re.compile(r"(\d+) in the messages|messages resulted in (\d+) tokens", re.I)
+_RATIO_WEIGHT = 0.3  # each new usage sample's share of the learned characters-per-token ratio
+_RATIO_MIN_TOKENS = 32  # smaller prompts are mostly template overhead
+_RATIO_BOUNDS = (1.0, 5.0)  # what tokenizers give for code, JSON and prose: a sample outside is a miscount
+_TIMEOUT_GROWTH = 4  # a request may wait up to this many times the profile's timeout when its answer needs it
+_RATIO_SAFETY = 0.9  # prompts vary: size them as if a tenth denser than the average seen
 _CODE_FENCE = re.compile(r"```(?:json)?\s*(.*?)\s*```", re.S | re.I)
 _THINKING = re.compile(r"<think>.*?</think>", re.S | re.I)  # reasoning models served by vLLM/Ollama
 _RETRY_AFTER_CAP = 30.0
@@ -156,21 +203,14 @@ def parse_json_answer(text: str | None) -> Any:
     fenced = _CODE_FENCE.search(text)
     if fenced:
         text = fenced.group(1)
+    # strict=False: grammar-constrained servers (llama.cpp) let raw newlines and tabs into strings.
     try:
-        return json_parse(text, where="the answer")
+        return json_parse(text, where="the answer", strict=False)
     except ValueError:
         start, end = text.find("{"), text.rfind("}")
         if 0 <= start < end and (start > 0 or end < len(text) - 1):
-            return json_parse(text[start : end + 1], where="the answer")
+            return json_parse(text[start : end + 1], where="the answer", strict=False)
         raise
-
-
-# Until an endpoint's context window is known, prompts are sized for an 8k-token one at a conservative
-# 2.3 characters per token (JSON with ids tokenizes densely: SmolLM2 reads τ² retail prompts at ~2.5, a digit
-# a token), with room for the chat template.
-DEFAULT_CONTEXT_TOKENS = 8192
-TEMPLATE_TOKENS = 256
-CHARS_PER_TOKEN = 2.3
 
 
 class LLMClient:
@@ -178,11 +218,7 @@ class LLMClient:
         self.profile = profile
         self.stage = stage
         self.job_id = job_id
-
-    def prompt_chars_available(self) -> int:
-        """Characters of prompt that fit the context window beside the answer's max_tokens."""
-        tokens = DEFAULT_CONTEXT_TOKENS - min(self.profile.max_tokens, DEFAULT_CONTEXT_TOKENS // 2) - TEMPLATE_TOKENS
-        return int(tokens * CHARS_PER_TOKEN)
+        self.max_tokens = stage_max_tokens(profile, stage)
 
     # -- public calls -------------------------------------------------------------------------
 
@@ -193,7 +229,9 @@ class LLMClient:
         reply = LLMReply(data=None)
         conversation = list(messages)
         for repair in (False, True):
-            content, call = self._send_structured(conversation, schema, schema_name, prompt_version, cache_salt, reply)
+            content, call, mode = self._send_structured(
+                conversation, schema, schema_name, prompt_version, cache_salt, reply
+            )
             try:
                 data = parse_json_answer(content)
                 problem = first_error(schema, data)
@@ -205,6 +243,10 @@ class LLMClient:
             self._mark_invalid(call, "invalid_json" if data is None else "schema_invalid", problem)
             if repair:
                 raise LLMError("invalid_output", f"answer still invalid after a repair request: {problem}")
+            ignored = data is None and content and mode == StructuredMode.JSON_SCHEMA
+            if ignored and self.profile.structured_mode == "auto":
+                # A server that honours json_schema never answers in prose: it took the option and ignored it.
+                self._fall_back("structured", mode, _STRUCTURED_FALLBACK[mode], evidence="prose answer in json_schema")
             conversation = conversation + [
                 {"role": "assistant", "content": content or ""},
                 {
@@ -233,22 +275,38 @@ class LLMClient:
                         messages, {"tools": tools}, mode, prompt_version, cache_salt, reply
                     )
                 return reply
-            except _Unsupported:
-                mode = self._fall_back("tools", self.profile.tool_mode, mode, ToolMode.PROMPT)
+            except _Unsupported as refusal:
+                mode = self._fall_back("tools", mode, ToolMode.PROMPT, evidence=refusal.evidence)
+
+    def prompt_chars_available(self) -> int:
+        """Characters a prompt may use: the context window less this stage's answer, at the learned ratio."""
+        room = prompt_token_room(self.context_window(), self.max_tokens)
+        return int(room * self._chars_per_token() * _RATIO_SAFETY)
+
+    def context_window(self) -> int:
+        """The profile's window: set, reported by the server (looked up once), or the conservative assumption."""
+        if self.profile.context_window:
+            return self.profile.context_window
+        from .capabilities import profile_context_window  # it sends its requests through this module
+
+        return profile_context_window(profile=self.profile) or ASSUMED_CONTEXT_WINDOW
 
     # -- modes ---------------------------------------------------------------------------------
 
     def _mode(self, what: str, configured: str, auto_start: str) -> str:
-        """A forced mode is used as is; auto starts strong and keeps what it learned for this endpoint."""
+        """A forced mode is used as is; auto starts from what was found or learned for this endpoint."""
         if configured != "auto":
             return configured
-        return _downgrades.get(self._learned_key(what), auto_start)
+        learned = _downgrades.get(self._learned_key(what))
+        return learned or profile_findings(self.profile).get(what) or auto_start
 
-    def _fall_back(self, what: str, configured: str, current: str, weaker: str | None) -> str:
+    def _fall_back(self, what: str, current: str, weaker: str | None, *, evidence: str) -> str:
+        configured = self.profile.structured_mode if what == "structured" else self.profile.tool_mode
         if configured != "auto" or weaker is None:
             raise LLMError("unsupported", f"the endpoint rejected {what} mode {current}")
         _downgrades[self._learned_key(what)] = weaker
         logger.warning("profile %s: falling back to %s mode for %s", self.profile.name, weaker, what)
+        profile_capability_learn(profile=self.profile, what=what, mode=weaker, evidence=f"{current}: {evidence}")
         return weaker
 
     def _learned_key(self, what: str) -> tuple:
@@ -265,19 +323,21 @@ class LLMClient:
                     "json_schema": {"name": _schema_name(schema_name), "schema": schema, "strict": False},
                 }
             else:
-                if mode == StructuredMode.JSON_OBJECT:
+                if mode == StructuredMode.JSON_OBJECT_SCHEMA:  # llama.cpp and llama-cpp-python enforce it
+                    kwargs["response_format"] = {"type": "json_object", "schema": schema}
+                elif mode == StructuredMode.JSON_OBJECT:
                     kwargs["response_format"] = {"type": "json_object"}
                 messages = _with_system(conversation, _schema_instruction(schema_name, schema))
             try:
                 message, call = self._complete(messages, kwargs, mode, prompt_version, cache_salt, reply)
-                return message.get("content"), call
-            except _Unsupported:
-                mode = self._fall_back("structured", self.profile.structured_mode, mode, _STRUCTURED_FALLBACK.get(mode))
+                return message.get("content"), call, mode
+            except _Unsupported as refusal:
+                mode = self._fall_back("structured", mode, _STRUCTURED_FALLBACK.get(mode), evidence=refusal.evidence)
 
     def _chat_prompt_tools(self, messages, tools, prompt_version, cache_salt, reply) -> dict:
         instruction = (
             "You can call these tools:\n"
-            + json.dumps(tools)
+            + compact_json(tools)
             + '\nAnswer with only a JSON object: {"content": <text or null>, "tool_calls": '
             '[{"name": <tool name>, "arguments": <object>}]}. Use an empty tool_calls list to reply to the user.'
         )
@@ -289,40 +349,113 @@ class LLMClient:
             self._mark_invalid(call, "invalid_json", f"tool-call JSON: {exc}")
             raise LLMError("invalid_output", f"tool-call answer is not the expected JSON: {exc}") from exc
 
+    # -- budget --------------------------------------------------------------------------------
+
+    def _chars_per_token(self) -> float:
+        """This stage's ratio (a simulator's JSON state is denser than a judge's prose); until it has one,
+        the profile's, but no more than the conservative start."""
+        stage_ratio = _ratios.get(self._learned_key(f"ratio {self.stage}"))
+        profile_ratio = _ratios.get(self._learned_key("ratio"), self.profile.chars_per_token)
+        return stage_ratio or min(profile_ratio, CONSERVATIVE_CHARS_PER_TOKEN)
+
+    def _learn_ratio(self, prompt_chars: int, prompt_tokens: int) -> None:
+        """Fold the usage the server reported into this stage's and this profile's characters-per-token ratios."""
+        if prompt_tokens < _RATIO_MIN_TOKENS:
+            return
+        sample = min(max(prompt_chars / prompt_tokens, _RATIO_BOUNDS[0]), _RATIO_BOUNDS[1])
+        for key in (self._learned_key(f"ratio {self.stage}"), self._learned_key("ratio")):
+            ratio = _ratios.get(key)
+            # Denser text counts at once, lighter text slowly: a prompt sized too large costs a refused call.
+            _ratios[key] = sample if ratio is None or sample < ratio else ratio + _RATIO_WEIGHT * (sample - ratio)
+        key = self._learned_key("ratio")
+        ratio = _ratios[key]
+        stored = _ratios_stored.get(key, self.profile.chars_per_token)
+        if abs(ratio - stored) > 0.1 * stored:  # written when it moved, not on every call
+            _ratios_stored[key] = ratio
+            profile_chars_per_token_learn(profile=self.profile, chars_per_token=ratio)
+
+    def _timeout(self, max_tokens: int) -> float:
+        """The profile's timeout, or longer when the answer asked for takes this endpoint longer to write."""
+        base = self.profile.timeout_seconds
+        rate = _rates.get(self._learned_key("rate"))
+        if not rate:
+            return base
+        return min(max(base, 2 * max_tokens / rate), _TIMEOUT_GROWTH * base)
+
+    def _learn_rate(self, tokens_out: int, latency_ms: int) -> None:
+        if tokens_out < _RATIO_MIN_TOKENS or latency_ms <= 0:
+            return
+        sample = tokens_out / (latency_ms / 1000)
+        key = self._learned_key("rate")
+        rate = _rates.get(key)
+        _rates[key] = sample if rate is None or sample < rate else rate + _RATIO_WEIGHT * (sample - rate)
+
+    def _fit(self, messages: list[dict], extra: dict, max_tokens: int):
+        tools_chars = len(compact_json(extra["tools"])) if extra.get("tools") else 0
+        room = prompt_token_room(self.context_window(), max_tokens)
+        return messages_fit(
+            messages, available=int(room * self._chars_per_token() * _RATIO_SAFETY), extra_chars=tools_chars
+        )
+
+    def _refit_after_overflow(self, error: str, fitted) -> bool:
+        """Learn the window (and the prompt's real size) an overflow refusal names; True if a refit may fit."""
+        window = next((int(n) for n in _first_groups(_NAMED_WINDOW, error)), None)
+        prompt_tokens = next((int(n) for n in _first_groups(_NAMED_PROMPT_TOKENS, error)), None)
+        if prompt_tokens:
+            measured = min(self._chars_per_token(), fitted.chars / prompt_tokens)
+            _ratios[self._learned_key(f"ratio {self.stage}")] = measured
+        if window and window != self.profile.context_window:
+            profile_context_window_learn(profile=self.profile, context_window=window, source="refusal naming it")
+        return bool(window or prompt_tokens)
+
     # -- transport -----------------------------------------------------------------------------
 
     def _complete(self, messages, extra, mode, prompt_version, cache_salt, reply) -> tuple[dict, LLMCall]:
         profile = self.profile
-        request = {
-            "model": profile.model,
-            "messages": messages,
-            "temperature": profile.temperature,
-            "max_tokens": profile.max_tokens,
-            **extra,
-        }
-        # The endpoint is part of the key: the same model name on two servers is not the same model.
-        request_hash = content_hash({**request, "endpoint": profile.base_url, "salt": cache_salt})
-        record = dict(request=request, request_hash=request_hash, mode=mode, prompt_version=prompt_version)
-        if profile.cache_enabled:
-            cached = self._cached(**record)
-            if cached:
-                reply.calls.append(cached)
-                return cached.response["message"], cached
-
+        if extra.get("tools"):  # llama-cpp-python ignores tools unless a tool_choice says otherwise
+            extra = {"tool_choice": "auto", **extra}
+        sendable = [_sendable(m) for m in messages]
+        max_tokens = self.max_tokens
+        fitted = self._fit(sendable, extra, max_tokens)
+        refitted = roomier = False
+        timeout = self._timeout(max_tokens)
         attempts = max(1, settings.SIMIA_LLM_MAX_ATTEMPTS)
         last_error = ""
         for attempt in range(1, attempts + 1):
-            result, latency_ms = self._send(request)
+            request = {
+                "model": profile.model,
+                "messages": fitted.messages,
+                "temperature": profile.temperature,
+                "max_tokens": max_tokens,
+                **extra,
+            }
+            # The endpoint is part of the key: the same model name on two servers is not the same model.
+            request_hash = content_hash({**request, "endpoint": profile.base_url, "salt": cache_salt})
+            record = dict(request=request, request_hash=request_hash, mode=mode, prompt_version=prompt_version)
+            record["trimmed"] = fitted.cuts
+            if attempt == 1 and profile.cache_enabled:
+                cached = self._cached(**record)
+                if cached:
+                    reply.calls.append(cached)
+                    return cached.response["message"], cached
+
+            result, latency_ms = self._send(request, timeout)
             if isinstance(result, Exception):
-                kind, transient = _failure_kind(result, offers_options=bool(extra))
+                kind, transient = _failure_kind(result, offered=extra)
                 failure = _redact_key(str(result), profile)  # some servers echo the key in a 401
                 reply.calls.append(
                     self._record(**record, attempt=attempt, latency_ms=latency_ms, error=failure, error_kind=kind)
                 )
                 if kind == "unsupported_mode":
-                    raise _Unsupported() from result
+                    raise _Unsupported(failure[:300]) from result
+                if kind == "context_exceeded" and not refitted and self._refit_after_overflow(failure, fitted):
+                    refitted, last_error = True, f"{kind}: {failure[:300]}"
+                    fitted = self._fit(sendable, extra, max_tokens)
+                    continue
                 if not transient:
                     raise LLMError(kind, failure[:500]) from result
+                if kind == "timeout":  # a slow server, likely still writing the abandoned answer: wait longer
+                    timeout = min(2 * timeout, _TIMEOUT_GROWTH * profile.timeout_seconds)
                 last_error = f"{kind}: {failure[:300]}"
                 if attempt < attempts:
                     time.sleep(_retry_after(result) or self._backoff(attempt))
@@ -342,18 +475,27 @@ class LLMClient:
                 response={"message": message, "finish_reason": finish_reason},
                 tokens_in=tokens_in,
                 tokens_out=tokens_out,
-                error="the answer was cut off (finish_reason=length)" if truncated else "",
+                error=f"the answer was cut off at max_tokens={max_tokens} (finish_reason=length)" if truncated else "",
                 error_kind="truncated" if truncated else "",
             )
             reply.calls.append(call)
+            self._learn_ratio(fitted.chars, tokens_in)
+            self._learn_rate(tokens_out, latency_ms)
             if truncated:
-                last_error = "truncated: finish_reason=length"
+                # Resending the same request gives the same cut-off answer: only more room can help.
+                room = int(self.context_window() * (1 - SAFETY_SHARE)) - SAFETY_TOKENS - tokens_in
+                roomier_tokens = min(2 * max_tokens, room)
+                if roomier or roomier_tokens <= max_tokens:
+                    raise LLMError("truncated", f"the answer was cut off at max_tokens={max_tokens}")
+                roomier, max_tokens = True, roomier_tokens
+                timeout = max(timeout, self._timeout(max_tokens))
+                last_error = f"truncated: cut off at max_tokens={max_tokens}"
                 continue
             return message, call
         kind = last_error.split(":", 1)[0] or "unavailable"
         raise LLMError(kind, f"gave up after {attempts} attempts; last: {last_error}")
 
-    def _send(self, request: dict) -> tuple[Any, int]:
+    def _send(self, request: dict, timeout: float) -> tuple[Any, int]:
         """One HTTP request: (the completion, or the exception it raised; latency in ms, queueing excluded)."""
         # An LLM call takes seconds to minutes: inside a transaction it would hold the transaction's locks
         # (all of SQLite's writes) that long. Tests that run inside a transaction of their own allow it.
@@ -369,7 +511,7 @@ class LLMClient:
                 url,
                 content=orjson.dumps(request, option=orjson.OPT_NON_STR_KEYS),
                 cast_to=httpx2.Response,
-                options={"headers": {"X-Simia-Stage": self.stage, **_PER_REQUEST_DROPPED_HEADERS}},
+                options={"headers": {"X-Simia-Stage": self.stage, **_PER_REQUEST_DROPPED_HEADERS}, "timeout": timeout},
             )
             result = orjson.loads(response.content)
             if not isinstance(result, dict) or not result.get("choices"):
@@ -384,7 +526,7 @@ class LLMClient:
         base = settings.SIMIA_LLM_BACKOFF_BASE
         return base * (2 ** (attempt - 1)) * (0.5 + random.random())
 
-    def _cached(self, *, request, request_hash, mode, prompt_version) -> LLMCall | None:
+    def _cached(self, *, request, request_hash, mode, prompt_version, trimmed) -> LLMCall | None:
         hit = (
             LLMCall.objects.filter(request_hash=request_hash, error="", response__isnull=False, cache_hit=False)
             .order_by("-id")
@@ -397,6 +539,7 @@ class LLMClient:
             request_hash=request_hash,
             mode=mode,
             prompt_version=prompt_version,
+            trimmed=trimmed,
             attempt=1,
             latency_ms=0,
             response=hit.response,
@@ -412,6 +555,7 @@ class LLMClient:
         prompt_version,
         attempt,
         latency_ms,
+        trimmed=(),
         response=None,
         tokens_in=0,
         tokens_out=0,
@@ -436,6 +580,7 @@ class LLMClient:
             tokens_out=tokens_out,
             latency_ms=latency_ms,
             cache_hit=cache_hit,
+            trimmed=list(trimmed),
             cost=Decimal(0) if cache_hit else _cost(self.profile, tokens_in, tokens_out),
         )
         return llm_call_record(call)
@@ -449,31 +594,53 @@ class LLMClient:
 class _Unsupported(Exception):
     """The endpoint rejected a request option (json_schema, tools): fall back to a weaker mode."""
 
+    def __init__(self, evidence: str):
+        self.evidence = evidence
+        super().__init__(evidence)
+
 
 class _MalformedResponse(Exception):
     """A 200 answer the app cannot use (no choices); retried like a server error."""
 
 
-def _failure_kind(exc: Exception, *, offers_options: bool) -> tuple[str, bool]:
-    """(error kind, whether to retry) for a request that raised."""
+def _failure_kind(exc: Exception, *, offered: dict) -> tuple[str, bool]:
+    """(error kind, whether to retry) for a request that raised; `offered` holds the options it sent."""
     if isinstance(exc, openai.APITimeoutError):
         return "timeout", True
     if isinstance(exc, openai.APIConnectionError):
         return "connection_error", True
     if isinstance(exc, openai.APIStatusError):
-        status = exc.status_code
+        status, text = exc.status_code, str(exc)
         if status == 429:
             return "rate_limited", True
-        if status >= 500:
-            return "server_error", True
         if status in (408, 409):  # request timeout, lock conflict: worth another try
             return f"http_{status}", True
-        if status in (400, 422):
-            if offers_options and _UNSUPPORTED_HINTS.search(str(exc)):
-                return "unsupported_mode", False
+        if status >= 400 and offered and _UNSUPPORTED_HINTS.search(text):
+            return "unsupported_mode", False
+        if status in (400, 413) and _CONTEXT_EXCEEDED.search(text):
+            return "context_exceeded", False
+        if status in (400, 422) or _VALIDATION_ERROR.search(text):
             return "bad_request", False
+        if status >= 500:
+            return "server_error", True
         return f"http_{status}", False  # 401, 403, 404...: retrying will not help
     return "bad_response", True  # a body that is not a chat completion
+
+
+def _first_groups(pattern: re.Pattern, text: str):
+    """The numbers a pattern's alternatives captured, first match first."""
+    for match in pattern.finditer(text):
+        yield from (group for group in match.groups() if group)
+
+
+def _sendable(message: dict) -> dict:
+    """A message every server takes: text content beside tool calls (never null), tool results as text."""
+    content = message.get("content")
+    if content is None and message.get("role") in ("assistant", "tool"):
+        return {**message, "content": ""}
+    if message.get("role") == "tool" and not isinstance(content, str):
+        return {**message, "content": compact_json(content)}
+    return message
 
 
 def _message_dict(message: dict) -> dict:
@@ -549,7 +716,7 @@ def _schema_name(name: str) -> str:
 def _schema_instruction(schema_name: str, schema: dict) -> str:
     return (
         f"Reply with only a JSON object (no prose, no code fence) named {schema_name}, "
-        f"valid against this JSON Schema:\n{json.dumps(schema)}"
+        f"valid against this JSON Schema:\n{compact_json(schema)}"
     )
 
 
@@ -573,7 +740,7 @@ def _flatten_tool_message(message: dict) -> dict:
             {"name": c["function"]["name"], "arguments": _arguments_object(c["function"]["arguments"])}
             for c in message["tool_calls"]
         ]
-        return {"role": "assistant", "content": json.dumps({"content": message.get("content"), "tool_calls": calls})}
+        return {"role": "assistant", "content": compact_json({"content": message.get("content"), "tool_calls": calls})}
     return message
 
 

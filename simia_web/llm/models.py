@@ -9,6 +9,7 @@ from .validation import profile_validate
 class StructuredMode(models.TextChoices):
     AUTO = "auto", "Auto (json_schema, falling back)"
     JSON_SCHEMA = "json_schema", "response_format json_schema"
+    JSON_OBJECT_SCHEMA = "json_object_schema", "response_format json_object with its schema"
     JSON_OBJECT = "json_object", "response_format json_object"
     PROMPT = "prompt", "Schema in the prompt only"
 
@@ -37,10 +38,33 @@ class EndpointProfile(models.Model):
     api_key_env = models.CharField(max_length=80, default="OPENAI_API_KEY")
     model = models.CharField(max_length=120)
     temperature = models.FloatField(default=0.7)
-    max_tokens = models.PositiveIntegerField(default=2048)
+    max_tokens = models.PositiveIntegerField(
+        default=2048, help_text="The most any stage asks for in one answer (each stage has its own default under it)."
+    )
+    stage_max_tokens = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text='Answer sizes per stage, overriding the defaults, e.g. {"user_simulator": 200, "judge": 600}.',
+    )
+    context_window = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Tokens the model takes in one call, prompt and answer together. Filled by 'Test endpoint' where "
+        "the server reports it, or when it names it in a refusal; set it here otherwise (unknown: 8192 is assumed).",
+    )
+    chars_per_token = models.FloatField(
+        default=2.5,
+        help_text="Characters per prompt token, learned from the token counts the endpoint returns (starts low, "
+        "so that prompts are sized conservatively).",
+    )
+    capabilities = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="What 'Test endpoint' found (modes, context window and the evidence) and fallbacks learned in use.",
+    )
     timeout_seconds = models.FloatField(default=60)
     max_concurrency = models.PositiveIntegerField(default=8)
-    structured_mode = models.CharField(max_length=16, choices=StructuredMode.choices, default=StructuredMode.AUTO)
+    structured_mode = models.CharField(max_length=24, choices=StructuredMode.choices, default=StructuredMode.AUTO)
     tool_mode = models.CharField(max_length=16, choices=ToolMode.choices, default=ToolMode.AUTO)
     price_input_per_mtok = models.DecimalField(max_digits=10, decimal_places=4, null=True, blank=True)
     price_output_per_mtok = models.DecimalField(max_digits=10, decimal_places=4, null=True, blank=True)
@@ -91,12 +115,14 @@ class LLMCall(models.Model):
     error = models.TextField(blank=True)
     error_kind = models.CharField(max_length=40, blank=True, db_index=True)
     attempt = models.PositiveSmallIntegerField(default=1)
-    mode = models.CharField(max_length=16, blank=True)
+    mode = models.CharField(max_length=24, blank=True)
     tokens_in = models.PositiveIntegerField(default=0)
     tokens_out = models.PositiveIntegerField(default=0)
     latency_ms = models.PositiveIntegerField(default=0)
     cost = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
     cache_hit = models.BooleanField(default=False)
+    # What was cut from the prompt to fit the context window: [{"what", "index", "chars"}].
+    trimmed = models.JSONField(default=list, blank=True)
     # When the call was made: its row may be written later, at the end of its job unit.
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
 

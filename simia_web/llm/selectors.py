@@ -61,3 +61,14 @@ def profile_for_stage(stage: str, profile_id: int | None = None) -> EndpointProf
 
 
 profile_cache_clear = _resolved.clear
+
+
+def profile_endpoint(profile: EndpointProfile) -> str:
+    """The server and model a profile's findings are about: one that follows the environment can move."""
+    return f"{profile.base_url} {profile.model}"
+
+
+def profile_findings(profile: EndpointProfile) -> dict:
+    """What was found or learned about the profile's endpoint; nothing when it was about another one."""
+    found = profile.capabilities or {}
+    return found if found.get("endpoint") == profile_endpoint(profile) else {}

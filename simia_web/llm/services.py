@@ -1,4 +1,6 @@
-"""Writing LLMCall rows: at once, or held while a job unit runs and written together when it ends.
+"""Writing LLMCall rows, and what is learned about endpoints (modes, context window, characters per token).
+
+LLMCall rows are written at once, or held while a job unit runs and written together when it ends.
 
 A rollout makes several calls one after another; one INSERT at the end of the unit instead of one per
 call saves database round trips, and on a busy worker every round trip gives up the GIL and waits
@@ -10,7 +12,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
-from .models import LLMCall
+from django.db import transaction
+
+from .models import EndpointProfile, LLMCall
+from .selectors import profile_endpoint, profile_findings
 from .slots import Rank, first_come
 
 _held: ContextVar[list[LLMCall] | None] = ContextVar("held_llm_calls", default=None)
@@ -87,3 +92,59 @@ def llm_calls_write(calls: list[LLMCall]) -> None:
     """Write held rows in one INSERT; their pks are set afterwards."""
     if calls:
         LLMCall.objects.bulk_create(calls)
+
+
+# -- what an endpoint takes: found by check_endpoint or learned in use ------------------------------
+
+_LEARNED_KEPT = 20  # the latest fallbacks learned in use, kept as evidence
+
+
+def profile_capabilities_record(*, profile: EndpointProfile, found: dict, context_window: int | None) -> None:
+    """Store what a check of the endpoint found (modes, window and evidence); a window it found replaces the old."""
+    with transaction.atomic():
+        locked = EndpointProfile.objects.select_for_update().get(pk=profile.pk)
+        learned = profile_findings(_as_used(locked, profile)).get("learned", [])
+        locked.capabilities = {**found, "endpoint": profile_endpoint(profile), "learned": learned}
+        if context_window:
+            locked.context_window = context_window
+        locked.save(update_fields=["capabilities", "context_window"])
+    profile.capabilities, profile.context_window = locked.capabilities, locked.context_window
+
+
+def profile_capability_learn(*, profile: EndpointProfile, what: str, mode: str, evidence: str) -> None:
+    """A fallback taken in use ("structured"/"tools" -> the weaker mode), remembered with what caused it."""
+    with transaction.atomic():
+        locked = EndpointProfile.objects.select_for_update().get(pk=profile.pk)
+        capabilities = dict(profile_findings(_as_used(locked, profile))) or {"endpoint": profile_endpoint(profile)}
+        if capabilities.get(what) == mode:
+            return
+        learned = [*capabilities.get("learned", []), {"what": what, "mode": mode, "evidence": evidence[:300]}]
+        capabilities.update({what: mode, "learned": learned[-_LEARNED_KEPT:]})
+        locked.capabilities = capabilities
+        locked.save(update_fields=["capabilities"])
+    profile.capabilities = capabilities
+
+
+def profile_context_window_learn(*, profile: EndpointProfile, context_window: int | None, source: str) -> None:
+    """The context window a server reported or named in a refusal (None: it reports none, so the default holds).
+
+    One UPDATE from the profile as this process read it: it runs once per profile and process, on a job's
+    first call, where a locked read-modify-write would cost every worker three more round trips.
+    """
+    found = profile_findings(profile) or {"endpoint": profile_endpoint(profile)}
+    capabilities = {**found, "context_window_source": source}
+    changes = {"capabilities": capabilities, **({"context_window": context_window} if context_window else {})}
+    EndpointProfile.objects.filter(pk=profile.pk).update(**changes)
+    for name, value in changes.items():
+        setattr(profile, name, value)
+
+
+def _as_used(row: EndpointProfile, profile: EndpointProfile) -> EndpointProfile:
+    """The row with the endpoint the caller uses (a profile that follows the environment is not its row's)."""
+    row.base_url, row.model = profile.base_url, profile.model
+    return row
+
+
+def profile_chars_per_token_learn(*, profile: EndpointProfile, chars_per_token: float) -> None:
+    EndpointProfile.objects.filter(pk=profile.pk).update(chars_per_token=chars_per_token)
+    profile.chars_per_token = chars_per_token

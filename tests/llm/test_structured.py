@@ -53,11 +53,11 @@ def test_rejected_json_object_too_falls_back_to_the_prompt(stub):
     stub.reject_json_schema = stub.reject_json_object = True
     reply = ask()
     assert reply.data == {"answer": 42}
-    assert _response_format_types(stub) == ["json_schema", "json_object", None]
-    assert [c.mode for c in reply.calls] == ["json_schema", "json_object", "prompt"]
-    assert '"required": ["answer"]' in _system_text(stub.requests[2])
+    assert _response_format_types(stub) == ["json_schema", "json_object", "json_object", None]
+    assert [c.mode for c in reply.calls] == ["json_schema", "json_object_schema", "json_object", "prompt"]
+    assert '"required":["answer"]' in _system_text(stub.requests[3])  # compact JSON
     ask()
-    assert _response_format_types(stub)[3:] == [None]
+    assert _response_format_types(stub)[4:] == [None]
 
 
 def test_learned_fallback_belongs_to_one_profile(stub):
@@ -147,6 +147,7 @@ def test_code_fenced_json_is_accepted(stub):
         ("```\n[1, 2]\n```", [1, 2]),
         ('<think>the user wants {a}</think>\n{"a": 1}', {"a": 1}),
         ('Sure! {"a": {"b": 2}} Hope this helps.', {"a": {"b": 2}}),
+        ('{"a": "two\nlines\tand a tab"}', {"a": "two\nlines\tand a tab"}),  # raw control characters
     ],
 )
 def test_parse_json_answer_tolerates_wrapping(text, expected):

@@ -101,7 +101,7 @@ def test_client_errors_are_not_retried(stub, sleeps, status, kind):
 
 
 def test_a_bad_request_unrelated_to_options_is_not_a_fallback(stub):
-    stub.inject(Reply(status=400, error_message="maximum context length is 4096"))
+    stub.inject(Reply(status=400, error_message="Invalid value for 'temperature': must be at most 2."))
     with pytest.raises(LLMError) as error:
         ask()
     assert error.value.kind == "bad_request"

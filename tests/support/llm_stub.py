@@ -3,6 +3,8 @@
 The real `openai` client talks to it over HTTP, so retries, timeouts, fallbacks and parsing are
 exercised exactly as against a real endpoint. A responder answers each request; faults queued
 with `inject` are served first (optionally only for one stage, read from the X-Simia-Stage header).
+A `personality` (tests/support/personalities.py) makes it answer as a real server does: what it
+refuses, ignores and reports.
 """
 
 import contextlib
@@ -72,6 +74,7 @@ class StubLLM:
         self.reject_json_object = False
         self.reject_tools = False
         self.models = ["stub-model"]  # listed by GET /v1/models
+        self.personality = None  # a personalities.Personality: behave like that real server
         self._faults: deque[tuple[str | None, Reply]] = deque()
         self._lock = threading.Lock()
         self._in_flight = 0
@@ -91,8 +94,12 @@ class StubLLM:
 
             def do_GET(self):
                 if self.path.rstrip("/").endswith("/in-flight"):  # the most answered at once since the last look
-                    self._send(Reply(raw_body=json.dumps({"max_in_flight": stub.take_max_in_flight()})))
-                elif self.path.rstrip("/").endswith("/models"):
+                    return self._send(Reply(raw_body=json.dumps({"max_in_flight": stub.take_max_in_flight()})))
+                if stub.personality is not None:
+                    document = stub.personality.get(self.path, stub.models)
+                    if document is not None:
+                        return self._send(Reply(raw_body=json.dumps(document)))
+                if self.path.rstrip("/").endswith("/models"):
                     listing = [{"id": name, "object": "model", "owned_by": "stub"} for name in stub.models]
                     self._send(Reply(raw_body=json.dumps({"object": "list", "data": listing})))
                 else:
@@ -102,12 +109,17 @@ class StubLLM:
                 received = time.monotonic()
                 length = int(self.headers.get("content-length", 0))
                 body = json.loads(self.rfile.read(length) or b"{}")
+                if not self.path.rstrip("/").endswith("/chat/completions"):
+                    document = stub.personality.post(self.path, body) if stub.personality is not None else None
+                    if document is None:
+                        return self._send(Reply(status=404, error_message=f"no route {self.path}"))
+                    return self._send(Reply(raw_body=json.dumps(document)))
                 headers = {k.lower(): v for k, v in self.headers.items()}
                 request = Request(stage=headers.get("x-simia-stage", ""), body=body, headers=headers)
                 stub._enter()
                 try:
                     reply = stub._reply_for(request)
-                    payload = _payload(reply, body)
+                    payload = _payload(reply, body, stub.personality)
                     # Latency counts from arrival, so the server's own work does not add to it.
                     time.sleep(max(0.0, received + stub.latency + reply.delay - time.monotonic()))
                     self._send(reply, payload)
@@ -183,7 +195,10 @@ class StubLLM:
                 if stage is None or stage == request.stage:
                     del self._faults[i]
                     return reply
-        return self.responder(request)
+        personality = self.personality
+        if personality is None:
+            return self.responder(request)
+        return personality.refusal(request) or personality.shape(request, self.responder)
 
 
 def closed_port_url() -> str:
@@ -194,7 +209,7 @@ def closed_port_url() -> str:
     return f"http://127.0.0.1:{port}/v1"
 
 
-def _completion(reply: Reply, model: str) -> dict:
+def _completion(reply: Reply, model: str, prompt_tokens: int = 100) -> dict:
     content = reply.content
     if content is not None and not isinstance(content, str):
         content = json.dumps(content)
@@ -213,7 +228,6 @@ def _completion(reply: Reply, model: str) -> dict:
             }
             for call in reply.tool_calls
         ]
-    prompt_tokens = 100
     completion_tokens = max(1, len(content or "") // 4)
     return {
         "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
@@ -229,13 +243,14 @@ def _completion(reply: Reply, model: str) -> dict:
     }
 
 
-def _payload(reply: Reply, body: dict) -> bytes:
+def _payload(reply: Reply, body: dict, personality=None) -> bytes:
     if reply.raw_body is not None:
         return reply.raw_body.encode()
     if reply.status != 200:
         error = {"message": reply.error_message or "stub error", "type": "invalid_request_error"}
         return json.dumps({"error": error}).encode()
-    return json.dumps(_completion(reply, body.get("model", "stub"))).encode()
+    prompt_tokens = personality.prompt_tokens(body) if personality is not None else 100
+    return json.dumps(_completion(reply, body.get("model", "stub"), prompt_tokens)).encode()
 
 
 def serve_pipeline_script(latency: float) -> None:

@@ -1,0 +1,36 @@
+from django.core.management.base import BaseCommand, CommandError
+
+from simia_web.llm.capabilities import endpoint_check
+from simia_web.llm.models import EndpointProfile
+from simia_web.llm.selectors import profile_default
+
+
+class Command(BaseCommand):
+    help = (
+        "Probe an endpoint profile with tiny requests: which structured-output and tool modes it honours and its "
+        "context window. Records the results and the evidence on the profile."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("profile", nargs="?", help="profile name or id (default: the default profile)")
+
+    def handle(self, *args, profile=None, **options):
+        found = endpoint_check(profile=_profile(profile))
+        for probe in found["evidence"]:
+            status = probe["status"] or "-"
+            self.stdout.write(f"  {probe['name']:<28} {status!s:>4}  {probe['verdict']:<11} {probe['detail'][:90]}")
+        window = found["context_window"] or "unknown (set it on the profile; 8192 is assumed)"
+        self.stdout.write(
+            f"structured output: {found['structured']}\ntools: {found['tools']}\n"
+            f"context window: {window} ({found['context_window_source']})"
+        )
+
+
+def _profile(name_or_id: str | None) -> EndpointProfile:
+    if name_or_id is None:
+        return profile_default()
+    lookup = {"pk": int(name_or_id)} if name_or_id.isdigit() else {"name": name_or_id}
+    try:
+        return EndpointProfile.objects.get(**lookup)
+    except EndpointProfile.DoesNotExist:
+        raise CommandError(f"no endpoint profile {name_or_id!r}") from None
