@@ -35,7 +35,7 @@ def main() -> None:
     parser.add_argument("--largest", type=int, default=10)
     args = parser.parse_args()
 
-    profile = EndpointProfile(max_tokens=2048)
+    profile = EndpointProfile(max_tokens=2048, context_window=8192)
     budget = LLMClient(profile, stage="simulator").prompt_chars_available()
     state = json.loads((args.folder / "db.json").read_text())
     tools = {t["function"]["name"]: t["function"] for t in json.loads((args.folder / "tools.json").read_text())}

@@ -12,8 +12,8 @@ from simia_web.synthesis.state_slice import state_view
 from tests.conftest import SHARED_DATA
 
 RETAIL = SHARED_DATA / "tau2" / "retail"
-# What an endpoint with the default profile (max_tokens 2048) leaves for the prompt in an 8k context.
-BUDGET = LLMClient(EndpointProfile(max_tokens=2048), stage="simulator").prompt_chars_available()
+# What the default profile (max_tokens 2048) leaves for a simulator prompt in an 8k context.
+BUDGET = LLMClient(EndpointProfile(max_tokens=2048, context_window=8192), stage="simulator").prompt_chars_available()
 
 
 def prompt_chars(messages: list[dict]) -> int:
