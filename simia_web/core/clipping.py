@@ -1,0 +1,33 @@
+"""Bounds for pages that show stored conversations (seeds, trajectories): a window of messages, long texts cut with
+a link to the whole of one message, and no in-browser editing of a document too large to send as a form."""
+
+from django.core.paginator import Paginator
+
+from simia_web.core.jsonutil import canonical_bytes
+
+PAGE_MESSAGES = 50
+TEXT_CHARS = 4000
+EDIT_MAX_BYTES = 512 * 1024
+
+
+def clipped(text: str, full: bool = False, limit: int = TEXT_CHARS) -> tuple[str, bool]:
+    """The text as a page shows it and whether it was cut: the whole text when asked for in full or short enough."""
+    if full or len(text) <= limit:
+        return text, False
+    return text[:limit], True
+
+
+def message_page(request, messages: list):
+    """The page of messages a request asks for (`?page=`), PAGE_MESSAGES at a time."""
+    return Paginator(messages, PAGE_MESSAGES).get_page(request.GET.get("page"))
+
+
+def shown_in_full(request) -> int | None:
+    """The index of the one message a request asks to see in full (`?full=`), if any."""
+    value = request.GET.get("full", "")
+    return int(value) if value.isdigit() else None
+
+
+def too_large_to_edit(messages, tools) -> bool:
+    """An edit form (and a revision diff) repeats the whole document, so large ones are edited as files instead."""
+    return len(canonical_bytes({"messages": messages, "tools": tools})) > EDIT_MAX_BYTES
