@@ -349,7 +349,7 @@ def trajectory_edit(request, pk: int):
     trajectory = get_object_or_404(selectors.trajectory_detail_queryset(), pk=pk)
     if too_large_to_edit(trajectory.messages or [], trajectory.tools or []):
         # Every message would be a form field in the page and again in the POST: refuse, and say why.
-        context = {"t": trajectory, "edit_max_bytes": EDIT_MAX_BYTES}
+        context = {"t": trajectory, "edit_max_kib": EDIT_MAX_BYTES // 1024}
         return render(request, "curation/editor_too_large.html", context, status=413)
     context = {
         "t": trajectory,
