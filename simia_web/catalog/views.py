@@ -266,15 +266,15 @@ def _message_shown(message, index: int, full: bool) -> dict:
     if not isinstance(message, dict):
         message = {"role": "?", "content": str(message)}
     content = message.get("content")
-    text, clipped = clipped(content if isinstance(content, str) else pretty_json(content) if content else "", full)
+    text, cut = clipped(content if isinstance(content, str) else pretty_json(content) if content else "", full)
     calls = []
     for call in message.get("tool_calls") or []:
         function = call.get("function") if isinstance(call, dict) else None
         function = function if isinstance(function, dict) else {}
-        arguments, cut = clipped(str(function.get("arguments", "")), full)
+        arguments, cut_call = clipped(str(function.get("arguments", "")), full)
         calls.append({"name": str(function.get("name", "")), "arguments": arguments})
-        clipped = clipped or cut
-    return {"index": index, "role": str(message.get("role", "")), "text": text, "calls": calls, "clipped": clipped}
+        cut = cut or cut_call
+    return {"index": index, "role": str(message.get("role", "")), "text": text, "calls": calls, "clipped": cut}
 
 
 # ---------------------------------------------------------------- queue jobs
