@@ -28,6 +28,11 @@ def shown_in_full(request) -> int | None:
     return int(value) if value.isdigit() else None
 
 
+def message_href(query: str, index: int) -> str:
+    """A link to message `index` on whichever page holds it, keeping the page's other parameters (`query`)."""
+    return f"?{query}{'&' if query else ''}page={index // PAGE_MESSAGES + 1}#m{index}"
+
+
 def too_large_to_edit(messages, tools) -> bool:
     """An edit form (and a revision diff) repeats the whole document, so large ones are edited as files instead."""
     return len(canonical_bytes({"messages": messages, "tools": tools})) > EDIT_MAX_BYTES

@@ -11,7 +11,14 @@ from django_htmx.http import HttpResponseClientRedirect
 
 from simia_web.accounts.permissions import role_required
 from simia_web.catalog.models import Domain
-from simia_web.core.clipping import EDIT_MAX_BYTES, clipped, message_page, shown_in_full, too_large_to_edit
+from simia_web.core.clipping import (
+    EDIT_MAX_BYTES,
+    clipped,
+    message_href,
+    message_page,
+    shown_in_full,
+    too_large_to_edit,
+)
 from simia_web.core.services import VersionConflict
 from simia_web.jobs.models import ACTIVE_JOB_STATUSES, Job
 from simia_web.llm.models import EndpointProfile
@@ -47,8 +54,10 @@ QUEUE_PAGE_SIZE = 50
 SEARCH_COUNT_LIMIT = 500
 STATUS_CHOICES = [(PENDING, "Waiting for review"), ("all", "Any status"), *TrajectoryStatus.choices]
 # Parameters that move through the queue rather than filter it.
-# The review page's list of tools is cut here (the editor and exports have them all).
+# The review page's list of tools is cut here (the editor and exports have them all), and its sidebar lists this
+# many cited messages and rule violations.
 TOOLS_CHARS = 20_000
+SIDEBAR_ITEMS = 50
 NAVIGATION = ("page", "after", "before", "stream", "full")
 
 
@@ -253,10 +262,21 @@ def _trajectory_context(request, trajectory: Trajectory, **extra) -> dict:
     query = _filter_query(request)
     reviews = list(trajectory.reviews.all())
     page = message_page(request, trajectory.messages or [])
+    page_query = _without(_without(request.GET, "page"), "full").urlencode()
+    violations = list(trajectory.violations.all())
     context = {
         "t": trajectory,
         "page": page,
-        "page_query": _without(_without(request.GET, "page"), "full").urlencode(),
+        "page_query": page_query,
+        # The sidebar's links reach messages on any page; it lists the first SIDEBAR_ITEMS of each.
+        "cited_links": [
+            (i, message_href(page_query, i)) for i in sorted(i for i in cited if isinstance(i, int))[:SIDEBAR_ITEMS]
+        ],
+        "violations": [
+            (v, message_href(page_query, v.message_index) if v.message_index is not None else "")
+            for v in violations[:SIDEBAR_ITEMS]
+        ],
+        "more_violations": max(len(violations) - SIDEBAR_ITEMS, 0),
         "items": selectors.chat_items(
             trajectory, cited, start=max(page.start_index() - 1, 0), stop=page.end_index(), full=shown_in_full(request)
         ),

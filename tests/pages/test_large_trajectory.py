@@ -21,7 +21,7 @@ BIG_RESULT = json.dumps({"rows": "y" * 5_000_000})
 def long_trajectory(count: int, *, steps=None, text: str = "z" * 10_000):
     """`count` messages alternating user and assistant, every one `text` long, each numbered."""
     messages = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"{i}:{text}"} for i in range(count)]
-    return make_trajectory(messages=messages, judge=verdict(cited=list(range(0, count, 7))), steps=steps)
+    return make_trajectory(messages=messages, judge=verdict(cited=[3, count - 2]), steps=steps)
 
 
 def big_result_trajectory(**fields):
@@ -59,6 +59,7 @@ def test_thousands_of_messages_render_one_bounded_page(client_for):
     text = body.decode()
     assert f"Page 1 of {5000 // PAGE_MESSAGES}" in text and 'id="m49"' in text and 'id="m50"' not in text
     assert "Show more (the whole message)" in text and "z" * 10_000 not in text
+    assert 'href="?page=100#m4998"' in text  # the judge cited it: the link reaches its page
     last = page(client, t, "?page=100").decode()
     assert 'id="m4999"' in last and 'id="m4949"' not in last
     # The same queries as for a five-message trajectory: nothing is fetched per message.
