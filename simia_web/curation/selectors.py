@@ -256,10 +256,11 @@ def pretty_json(value) -> str:
 
 
 # A state diff is computed only between states this small (as pretty JSON) and shows at most this many lines;
-# a revision shows at most this many changed messages.
+# a revision shows at most this many changed messages, each cut shorter than on the conversation (20 revisions).
 STATE_DIFF_MAX_CHARS = 200_000
 STATE_DIFF_LINES = 200
 REVISION_ROWS = 50
+REVISION_TEXT_CHARS = 1000
 
 
 def _diff_lines(before, after) -> list[tuple[str, str]]:
@@ -421,7 +422,7 @@ def messages_side_by_side(before: list[dict], after: list[dict]) -> list[dict]:
 
 
 def _row_clipped(side):
-    return (side[0], side[1], clipped(side[2])[0]) if side else None
+    return (side[0], side[1], clipped(side[2], limit=REVISION_TEXT_CHARS)[0]) if side else None
 
 
 def revision_history(trajectory: Trajectory, limit: int = 20) -> list[dict]:

@@ -8,8 +8,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from simia_web.core.clipping import EDIT_MAX_BYTES, PAGE_MESSAGES, TEXT_CHARS
+from simia_web.core.services import revision_record, versioned_update
 from simia_web.curation.models import Review
-from simia_web.curation.selectors import STATE_DIFF_LINES
+from simia_web.curation.selectors import REVISION_ROWS, STATE_DIFF_LINES
 from simia_web.curation.services import trajectory_create
 from tests.pages.factories import TOOLS, make_trajectory, verdict
 
@@ -127,3 +128,15 @@ def test_editor_refuses_a_trajectory_too_large_for_the_browser(client_for, maker
 def test_editor_still_opens_a_small_trajectory(client_for, trajectory):
     response = client_for("annotator").get(f"/trajectories/{trajectory.pk}/edit/")
     assert response.status_code == 200 and b'name="msg"' in response.content
+
+
+def test_revision_history_shows_a_bounded_number_of_changed_messages(client_for):
+    t = long_trajectory(300)
+    revision_record(obj=t, data={"messages": t.messages})
+    edited = [{**m, "content": f"edited {i}:{'w' * 10_000}"} for i, m in enumerate(t.messages)]
+    versioned_update(obj=t, expected_version=1, fields={"messages": edited})
+    revision_record(obj=t, data={"messages": edited})
+    body = page(client_for("annotator"), t)
+    assert len(body) < PAGE_BYTES, len(body)
+    text = body.decode()
+    assert f"… and {300 - REVISION_ROWS} more changed messages." in text and "w" * 10_000 not in text
