@@ -34,5 +34,11 @@ def message_href(query: str, index: int) -> str:
 
 
 def too_large_to_edit(messages, tools) -> bool:
-    """An edit form (and a revision diff) repeats the whole document, so large ones are edited as files instead."""
-    return len(canonical_bytes({"messages": messages, "tools": tools})) > EDIT_MAX_BYTES
+    """An edit form (and a revision diff) repeats the whole document, so large ones are edited as files instead.
+    Measured message by message, stopping at the limit, so a huge document is never serialized whole."""
+    size = len(canonical_bytes(tools))
+    for message in messages:
+        if size > EDIT_MAX_BYTES:
+            break
+        size += len(canonical_bytes(message))
+    return size > EDIT_MAX_BYTES
