@@ -295,7 +295,7 @@ def _trajectory_context(request, trajectory: Trajectory, **extra) -> dict:
         "next_id": next_id,
         "position": position,
         "revisions": selectors.revision_history(trajectory),
-        "tools_json": clipped(selectors.pretty_json(trajectory.tools), limit=TOOLS_CHARS)[0],
+        "tools_json": clipped(selectors.pretty_json(trajectory.tools), limit=TOOLS_CHARS),
         "last_review": _last_review(request),
     }
     context.update(extra)
