@@ -25,7 +25,7 @@ def message_page(request, messages: list):
 def shown_in_full(request) -> int | None:
     """The index of the one message a request asks to see in full (`?full=`), if any."""
     value = request.GET.get("full", "")
-    return int(value) if value.isdigit() else None
+    return int(value) if value.isascii() and value.isdigit() and len(value) <= 9 else None
 
 
 def message_href(query: str, index: int) -> str:

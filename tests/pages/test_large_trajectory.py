@@ -76,6 +76,13 @@ def test_show_more_shows_that_one_message_in_full(client_for):
     assert 'href="?page=3&amp;full=121#m121"' in body
 
 
+@pytest.mark.parametrize("full", ["²", "9" * 5000, "-1", "x"])
+def test_a_tampered_full_parameter_shows_the_page_as_usual(client_for, full):
+    t = long_trajectory(60)
+    body = page(client_for("annotator"), t, f"?full={full}").decode()
+    assert "Show more (the whole message)" in body
+
+
 def test_filters_and_stream_survive_message_paging(client_for):
     t = long_trajectory(120)
     body = page(client_for("annotator"), t, "?domain=shop&page=2").decode()
