@@ -11,7 +11,7 @@ from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 
 from simia_web.accounts.permissions import role_required
-from simia_web.core.jsonutil import canonical_bytes
+from simia_web.core.clipping import clipped, message_page, shown_in_full, too_large_to_edit
 from simia_web.core.selectors import revision_list
 from simia_web.core.services import VersionConflict
 from simia_web.curation.selectors import json_diff, pretty_json
@@ -25,11 +25,6 @@ from .models import Api, Domain, Seed, Task, TaskStatus
 
 PAGE_SIZE = 50
 HISTORY_LIMIT = 20
-# A seed page shows this many messages, each text cut at this many characters with a link to the whole of it;
-# seeds larger than this (as JSON) are shown without the edit form and history, which would repeat all of it.
-SEED_PAGE_MESSAGES = 50
-SEED_TEXT_CHARS = 4000
-SEED_EDIT_MAX_BYTES = 512 * 1024
 
 
 def _page(request, qs):
@@ -243,15 +238,15 @@ def task_detail(request, pk: int):
 @role_required("annotator")
 def seed_detail(request, pk: int):
     seed = get_object_or_404(Seed.objects.select_related("domain", "created_by"), pk=pk)
-    page = Paginator(seed.messages, SEED_PAGE_MESSAGES).get_page(request.GET.get("page"))
-    shown_in_full = request.GET.get("full", "")
+    page = message_page(request, seed.messages)
+    full = shown_in_full(request)
     context = {
         "seed": seed,
         "page": page,
-        "shown": [_message_shown(m, i, shown_in_full == str(i)) for i, m in enumerate(page, page.start_index() - 1)],
+        "shown": [_message_shown(m, i, full == i) for i, m in enumerate(page, page.start_index() - 1)],
         "query": "",
     }
-    if len(canonical_bytes({"messages": seed.messages, "tools": seed.tools})) > SEED_EDIT_MAX_BYTES:
+    if too_large_to_edit(seed.messages, seed.tools):
         # The edit form and the history's diffs would each carry the whole seed: too large for a page.
         if request.method == "POST":
             raise PermissionDenied("This seed is too large to edit in the browser.")
@@ -266,26 +261,20 @@ def seed_detail(request, pk: int):
     )
 
 
-def _clipped(text: str, full: bool) -> tuple[str, bool]:
-    if full or len(text) <= SEED_TEXT_CHARS:
-        return text, False
-    return text[:SEED_TEXT_CHARS], True
-
-
 def _message_shown(message, index: int, full: bool) -> dict:
     """A message as the seed page shows it: long texts and tool arguments cut, unless asked for in full."""
     if not isinstance(message, dict):
         message = {"role": "?", "content": str(message)}
     content = message.get("content")
-    text, clipped = _clipped(content if isinstance(content, str) else pretty_json(content) if content else "", full)
+    text, cut = clipped(content if isinstance(content, str) else pretty_json(content) if content else "", full)
     calls = []
     for call in message.get("tool_calls") or []:
         function = call.get("function") if isinstance(call, dict) else None
         function = function if isinstance(function, dict) else {}
-        arguments, cut = _clipped(str(function.get("arguments", "")), full)
+        arguments, cut_call = clipped(str(function.get("arguments", "")), full)
         calls.append({"name": str(function.get("name", "")), "arguments": arguments})
-        clipped = clipped or cut
-    return {"index": index, "role": str(message.get("role", "")), "text": text, "calls": calls, "clipped": clipped}
+        cut = cut or cut_call
+    return {"index": index, "role": str(message.get("role", "")), "text": text, "calls": calls, "clipped": cut}
 
 
 # ---------------------------------------------------------------- queue jobs

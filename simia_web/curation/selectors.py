@@ -23,6 +23,7 @@ from django.db.models import (
 from django.db.models.functions import Coalesce, Floor, Least, TruncDate
 from django.utils import timezone
 
+from simia_web.core.clipping import clipped
 from simia_web.core.selectors import revision_list
 from simia_web.curation.canonical import message_text, parse_arguments
 
@@ -254,6 +255,14 @@ def pretty_json(value) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
 
 
+# A state diff is computed only between states this small (as pretty JSON) and shows at most this many lines;
+# a revision shows at most this many changed messages, each cut shorter than on the conversation (20 revisions).
+STATE_DIFF_MAX_CHARS = 200_000
+STATE_DIFF_LINES = 200
+REVISION_ROWS = 50
+REVISION_TEXT_CHARS = 1000
+
+
 def _diff_lines(before, after) -> list[tuple[str, str]]:
     """Line diff of two JSON values as (kind, text) with kind in {"add", "del", "ctx", "hunk"}."""
     lines = []
@@ -270,6 +279,17 @@ def json_diff(before, after) -> list[tuple[str, str]]:
     return _diff_lines(before, after)
 
 
+def _state_diff(before, after) -> tuple[list[tuple[str, str]], str]:
+    """The diff a page shows between two states, capped, and a note saying what was left out."""
+    a, b = pretty_json(before), pretty_json(after)
+    if len(a) > STATE_DIFF_MAX_CHARS or len(b) > STATE_DIFF_MAX_CHARS:
+        return [], f"The state is too large to compare here ({max(len(a), len(b)):,} characters as JSON)."
+    lines = _diff_lines(before, after)
+    shown = [(kind, clipped(line, limit=500)[0]) for kind, line in lines[:STATE_DIFF_LINES]]
+    omitted = len(lines) - len(shown)
+    return shown, f"… and {omitted:,} more lines." if omitted else ""
+
+
 @dataclass
 class ChatItem:
     index: int
@@ -277,12 +297,14 @@ class ChatItem:
     text: str
     name: str = ""
     tool_call_id: str = ""
-    tool_calls: list = field(default_factory=list)  # [{"id", "name", "arguments"}]
+    tool_calls: list = field(default_factory=list)  # [{"id", "name", "arguments", "error"}]
     patch: str = ""
     state_diff: list = field(default_factory=list)
+    state_note: str = ""
     step_errors: list = field(default_factory=list)
     violations: list = field(default_factory=list)
     cited: bool = False
+    clipped: bool = False
 
 
 def _content_text(message: dict) -> str:
@@ -302,30 +324,53 @@ def _content_text(message: dict) -> str:
     return pretty_json(content)
 
 
-def chat_items(trajectory: Trajectory, cited: set[int]) -> list[ChatItem]:
-    """The conversation ready for the template; all text stays plain and is escaped when rendered."""
+def _state_before(trajectory: Trajectory, index: int):
+    """The environment state just before message `index`: the last recorded state after an earlier step."""
+    steps = trajectory.steps or {}
+    for earlier in range(index - 1, -1, -1):
+        step = steps.get(str(earlier))
+        if isinstance(step, dict) and isinstance(step.get("state_after"), dict):
+            return step["state_after"]
+    return trajectory.initial_state or {}
+
+
+def chat_items(
+    trajectory: Trajectory, cited: set[int], *, start: int = 0, stop: int | None = None, full: int | None = None
+) -> list[ChatItem]:
+    """Messages start..stop of the conversation ready for the template; all text stays plain and is escaped when
+    rendered. Long texts are cut (ChatItem.clipped) except in message `full`, which is shown whole."""
+    messages = trajectory.messages or []
+    stop = len(messages) if stop is None else min(stop, len(messages))
     violations_by_index = defaultdict(list)
     for violation in trajectory.violations.all():
-        violations_by_index[violation.message_index].append(violation)
-    state = trajectory.initial_state or {}
+        if start <= (violation.message_index if violation.message_index is not None else -1) < stop:
+            violations_by_index[violation.message_index].append(violation)
+    state = _state_before(trajectory, start)
     items = []
-    for index, message in enumerate(trajectory.messages or []):
+    for index in range(start, stop):
+        message = messages[index]
+        if not isinstance(message, dict):
+            message = {"role": "?", "content": str(message)}
+        whole = index == full
+        text, cut = clipped(_content_text(message), whole)
         calls = []
         for call in message.get("tool_calls") or []:
             arguments, error = parse_arguments(call)
             raw = (call.get("function") or {}).get("arguments", "")
+            shown, cut_call = clipped(pretty_json(arguments) if error is None else str(raw), whole)
+            cut = cut or cut_call
             calls.append(
                 {
                     "id": call.get("id", ""),
                     "name": (call.get("function") or {}).get("name", ""),
-                    "arguments": pretty_json(arguments) if error is None else str(raw),
-                    "error": error or "",
+                    "arguments": shown,
+                    "error": clipped(error or "")[0],
                 }
             )
         item = ChatItem(
             index=index,
             role=str(message.get("role", "")),
-            text=_content_text(message),
+            text=text,
             name=str(message.get("name", "")),
             tool_call_id=str(message.get("tool_call_id", "")),
             tool_calls=calls,
@@ -335,11 +380,13 @@ def chat_items(trajectory: Trajectory, cited: set[int]) -> list[ChatItem]:
         step = (trajectory.steps or {}).get(str(index))
         if isinstance(step, dict):
             if step.get("patch"):
-                item.patch = pretty_json(step["patch"])
+                item.patch, cut_patch = clipped(pretty_json(step["patch"]), whole)
+                cut = cut or cut_patch
             if "state_after" in step and isinstance(step["state_after"], dict):
-                item.state_diff = _diff_lines(state, step["state_after"])
+                item.state_diff, item.state_note = _state_diff(state, step["state_after"])
                 state = step["state_after"]
-            item.step_errors = [str(e) for e in step.get("errors") or []]
+            item.step_errors = [clipped(str(e))[0] for e in (step.get("errors") or [])[:20]]
+        item.clipped = cut
         items.append(item)
     return items
 
@@ -374,17 +421,24 @@ def messages_side_by_side(before: list[dict], after: list[dict]) -> list[dict]:
     return rows
 
 
+def _row_clipped(side):
+    return (side[0], side[1], clipped(side[2], limit=REVISION_TEXT_CHARS)[0]) if side else None
+
+
 def revision_history(trajectory: Trajectory, limit: int = 20) -> list[dict]:
-    """The trajectory's versions, newest first, each with its changes beside the version before it."""
+    """The trajectory's versions, newest first, each with its changes beside the version before it (the first
+    REVISION_ROWS changed messages, texts cut; `more_rows` counts the rest)."""
     revisions = list(revision_list(obj=trajectory)[: limit + 1])
     history = []
     for i, revision in enumerate(revisions[:limit]):
         previous = revisions[i + 1] if i + 1 < len(revisions) else None
         before = (previous.data or {}).get("messages", []) if previous else None
+        rows = messages_side_by_side(before, revision.data.get("messages", [])) if previous else []
         history.append(
             {
                 "revision": revision,
-                "rows": messages_side_by_side(before, revision.data.get("messages", [])) if previous else [],
+                "rows": [{"old": _row_clipped(r["old"]), "new": _row_clipped(r["new"])} for r in rows[:REVISION_ROWS]],
+                "more_rows": max(len(rows) - REVISION_ROWS, 0),
                 "current": revision.version == trajectory.version,
             }
         )

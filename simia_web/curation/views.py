@@ -11,6 +11,14 @@ from django_htmx.http import HttpResponseClientRedirect
 
 from simia_web.accounts.permissions import role_required
 from simia_web.catalog.models import Domain
+from simia_web.core.clipping import (
+    EDIT_MAX_BYTES,
+    clipped,
+    message_href,
+    message_page,
+    shown_in_full,
+    too_large_to_edit,
+)
 from simia_web.core.services import VersionConflict
 from simia_web.jobs.models import ACTIVE_JOB_STATUSES, Job
 from simia_web.llm.models import EndpointProfile
@@ -46,7 +54,11 @@ QUEUE_PAGE_SIZE = 50
 SEARCH_COUNT_LIMIT = 500
 STATUS_CHOICES = [(PENDING, "Waiting for review"), ("all", "Any status"), *TrajectoryStatus.choices]
 # Parameters that move through the queue rather than filter it.
-NAVIGATION = ("page", "after", "before", "stream")
+# The review page's list of tools is cut here (the editor and exports have them all), and its sidebar lists this
+# many cited messages and rule violations.
+TOOLS_CHARS = 20_000
+SIDEBAR_ITEMS = 50
+NAVIGATION = ("page", "after", "before", "stream", "full")
 
 
 def _queue(request, params=None):
@@ -249,9 +261,25 @@ def _trajectory_context(request, trajectory: Trajectory, **extra) -> dict:
     holder = selectors.reservation_holder(trajectory, request.user)
     query = _filter_query(request)
     reviews = list(trajectory.reviews.all())
+    page = message_page(request, trajectory.messages or [])
+    page_query = _without(_without(request.GET, "page"), "full").urlencode()
+    violations = list(trajectory.violations.all())
     context = {
         "t": trajectory,
-        "items": selectors.chat_items(trajectory, cited),
+        "page": page,
+        "page_query": page_query,
+        # The sidebar's links reach messages on any page; it lists the first SIDEBAR_ITEMS of each.
+        "cited_links": [
+            (i, message_href(page_query, i)) for i in sorted(i for i in cited if isinstance(i, int))[:SIDEBAR_ITEMS]
+        ],
+        "violations": [
+            (v, message_href(page_query, v.message_index) if v.message_index is not None else "")
+            for v in violations[:SIDEBAR_ITEMS]
+        ],
+        "more_violations": max(len(violations) - SIDEBAR_ITEMS, 0),
+        "items": selectors.chat_items(
+            trajectory, cited, start=max(page.start_index() - 1, 0), stop=page.end_index(), full=shown_in_full(request)
+        ),
         "verdict": latest,
         "verdict_stale": latest is not None and latest.trajectory_version != trajectory.version,
         "verdict_scores": sorted((latest.scores or {}).items()) if latest else [],
@@ -267,7 +295,7 @@ def _trajectory_context(request, trajectory: Trajectory, **extra) -> dict:
         "next_id": next_id,
         "position": position,
         "revisions": selectors.revision_history(trajectory),
-        "tools_json": selectors.pretty_json(trajectory.tools),
+        "tools_json": clipped(selectors.pretty_json(trajectory.tools), limit=TOOLS_CHARS),
         "last_review": _last_review(request),
     }
     context.update(extra)
@@ -339,6 +367,10 @@ def trajectory_edit(request, pk: int):
     """The full-width editor: every message, tool-call names and arguments (checked against the tool's
     schema), messages added, removed and reordered; saving is fix and accept."""
     trajectory = get_object_or_404(selectors.trajectory_detail_queryset(), pk=pk)
+    if too_large_to_edit(trajectory.messages or [], trajectory.tools or []):
+        # Every message would be a form field in the page and again in the POST: refuse, and say why.
+        context = {"t": trajectory, "edit_max_kib": EDIT_MAX_BYTES // 1024}
+        return render(request, "curation/editor_too_large.html", context, status=413)
     context = {
         "t": trajectory,
         "query": _filter_query(request),

@@ -43,6 +43,9 @@ TOOLS = [
 ]
 
 
+CANCEL_PATCH = [{"op": "replace", "path": "/orders/W1/status", "value": "cancelled"}]
+
+
 def verdict(passed=True, score=0.9, confidence=0.8, scores=None, cited=None, rationale="Looks right."):
     return {
         "passed": passed,
@@ -55,7 +58,7 @@ def verdict(passed=True, score=0.9, confidence=0.8, scores=None, cited=None, rat
     }
 
 
-def make_trajectory(domain="shop", *, judge=None, violations=(), messages=None, job=None, **fields):
+def make_trajectory(domain="shop", *, judge=None, violations=(), messages=None, job=None, steps=None, **fields):
     d = domain_ensure(name=domain)
     initial = {"orders": {"W1": {"status": "pending"}}}
     after = {"orders": {"W1": {"status": "cancelled"}}}
@@ -69,9 +72,7 @@ def make_trajectory(domain="shop", *, judge=None, violations=(), messages=None, 
         tools=TOOLS,
         initial_state=initial,
         final_state=after,
-        steps={
-            "3": {"patch": [{"op": "replace", "path": "/orders/W1/status", "value": "cancelled"}], "state_after": after}
-        },
+        steps=steps if steps is not None else {"3": {"patch": CANCEL_PATCH, "state_after": after}},
         **fields,
     )
 
