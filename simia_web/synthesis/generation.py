@@ -7,49 +7,65 @@ from simia_web.llm.client import LLMClient
 API_PROMPT_VERSION = "apis-v1"
 TASK_PROMPT_VERSION = "tasks-v1"
 
-API_SCHEMA = {
-    "type": "object",
-    "properties": {
-        "apis": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "name": {"type": "string"},
-                    "description": {"type": "string"},
-                    "parameters": {"type": "object"},
-                    "returns": {"type": "object"},
-                    "kind": {"enum": ["read", "write"]},
-                    "touches": {"type": "array", "items": {"type": "string"}},
-                },
-                "required": ["name", "description", "parameters", "kind"],
-            },
-        },
-        "state_schema": {"type": "object"},
-        "initial_state": {"type": "object"},
-    },
-    "required": ["apis", "state_schema", "initial_state"],
-}
+# Sizes are bounded in the schemas themselves: servers that enforce the schema with a grammar (llama.cpp,
+# llama-cpp-python) then stop a model at the count asked for instead of letting it write until max_tokens.
+_NAME = {"type": "string", "minLength": 1, "maxLength": 64}
+_TEXT = {"type": "string", "minLength": 1, "maxLength": 1000}
+_NAMES = {"type": "array", "items": _NAME, "maxItems": 12}
 
-TASK_SCHEMA = {
-    "type": "object",
-    "properties": {
-        "tasks": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "instruction": {"type": "string"},
-                    "apis_needed": {"type": "array", "items": {"type": "string"}},
-                    "expected_outcome": {"type": "string"},
-                    "difficulty": {"enum": ["easy", "medium", "hard"]},
+
+def api_schema(count: int) -> dict:
+    return {
+        "type": "object",
+        "properties": {
+            "apis": {
+                "type": "array",
+                "minItems": 1,
+                "maxItems": count,
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "name": _NAME,
+                        "description": _TEXT,
+                        "parameters": {"type": "object"},
+                        "returns": {"type": "object"},
+                        "kind": {"enum": ["read", "write"]},
+                        "touches": _NAMES,
+                    },
+                    "required": ["name", "description", "parameters", "kind"],
                 },
-                "required": ["instruction", "apis_needed", "expected_outcome", "difficulty"],
             },
-        }
-    },
-    "required": ["tasks"],
-}
+            "state_schema": {"type": "object"},
+            "initial_state": {"type": "object"},
+        },
+        "required": ["apis", "state_schema", "initial_state"],
+    }
+
+
+def task_schema(count: int) -> dict:
+    # Tasks that fail validation are kept with their reasons and filtered out later, so a model may write a few
+    # more than asked: the bound is twice the count.
+    return {
+        "type": "object",
+        "properties": {
+            "tasks": {
+                "type": "array",
+                "minItems": 1,
+                "maxItems": 2 * count,
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "instruction": _TEXT,
+                        "apis_needed": _NAMES,
+                        "expected_outcome": _TEXT,
+                        "difficulty": {"enum": ["easy", "medium", "hard"]},
+                    },
+                    "required": ["instruction", "apis_needed", "expected_outcome", "difficulty"],
+                },
+            }
+        },
+        "required": ["tasks"],
+    }
 
 
 def apis_generate(*, client: LLMClient, domain_name: str, description: str, policy: str, count: int):
@@ -75,7 +91,7 @@ def apis_generate(*, client: LLMClient, domain_name: str, description: str, poli
                 ),
             },
         ],
-        schema=API_SCHEMA,
+        schema=api_schema(count),
         schema_name="domain_apis",
         prompt_version=API_PROMPT_VERSION,
     )
@@ -105,7 +121,7 @@ def tasks_generate(*, client: LLMClient, domain_name: str, policy: str, apis: li
                 )[:60000],
             },
         ],
-        schema=TASK_SCHEMA,
+        schema=task_schema(count),
         schema_name="domain_tasks",
         prompt_version=TASK_PROMPT_VERSION,
     )
