@@ -230,7 +230,11 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
     "SWAGGER_UI_DIST": "SIDECAR",  # Swagger UI from our static files: no CDN, works offline
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
-    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "simia_web.core.openapi.query_limits"],
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "simia_web.core.openapi.query_limits",
+        "simia_web.core.openapi.error_responses",
+    ],
     "COMPONENT_SPLIT_REQUEST": True,
     "ENUM_NAME_OVERRIDES": {
         "TrajectoryKindEnum": "simia_web.curation.models.TrajectoryKind",

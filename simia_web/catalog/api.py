@@ -6,7 +6,6 @@ from rest_framework import parsers, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
-from simia_web.accounts.api import ApiAutoSchema
 from simia_web.accounts.permissions import IsCurator, IsMember
 
 from .filters import ApiFilter, SeedFilter, TaskFilter
@@ -153,7 +152,6 @@ class SummaryDetailViewSet(viewsets.ReadOnlyModelViewSet):
 
 
 class DomainViewSet(SummaryDetailViewSet):
-    schema = ApiAutoSchema()
     summary_serializer, detail_serializer = DomainSummarySerializer, DomainDetailSerializer
     lookup_field = "name"
     lookup_value_regex = "[-a-zA-Z0-9_]+"
@@ -169,21 +167,18 @@ class DomainViewSet(SummaryDetailViewSet):
 
 
 class ApiViewSet(viewsets.ReadOnlyModelViewSet):
-    schema = ApiAutoSchema()
     serializer_class = ApiSerializer
     filterset_class = ApiFilter
     queryset = Api.objects.select_related("domain")
 
 
 class TaskViewSet(SummaryDetailViewSet):
-    schema = ApiAutoSchema()
     summary_serializer, detail_serializer = TaskSummarySerializer, TaskDetailSerializer
     filterset_class = TaskFilter
     queryset = Task.objects.select_related("domain")
 
 
 class SeedViewSet(SummaryDetailViewSet):
-    schema = ApiAutoSchema()
     summary_serializer, detail_serializer = SeedSummarySerializer, SeedDetailSerializer
     filterset_class = SeedFilter
 

@@ -3,8 +3,6 @@
 from django.db.models import Prefetch
 from rest_framework import serializers, viewsets
 
-from simia_web.accounts.api import ApiAutoSchema
-
 from .filters import TrajectoryFilter
 from .models import JudgeVerdict, Review, RuleViolation, Trajectory
 
@@ -97,7 +95,6 @@ class TrajectoryViewSet(viewsets.ReadOnlyModelViewSet):
     """Filters: domain, job, task, seed, status (comma-separated or `all`), kind, judge_passed,
     min_score/max_score, violation (an unfixed rule code) and q (text in the messages)."""
 
-    schema = ApiAutoSchema()
     filterset_class = TrajectoryFilter
 
     def get_serializer_class(self):

@@ -10,7 +10,7 @@ from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
-from simia_web.accounts.api import ApiAutoSchema, ErrorSerializer
+from simia_web.accounts.api import ErrorSerializer
 from simia_web.accounts.permissions import ReadMemberWriteCurator
 from simia_web.jobs.api import drf_validation_error
 
@@ -70,7 +70,6 @@ class SnapshotCreateSerializer(serializers.Serializer):
 
 
 class SnapshotViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
-    schema = ApiAutoSchema()
     permission_classes = [ReadMemberWriteCurator]
     serializer_class = SnapshotSerializer
     filterset_fields = ["format"]

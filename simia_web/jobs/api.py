@@ -7,7 +7,7 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
-from simia_web.accounts.api import ApiAutoSchema, ErrorSerializer
+from simia_web.accounts.api import ErrorSerializer
 from simia_web.accounts.permissions import ReadMemberWriteCurator
 
 from .filters import JobFilter
@@ -88,7 +88,6 @@ JobCreateRequest = PolymorphicProxySerializer(
 
 
 class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
-    schema = ApiAutoSchema()
     permission_classes = [ReadMemberWriteCurator]
     filterset_class = JobFilter
     queryset = Job.objects.select_related("created_by", "snapshot")

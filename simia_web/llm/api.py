@@ -3,7 +3,6 @@ credentials someone put in a base URL are masked)."""
 
 from rest_framework import serializers, viewsets
 
-from simia_web.accounts.api import ApiAutoSchema
 from simia_web.accounts.permissions import IsAdmin
 
 from .models import EndpointProfile
@@ -37,7 +36,6 @@ class EndpointProfileSerializer(serializers.ModelSerializer):
 
 
 class EndpointProfileViewSet(viewsets.ReadOnlyModelViewSet):
-    schema = ApiAutoSchema()
     serializer_class = EndpointProfileSerializer
     queryset = EndpointProfile.objects.all()
     permission_classes = [IsAdmin]

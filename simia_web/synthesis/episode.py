@@ -205,7 +205,9 @@ class Episode:
             messages=self.messages,
         )
         self._spend(reply.calls)
-        if reply.data["done"] or not reply.data["message"].strip():
+        opening = not any(m.get("role") == "user" for m in self.messages)
+        # Nothing is handled before the customer has spoken: an opening marked done still opens the conversation.
+        if (reply.data["done"] and not opening) or not reply.data["message"].strip():
             return None
         return {"role": "user", "content": reply.data["message"]}
 
@@ -247,7 +249,7 @@ def episode_start(*, domain, task, apis, clients: StageClients, limits: EpisodeL
     if scenario_brief(episode.user_scenario):
         opening = episode.user_message()
         if opening is None:
-            raise LLMError("invalid_output", "the user simulator ended the conversation before opening it")
+            raise LLMError("invalid_output", "the user simulator wrote no opening message")
         episode.messages.append(opening)
     else:
         episode.messages.append({"role": "user", "content": task.instruction})

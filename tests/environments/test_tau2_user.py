@@ -46,6 +46,12 @@ def test_the_user_simulator_writes_the_opening_from_its_private_brief(shop, scri
     assert session.tokens_used > 0 and len(session.llm_call_ids) == 1
 
 
+def test_an_opening_marked_done_still_opens_the_conversation(shop, script, curator, llm_stub):
+    """Small models set done=true on their first message; nothing can be handled before the customer speaks."""
+    env = curator.post(URL, {"task": tau2_task(shop).pk}, format="json").json()
+    assert env["observation"] == [{"role": "user", "content": "Thanks, that's all."}]
+
+
 def test_later_user_turns_keep_the_brief_and_see_only_the_spoken_turns(shop, script, curator, llm_stub):
     script.user_turns = [OPENING, "I'm Yusuf Rossi, zip 19122."]
     env = curator.post(URL, {"task": tau2_task(shop).pk}, format="json").json()
