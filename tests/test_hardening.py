@@ -252,7 +252,9 @@ PRODUCTION = {
 
 
 def test_check_deploy_is_clean_with_the_readme_environment(tmp_path):
-    env = {k: v for k, v in os.environ.items() if k not in ("DEBUG", "SIMIA_HTTPS", "DJANGO_SETTINGS_MODULE")}
+    # Not the test run's own switches (the browser tests allow async-unsafe calls for Playwright).
+    test_only = ("DEBUG", "SIMIA_HTTPS", "DJANGO_SETTINGS_MODULE", "DJANGO_ALLOW_ASYNC_UNSAFE")
+    env = {k: v for k, v in os.environ.items() if k not in test_only}
     env.update(PRODUCTION, SIMIA_VAR_DIR=str(tmp_path))
     # The model checks read the database server's version (generated columns), so the check needs a server that
     # answers: this machine's, in place of the README's `db` host.

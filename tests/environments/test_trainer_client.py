@@ -1,6 +1,7 @@
 """The trainer's client in docs/rl-environments.md runs a batch of groups against a live server."""
 
 import re
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from django.db import connection
@@ -28,7 +29,10 @@ def test_documented_trainer_client_runs_groups_to_their_rewards(
     monkeypatch.setenv("SIMIA_DOMAIN", "shop")
     monkeypatch.setenv("GROUP_SIZE", "3")
     monkeypatch.setenv("BATCH", "2")
-    exec(compile(code, str(DOC), "exec"), {"__name__": "__main__"})
+    # A thread of its own, as a trainer's script runs: asyncio.run needs a thread with no running event loop, and
+    # Playwright's sync API (the browser tests) keeps one running in the main thread.
+    with ThreadPoolExecutor(1) as runner:
+        runner.submit(exec, compile(code, str(DOC), "exec"), {"__name__": "__main__"}).result()
     lines = capsys.readouterr().out.strip().splitlines()
     assert lines == ["[0.9, 0.9, 0.9] [0.0, 0.0, 0.0]"] * 2
     assert EnvGroup.objects.count() == 2
