@@ -20,7 +20,6 @@ def api_schema(count: int) -> dict:
         "properties": {
             "apis": {
                 "type": "array",
-                "minItems": 1,
                 "maxItems": count,
                 "items": {
                     "type": "object",
@@ -50,7 +49,6 @@ def task_schema(count: int) -> dict:
         "properties": {
             "tasks": {
                 "type": "array",
-                "minItems": 1,
                 "maxItems": 2 * count,
                 "items": {
                     "type": "object",
