@@ -46,9 +46,23 @@ def test_numbers_and_sizes_that_break_parsers_are_refused(text, message):
 
 
 def test_within_the_limits_values_pass_unchanged():
-    assert json_parse(b'\xef\xbb\xbf{"a": [9223372036854775807, -1.5e300, "\\u0000"]}', limits=LIMITS) == {
-        "a": [2**63 - 1, -1.5e300, "\x00"]
+    assert json_parse(b'\xef\xbb\xbf{"a": [9223372036854775807, -1.5e300, "\\ud83d\\ude00"]}', limits=LIMITS) == {
+        "a": [2**63 - 1, -1.5e300, "\U0001f600"]
     }
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ('["a\\u0000b"]', "NUL character"),
+        ('{"k\\u0000": 1}', "object key that is a string with a NUL"),
+        ('["\\ud800"]', "unpaired UTF-16 surrogate"),
+    ],
+)
+def test_text_the_database_cannot_store_is_refused(text, message):
+    """PostgreSQL's text and jsonb refuse NUL; UTF-8 cannot encode a lone surrogate."""
+    with pytest.raises(JsonRefused, match=message):
+        json_parse(text, limits=LIMITS)
 
 
 @pytest.mark.parametrize("text", ["{", "[1,]", "{} {}", b"\xff"])

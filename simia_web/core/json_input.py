@@ -11,6 +11,7 @@ walk over the parsed value, without recursion.
 
 import json
 import math
+import re
 from dataclasses import dataclass, replace
 
 from django.conf import settings
@@ -150,9 +151,23 @@ def value_check(value, *, where: str = "", limits: JsonLimits | None = None) -> 
             stack.extend((item, depth + 1, f"{path}[{i}]") for i, item in enumerate(node))
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _text_problem(text: str, limits: JsonLimits) -> str | None:
+    if len(text) > limits.max_string:
+        return f"a string longer than {limits.max_string:,} characters"
+    # Neither can be stored: PostgreSQL's text and jsonb refuse NUL, and UTF-8 has no lone surrogates.
+    if "\x00" in text:
+        return "a string with a NUL character (\\u0000)"
+    if _LONE_SURROGATE.search(text):
+        return "a string with an unpaired UTF-16 surrogate"
+    return None
+
+
 def _node_problem(node, depth: int, limits: JsonLimits) -> str | None:
     if isinstance(node, str):
-        return f"a string longer than {limits.max_string:,} characters" if len(node) > limits.max_string else None
+        return _text_problem(node, limits)
     if isinstance(node, bool) or node is None:
         return None
     if isinstance(node, int):
@@ -169,7 +184,7 @@ def _node_problem(node, depth: int, limits: JsonLimits) -> str | None:
         return f"an object with more than {limits.max_keys:,} keys"
     if any(not isinstance(key, str) or len(key) > limits.max_string for key in node):
         return f"an object key that is not a string of at most {limits.max_string:,} characters"
-    return None
+    return next((f"an object key that is {problem}" for key in node if (problem := _text_problem(key, limits))), None)
 
 
 def _short(key: str) -> str:
