@@ -9,7 +9,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from simia_web.catalog.models import Domain, Task
-from simia_web.catalog.validation import api_problems
+from simia_web.catalog.validation import api_problems, state_problems
 from simia_web.curation.models import Trajectory, TrajectoryStatus
 from simia_web.jobs.models import Job, JobStatus, UnitStatus
 from simia_web.jobs.selectors import job_failure_cause
@@ -18,7 +18,7 @@ from simia_web.synthesis.rules import argument_violations
 from simia_web.synthesis.services import rollout_queue, synthesis_queue
 
 from .support.llm_stub import Reply
-from .support.scripts import APIS
+from .support.scripts import APIS, SHOP
 
 CANCEL = {"name": "cancel_order", "arguments": {"order_id": "W1", "reason": "wrong size"}}
 
@@ -26,7 +26,7 @@ CANCEL = {"name": "cancel_order", "arguments": {"order_id": "W1", "reason": "wro
 def test_the_judge_sees_the_initial_state_and_each_change_to_it(eager, llm_stub):
     synthesis_queue(domains=["shop"], apis=3, tasks=1, rollouts=1)
     evidence = llm_stub.stage_requests("judge")[0].user_payload()
-    assert evidence["initial_state"] == APIS["initial_state"]
+    assert evidence["initial_state"] == SHOP["initial_state"]
     assert evidence["state_changes"] == {
         "3": {"patch": [{"op": "replace", "path": "/orders/W1/status", "value": "cancelled"}]}
     }
@@ -63,13 +63,19 @@ def test_an_agent_that_stops_answering_leaves_a_trajectory_with_the_reason(eager
 
 
 def test_a_domain_whose_world_state_is_invalid_is_kept_but_not_used(eager, llm_stub):
-    broken = {**APIS, "initial_state": {"orders": {"W1": {"status": "lost"}}}}
-    llm_stub.inject(Reply(content=broken), stage="api_synthesis")
+    # Synthesis derives a state's schema from its records and edits refuse an invalid state: such a state comes
+    # from an older synthesis, which wrote schemas of its own.
+    broken = {"orders": {"W1": {"status": "lost"}}}
+    schema = SHOP["state_schema"] | {"required": ["orders", "users"]}
+    domain = Domain.objects.create(
+        name="shop", state_schema=schema, initial_state=broken, state_errors=state_problems(schema, broken)
+    )
+    assert domain.state_problems and "users" in domain.state_problems[0]
+    llm_stub.inject(Reply(content={**APIS, "collections": [], "records": []}), stage="api_synthesis")
     job = synthesis_queue(domains=["shop"], apis=3, tasks=1, rollouts=1)
     job.refresh_from_db()
-    domain = Domain.objects.get(name="shop")
-    assert domain.state_problems and "orders/W1/status" in domain.state_problems[0]
-    assert domain.initial_state == broken["initial_state"]  # kept with its errors
+    domain.refresh_from_db()
+    assert domain.initial_state == broken  # kept with its errors
     unit = job.units.get(stage="task_synthesis")
     assert unit.status == UnitStatus.FAILED and "has an invalid world state" in unit.error
     assert not llm_stub.stage_requests("task_synthesis")  # no LLM call for a domain it cannot use
@@ -79,15 +85,14 @@ def test_a_domain_whose_world_state_is_invalid_is_kept_but_not_used(eager, llm_s
         rollout_queue(domain="shop", rollouts=1)
 
 
-def test_a_new_invalid_world_state_does_not_replace_a_valid_one(eager, llm_stub):
+def test_an_answer_without_records_does_not_replace_a_world_state(eager, llm_stub):
     synthesis_queue(domains=["shop"], apis=3, tasks=1, rollouts=1)
-    broken = {**APIS, "apis": [], "initial_state": {"orders": {"W1": {"status": "lost"}}}}
-    llm_stub.inject(Reply(content=broken), stage="api_synthesis")
+    llm_stub.inject(Reply(content={"apis": [], "collections": [], "records": []}), stage="api_synthesis")
     job = synthesis_queue(domains=["shop"], apis=3, tasks=1, rollouts=1)
     job.refresh_from_db()
     domain = Domain.objects.get(name="shop")
-    assert domain.initial_state == APIS["initial_state"] and domain.state_problems == []
-    assert any(e.startswith("a synthesized world state was not used: initial state") for e in domain.state_errors)
+    assert domain.initial_state == SHOP["initial_state"] and domain.state_problems == []
+    assert "a synthesized world state was not used: it has no records" in domain.state_errors
     assert job.units.get(stage="task_synthesis").status == UnitStatus.DONE  # the domain is still usable
 
 

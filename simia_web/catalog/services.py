@@ -65,7 +65,9 @@ def apis_store(
         )
     created = Api.objects.bulk_create(rows)
     problems = state_problems(state_schema, initial_state)
-    if problems and domain.state_schema and not domain.state_problems:
+    if not initial_state and domain.initial_state:  # the domain keeps its state, and that state's problems
+        problems = [*domain.state_problems, "a synthesized world state was not used: it has no records"]
+    elif problems and domain.state_schema and not domain.state_problems:
         # The domain keeps the valid state it has; the new one's problems are a note, not the domain's.
         problems = [f"a synthesized world state was not used: {problem}" for problem in problems]
     else:  # a valid state, or an invalid one where there was no valid state: kept with its problems, unused

@@ -223,9 +223,18 @@ class LLMClient:
     # -- public calls -------------------------------------------------------------------------
 
     def structured(
-        self, *, messages: list[dict], schema: dict, schema_name: str, prompt_version: str = "", cache_salt: str = ""
+        self,
+        *,
+        messages: list[dict],
+        schema: dict,
+        schema_name: str,
+        accept: dict | None = None,
+        prompt_version: str = "",
+        cache_salt: str = "",
     ) -> LLMReply:
-        """Ask for a JSON answer matching `schema`; returns it parsed and validated."""
+        """Ask for a JSON answer matching `schema`; returns it parsed and checked against `accept` (by default
+        `schema` itself). A looser `accept` lets through an answer whose items the caller validates and keeps
+        with their problems, while servers that enforce `schema` with a grammar cannot write such items."""
         reply = LLMReply(data=None)
         conversation = list(messages)
         for repair in (False, True):
@@ -234,7 +243,7 @@ class LLMClient:
             )
             try:
                 data = parse_json_answer(content)
-                problem = first_error(schema, data)
+                problem = first_error(accept or schema, data)
             except ValueError as exc:
                 data, problem = None, f"not valid JSON ({exc})"
             if problem is None:

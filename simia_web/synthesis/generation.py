@@ -1,17 +1,66 @@
-"""Domain-first generation: APIs and world state for a domain, then tasks over those APIs."""
+"""Domain-first generation: APIs and world state for a domain, then tasks over those APIs.
 
-import json
+A domain's design is asked for in lists (parameters, collections, records) rather than as JSON Schemas and a
+state document: a list has a length a grammar can bound and entries of a shape it can enforce, so a server
+that holds the model to the schema (llama.cpp, llama-cpp-python) gets a design that validates whatever the
+model's size, where free-form schemas let a small model write unknown `required` names or run on until
+max_tokens. Every other server reads the same schema as instructions. `domain_design` turns the answer into
+the catalog's shapes: API specs with JSON Schema parameters, and a world state with a schema derived from it.
+"""
 
 from simia_web.llm.client import LLMClient
 
-API_PROMPT_VERSION = "apis-v1"
-TASK_PROMPT_VERSION = "tasks-v1"
+from .prompt_fit import compact_json, json_size, text_clip
+from .state_slice import state_view
 
-# Sizes are bounded in the schemas themselves: servers that enforce the schema with a grammar (llama.cpp,
-# llama-cpp-python) then stop a model at the count asked for instead of letting it write until max_tokens.
-_NAME = {"type": "string", "minLength": 1, "maxLength": 64}
-_TEXT = {"type": "string", "minLength": 1, "maxLength": 1000}
-_NAMES = {"type": "array", "items": _NAME, "maxItems": 12}
+API_PROMPT_VERSION = "apis-v2"  # v2: the design in bounded lists, turned into schemas here
+TASK_PROMPT_VERSION = "tasks-v2"  # v2: apis_needed limited to the domain's API names; inputs fitted to the budget
+
+# Bounds sized so that the longest answer for three APIs fits a stage's 2,048 tokens: a small model on a
+# grammar tends to write as much as it is allowed.
+_NAME = {"type": "string", "pattern": "^[a-z][a-z0-9_]{1,30}$"}
+_TEXT = {"type": "string", "minLength": 1, "maxLength": 160}
+_SHORT_TEXT = {"type": "string", "minLength": 1, "maxLength": 80}
+_LONG_TEXT = {"type": "string", "minLength": 1, "maxLength": 1000}
+FIELD_TYPES = ["string", "integer", "number", "boolean", "array", "object"]
+
+
+def _fields(count: int, *, flag_required: bool) -> dict:
+    properties = {"name": _NAME, "type": {"enum": FIELD_TYPES}, "description": _SHORT_TEXT}
+    if flag_required:
+        properties["required"] = {"type": "boolean"}
+    return {
+        "type": "array",
+        "maxItems": count,
+        "items": {
+            "type": "object",
+            "properties": properties,
+            "required": list(properties),
+            "additionalProperties": False,
+        },
+    }
+
+
+_VALUE = {"anyOf": [{"type": "string", "maxLength": 40}, {"type": "number"}, {"type": "boolean"}]}
+_RECORD = {
+    "type": "object",
+    "properties": {
+        "collection": _NAME,
+        "id": {"type": "string", "pattern": "^[A-Za-z0-9_#-]{1,24}$"},
+        "fields": {
+            "type": "array",
+            "maxItems": 4,
+            "items": {
+                "type": "object",
+                "properties": {"name": _NAME, "value": _VALUE},
+                "required": ["name", "value"],
+                "additionalProperties": False,
+            },
+        },
+    },
+    "required": ["collection", "id", "fields"],
+    "additionalProperties": False,
+}
 
 
 def api_schema(count: int) -> dict:
@@ -20,28 +69,41 @@ def api_schema(count: int) -> dict:
         "properties": {
             "apis": {
                 "type": "array",
+                "minItems": count,
                 "maxItems": count,
                 "items": {
                     "type": "object",
                     "properties": {
                         "name": _NAME,
                         "description": _TEXT,
-                        "parameters": {"type": "object"},
-                        "returns": {"type": "object"},
                         "kind": {"enum": ["read", "write"]},
-                        "touches": _NAMES,
+                        "parameters": _fields(4, flag_required=True),
+                        "returns": _fields(4, flag_required=False),
+                        "touches": {"type": "array", "items": _NAME, "maxItems": 3},
                     },
-                    "required": ["name", "description", "parameters", "kind"],
+                    "required": ["name", "description", "kind", "parameters", "returns", "touches"],
+                    "additionalProperties": False,
                 },
             },
-            "state_schema": {"type": "object"},
-            "initial_state": {"type": "object"},
+            "collections": {
+                "type": "array",
+                "minItems": 1,
+                "maxItems": 4,
+                "items": {
+                    "type": "object",
+                    "properties": {"name": _NAME, "description": _SHORT_TEXT},
+                    "required": ["name", "description"],
+                    "additionalProperties": False,
+                },
+            },
+            "records": {"type": "array", "minItems": 1, "maxItems": 5, "items": _RECORD},
         },
-        "required": ["apis", "state_schema", "initial_state"],
+        "required": ["apis", "collections", "records"],
+        "additionalProperties": False,
     }
 
 
-def task_schema(count: int) -> dict:
+def task_schema(count: int, api_names: list[str]) -> dict:
     # Tasks that fail validation are kept with their reasons and filtered out later, so a model may write a few
     # more than asked: the bound is twice the count.
     return {
@@ -49,21 +111,146 @@ def task_schema(count: int) -> dict:
         "properties": {
             "tasks": {
                 "type": "array",
+                "minItems": count,
                 "maxItems": 2 * count,
                 "items": {
                     "type": "object",
                     "properties": {
-                        "instruction": _TEXT,
-                        "apis_needed": _NAMES,
-                        "expected_outcome": _TEXT,
+                        "instruction": _LONG_TEXT,
+                        "apis_needed": {"type": "array", "items": {"enum": api_names}, "minItems": 1, "maxItems": 12},
+                        "expected_outcome": _LONG_TEXT,
                         "difficulty": {"enum": ["easy", "medium", "hard"]},
                     },
                     "required": ["instruction", "apis_needed", "expected_outcome", "difficulty"],
+                    "additionalProperties": False,
                 },
             }
         },
         "required": ["tasks"],
+        "additionalProperties": False,
     }
+
+
+# What an answer must be to be read at all. Each API and task in it is then validated on its own and kept with
+# its problems (catalog.validation), so one bad item does not cost the others.
+_FIELD_ANSWER = {
+    "type": "array",
+    "items": {
+        "type": "object",
+        "properties": {"name": {"type": "string"}, "type": {"enum": FIELD_TYPES}},
+        "required": ["name", "type"],
+    },
+}
+API_ANSWER = {
+    "type": "object",
+    "properties": {
+        "apis": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {"parameters": _FIELD_ANSWER, "returns": _FIELD_ANSWER},
+                "required": ["name", "description", "parameters", "kind"],
+            },
+        },
+        "collections": {
+            "type": "array",
+            "items": {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]},
+        },
+        "records": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "collection": {"type": "string"},
+                    "id": {"type": ["string", "integer"]},
+                    "fields": {
+                        "type": "array",
+                        "items": {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]},
+                    },
+                },
+                "required": ["collection", "id", "fields"],
+            },
+        },
+    },
+    "required": ["apis", "collections", "records"],
+}
+TASK_ANSWER = {
+    "type": "object",
+    "properties": {
+        "tasks": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {"apis_needed": {"type": "array"}},
+                "required": ["instruction", "apis_needed", "expected_outcome", "difficulty"],
+            },
+        }
+    },
+    "required": ["tasks"],
+}
+
+
+def _object_schema(fields: list[dict]) -> dict:
+    """A JSON Schema object of the listed fields; those flagged `required` are required."""
+    schema = {
+        "type": "object",
+        "properties": {
+            f["name"]: {"type": f["type"], **({"description": f["description"]} if f.get("description") else {})}
+            for f in fields
+        },
+    }
+    required = [f["name"] for f in fields if f.get("required") is True]
+    if required:
+        schema["required"] = required
+    return schema
+
+
+def _json_type(value) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    return {str: "string", dict: "object", list: "array"}.get(type(value), "null")
+
+
+def state_schema_of(state: dict, descriptions: dict[str, str]) -> dict:
+    """The schema a synthesized state is held to: every collection an object of records, each record field
+    keeping the JSON type(s) it starts with (so a patch cannot turn a price into a string)."""
+    properties = {}
+    for name, records in state.items():
+        types: dict[str, set[str]] = {}
+        for record in records.values():
+            for field, value in record.items():
+                types.setdefault(field, set()).add(_json_type(value))
+        record_schema = {
+            "type": "object",
+            "properties": {f: {"type": sorted(t) if len(t) > 1 else next(iter(t))} for f, t in types.items()},
+        }
+        properties[name] = {"type": "object", "additionalProperties": record_schema}
+        if descriptions.get(name):
+            properties[name]["description"] = descriptions[name]
+    return {"type": "object", "properties": properties, "required": list(state)}
+
+
+def domain_design(answer: dict) -> dict:
+    """An API-synthesis answer as the catalog stores it: {"apis", "state_schema", "initial_state"}."""
+    apis = [
+        {
+            "name": api["name"],
+            "description": api["description"],
+            "kind": api["kind"],
+            "parameters": _object_schema(api["parameters"]),
+            "returns": _object_schema(api.get("returns") or []),
+            "touches": api.get("touches", []),
+        }
+        for api in answer["apis"]
+    ]
+    descriptions = {str(c["name"]): c.get("description") or "" for c in answer["collections"]}
+    state: dict[str, dict] = {name: {} for name in descriptions}
+    for record in answer["records"]:
+        fields = {str(f["name"]): f.get("value") for f in record["fields"]}
+        state.setdefault(str(record["collection"]), {})[str(record["id"])] = fields
+    return {"apis": apis, "state_schema": state_schema_of(state, descriptions), "initial_state": state}
 
 
 def apis_generate(*, client: LLMClient, domain_name: str, description: str, policy: str, count: int):
@@ -72,18 +259,19 @@ def apis_generate(*, client: LLMClient, domain_name: str, description: str, poli
             {
                 "role": "system",
                 "content": "You design realistic backend APIs for tool-calling agents. Each API has a snake_case "
-                "name, a description, `parameters` as a JSON Schema object (type object, properties, required), a "
-                "`returns` JSON Schema, kind read (no side effects) or write (changes state), and the state "
-                "collections it touches. Also give a JSON Schema for the world state and a small, realistic initial "
-                "state valid against it, with the records the APIs operate on.",
+                "name, a description, kind read (no side effects) or write (changes state), its parameters and the "
+                "fields it returns (each with a name, a JSON type and a description; parameters also say whether "
+                "they are required) and the state collections it touches. Give both read and write APIs, each "
+                "with a different name. Also list the world state's collections and a few realistic records in "
+                "them (an id and the record's fields), the records the APIs operate on.",
             },
             {
                 "role": "user",
-                "content": json.dumps(
+                "content": compact_json(
                     {
                         "domain": domain_name,
                         "description": description,
-                        "policy": policy[:4000],
+                        "policy": text_clip(policy, 4000),
                         "number_of_apis": count,
                     }
                 ),
@@ -91,11 +279,37 @@ def apis_generate(*, client: LLMClient, domain_name: str, description: str, poli
         ],
         schema=api_schema(count),
         schema_name="domain_apis",
+        accept=API_ANSWER,
         prompt_version=API_PROMPT_VERSION,
     )
 
 
+def tasks_inputs(*, domain_name: str, policy: str, apis: list[dict], state: dict, count: int, budget: int) -> dict:
+    """The task writer's inputs within `budget` characters: the policy and the APIs first (names and
+    descriptions only when their schemas do not fit), then the initial state or a sample of it."""
+    cut = []
+    request = {"domain": domain_name, "policy": text_clip(policy, budget // 4), "number_of_tasks": count}
+    if json_size(apis) > budget // 3:
+        apis = [{"name": a["name"], "description": text_clip(a.get("description", ""), 160)} for a in apis]
+        cut.append("API parameter schemas left out")
+    request["apis"] = apis
+    view, state_cut = state_view(state, {}, budget - json_size(request) - 300)
+    request["initial_state" if "state" in view else "initial_state_sample"] = view.get("state", view.get("state_slice"))
+    cut += state_cut
+    if cut:
+        request["cut"] = cut
+    return request
+
+
 def tasks_generate(*, client: LLMClient, domain_name: str, policy: str, apis: list[dict], state: dict, count: int):
+    request = tasks_inputs(
+        domain_name=domain_name,
+        policy=policy,
+        apis=apis,
+        state=state,
+        count=count,
+        budget=client.prompt_chars_available() - 600,
+    )
     return client.structured(
         messages=[
             {
@@ -105,21 +319,10 @@ def tasks_generate(*, client: LLMClient, domain_name: str, policy: str, apis: li
                 "expected outcome (what the state and the final answer should be) and a difficulty. Refer to records "
                 "that exist in the initial state. Vary intents; do not repeat a request.",
             },
-            {
-                "role": "user",
-                "content": json.dumps(
-                    {
-                        "domain": domain_name,
-                        "policy": policy[:4000],
-                        "apis": apis,
-                        "initial_state": state,
-                        "number_of_tasks": count,
-                    },
-                    ensure_ascii=False,
-                )[:60000],
-            },
+            {"role": "user", "content": compact_json(request)},
         ],
-        schema=task_schema(count),
+        schema=task_schema(count, [api["name"] for api in apis]),
         schema_name="domain_tasks",
+        accept=TASK_ANSWER,
         prompt_version=TASK_PROMPT_VERSION,
     )

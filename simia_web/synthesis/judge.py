@@ -7,11 +7,12 @@ from simia_web.llm.models import Stage
 
 from .prompt_fit import compact_json, json_size, messages_fit, text_clip
 
-PROMPT_VERSION = "judge-v3"  # v3: evidence fitted to the prompt budget, with what was cut listed
+PROMPT_VERSION = "judge-v4"  # v4: scores asked on a grid of tenths, texts and lists bounded
 CRITERIA = ("task_completed", "tool_use_correct", "simulator_consistent", "policy_followed", "final_answer_grounded")
 PASS_THRESHOLD = 0.7
 
-SCHEMA = {
+# What an answer must be.
+ANSWER = {
     "type": "object",
     "properties": {
         "scores": {
@@ -22,9 +23,29 @@ SCHEMA = {
         "passed": {"type": "boolean"},
         "confidence": {"type": "number", "minimum": 0, "maximum": 1},
         "rationale": {"type": "string"},
-        "cited_messages": {"type": "array", "items": {"type": "integer", "minimum": 0}},
+        "cited_messages": {"type": "array", "items": {"type": "integer"}},
     },
     "required": ["scores", "passed", "confidence", "rationale", "cited_messages"],
+}
+# What the server is asked for: scores on a grid of tenths and bounded texts and lists, which a grammar
+# (llama.cpp) can hold a model to; it cannot hold a number between a minimum and a maximum.
+_GRADE = {"type": "number", "enum": [tenth / 10 for tenth in range(11)]}
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "scores": {
+            "type": "object",
+            "properties": dict.fromkeys(CRITERIA, _GRADE),
+            "required": list(CRITERIA),
+            "additionalProperties": False,
+        },
+        "passed": {"type": "boolean"},
+        "confidence": _GRADE,
+        "rationale": {"type": "string", "minLength": 1, "maxLength": 1000},
+        "cited_messages": {"type": "array", "items": {"type": "integer"}, "maxItems": 20},
+    },
+    "required": ["scores", "passed", "confidence", "rationale", "cited_messages"],
+    "additionalProperties": False,
 }
 
 
@@ -149,6 +170,7 @@ def judge_run(
             ),
             schema=SCHEMA,
             schema_name="judge_verdict",
+            accept=ANSWER,
             prompt_version=PROMPT_VERSION,
         )
     except LLMError as exc:
@@ -166,7 +188,7 @@ def judge_run(
     answer = reply.data
     scores = answer["scores"]
     score = sum(scores[c] for c in CRITERIA) / len(CRITERIA)
-    cited = [i for i in answer["cited_messages"] if i < len(messages)]
+    cited = [i for i in answer["cited_messages"] if 0 <= i < len(messages)]
     return {
         # The judge's own flag is overruled by a low average: both must agree to pass.
         "passed": bool(answer["passed"]) and score >= PASS_THRESHOLD,

@@ -12,7 +12,7 @@ from simia_web.llm.models import Stage
 from simia_web.llm.services import llm_call_ids
 
 from .amplify import amplify_unit_run, seed_order
-from .generation import API_PROMPT_VERSION, TASK_PROMPT_VERSION, apis_generate, tasks_generate
+from .generation import API_PROMPT_VERSION, TASK_PROMPT_VERSION, apis_generate, domain_design, tasks_generate
 from .params import (
     AmplifyForm,
     AmplifyJobSerializer,
@@ -129,12 +129,14 @@ class SynthesizePipeline:
                 count=job.params["apis"],
             )
 
+            design = domain_design(reply.data)
+
             def write():
                 stored = apis_store(
                     domain=domain,
-                    apis=reply.data["apis"],
-                    state_schema=reply.data["state_schema"],
-                    initial_state=reply.data["initial_state"],
+                    apis=design["apis"],
+                    state_schema=design["state_schema"],
+                    initial_state=design["initial_state"],
                     job=job,
                     provenance=_provenance(unit, client, reply, API_PROMPT_VERSION),
                 )

@@ -10,9 +10,10 @@ from simia_web.llm.client import LLMClient, LLMError
 from .prompt_fit import compact_json, json_size, messages_fit, text_clip
 from .state_slice import state_view
 
-PROMPT_VERSION = "simulator-v2"  # v2: the state, or the slice of it the call names, within the prompt budget
+PROMPT_VERSION = "simulator-v3"  # v3: the answer spelled out for grammars (object response, pointer paths)
 
-SCHEMA = {
+# What an answer must be: any JSON response, and a patch of operations (applying it is checked apart).
+ANSWER = {
     "type": "object",
     "properties": {
         "response": {"description": "The API's JSON response, as the real backend would return it."},
@@ -32,6 +33,30 @@ SCHEMA = {
         },
     },
     "required": ["response", "patch"],
+}
+# What the server is asked for: the same, spelled out so that a grammar (llama.cpp) can hold a model to it.
+_POINTER = {"type": "string", "pattern": "^(/[^/]+)+$"}
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "response": {"type": "object", "description": ANSWER["properties"]["response"]["description"]},
+        "patch": {
+            **ANSWER["properties"]["patch"],
+            "maxItems": 16,
+            "items": {
+                "type": "object",
+                "properties": {
+                    "op": {"enum": ["add", "remove", "replace"]},
+                    "path": _POINTER,
+                    "value": {"type": ["string", "number", "boolean", "object", "array", "null"]},
+                },
+                "required": ["op", "path"],
+                "additionalProperties": False,
+            },
+        },
+    },
+    "required": ["response", "patch"],
+    "additionalProperties": False,
 }
 
 
@@ -94,6 +119,7 @@ def simulate_call(
             messages=messages,
             schema=SCHEMA,
             schema_name="simulated_response",
+            accept=ANSWER,
             prompt_version=PROMPT_VERSION,
         )
     except LLMError as exc:

@@ -6,7 +6,7 @@ from rest_framework.test import APIClient
 from simia_web.accounts.services import user_token
 from simia_web.catalog.models import Api, Domain, Task, TaskStatus
 from tests.support.llm_stub import Reply, Request
-from tests.support.scripts import APIS, JUDGE_PASS, simulator_reply
+from tests.support.scripts import JUDGE_PASS, SHOP, simulator_reply
 
 
 @pytest.fixture(autouse=True)
@@ -17,7 +17,7 @@ def _fast_passwords(settings):
 
 @pytest.fixture
 def shop(db):
-    spec = APIS
+    spec = SHOP
     domain = Domain.objects.create(
         name="shop",
         policy="Only pending orders can be cancelled.",

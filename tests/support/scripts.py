@@ -1,52 +1,45 @@
 """Scripted LLM behaviour for a whole domain-first job: valid APIs, tasks, agent turns, simulator, judge."""
 
+from simia_web.synthesis.generation import domain_design
+
 from .llm_stub import Reply, Request
 
+# The API-synthesis answer, in the lists the request asks for; SHOP is what the catalog makes of it.
 APIS = {
     "apis": [
         {
             "name": "get_order",
             "description": "Look up an order by id.",
-            "parameters": {"type": "object", "properties": {"order_id": {"type": "string"}}, "required": ["order_id"]},
-            "returns": {"type": "object"},
             "kind": "read",
+            "parameters": [{"name": "order_id", "type": "string", "description": "The order's id.", "required": True}],
+            "returns": [{"name": "status", "type": "string", "description": "The order's status."}],
             "touches": ["orders"],
         },
         {
             "name": "cancel_order",
             "description": "Cancel a pending order.",
-            "parameters": {
-                "type": "object",
-                "properties": {"order_id": {"type": "string"}, "reason": {"type": "string"}},
-                "required": ["order_id", "reason"],
-            },
-            "returns": {"type": "object"},
             "kind": "write",
+            "parameters": [
+                {"name": "order_id", "type": "string", "description": "The order's id.", "required": True},
+                {"name": "reason", "type": "string", "description": "Why it is cancelled.", "required": True},
+            ],
+            "returns": [{"name": "status", "type": "string", "description": "The order's new status."}],
             "touches": ["orders"],
         },
         {
             "name": "BadName",
             "description": "An invalid API the validator must reject.",
-            "parameters": {"type": "object", "properties": {}, "required": ["missing"]},
             "kind": "read",
+            "parameters": [],
         },
     ],
-    "state_schema": {
-        "type": "object",
-        "properties": {
-            "orders": {
-                "type": "object",
-                "additionalProperties": {
-                    "type": "object",
-                    "properties": {"status": {"enum": ["pending", "cancelled", "delivered"]}},
-                    "required": ["status"],
-                },
-            }
-        },
-        "required": ["orders"],
-    },
-    "initial_state": {"orders": {"W1": {"status": "pending"}, "W2": {"status": "delivered"}}},
+    "collections": [{"name": "orders", "description": "Orders by id."}],
+    "records": [
+        {"collection": "orders", "id": "W1", "fields": [{"name": "status", "value": "pending"}]},
+        {"collection": "orders", "id": "W2", "fields": [{"name": "status", "value": "delivered"}]},
+    ],
 }
+SHOP = domain_design(APIS)
 
 
 def tasks_answer(count: int) -> dict:
