@@ -55,25 +55,6 @@ def call_violations(call: dict, schemas: dict[str, dict], index: int | None) -> 
     return argument_violations(schemas[name], arguments, index, name)
 
 
-def merge_consecutive_assistant(messages: list[dict]) -> tuple[list[dict], list[Violation]]:
-    """Merge back-to-back text-only assistant turns (safe: no tool calls involved); record each merge."""
-    merged: list[dict] = []
-    fixes = []
-    for message in messages:
-        previous = merged[-1] if merged else None
-        if (
-            previous is not None
-            and message.get("role") == "assistant" == previous.get("role")
-            and not message.get("tool_calls")
-            and not previous.get("tool_calls")
-        ):
-            previous["content"] = "\n\n".join(t for t in (message_text(previous), message_text(message)) if t)
-            fixes.append(Violation("consecutive_assistant", len(merged) - 1, "merged two assistant turns", True))
-            continue
-        merged.append(dict(message))
-    return merged, fixes
-
-
 def simulator_failures(steps: dict[str, dict]) -> list[Violation]:
     """Tool messages (by index) the simulator gave no answer for: the agent was told the service is down,
     which the real API never said, so the conversation is not kept as training data."""
@@ -158,25 +139,27 @@ def similarity(a: set, b: set) -> float:
 
 
 def assistant_turns_merge(messages: list[dict]) -> tuple[list[dict], list[Violation]]:
-    """Merge back-to-back assistant turns where nothing is lost or reordered: two text turns, or a
-    text turn followed by a turn that calls tools (the text becomes the calls' preamble)."""
-    merged, fixes = merge_consecutive_assistant(messages)
+    """Merge back-to-back assistant turns where nothing is lost or reordered: two text turns, or a text turn
+    followed by a turn that calls tools (the text becomes the calls' preamble). Each merge is recorded."""
     out: list[dict] = []
-    for message in merged:
+    fixes = []
+    for message in messages:
         previous = out[-1] if out else None
-        if (
+        mergeable = (
             previous is not None
             and previous.get("role") == "assistant" == message.get("role")
             and not previous.get("tool_calls")
-            and message.get("tool_calls")
-            and not message_text(message).strip()
-        ):
+        )
+        if mergeable and not message.get("tool_calls"):
+            previous["content"] = "\n\n".join(t for t in (message_text(previous), message_text(message)) if t)
+            fixes.append(Violation("consecutive_assistant", len(out) - 1, "merged two assistant turns", True))
+        elif mergeable and not message_text(message).strip():
             out[-1] = {**message, "content": message_text(previous)}
             fixes.append(
                 Violation("consecutive_assistant", len(out) - 1, "merged a text turn into the next tool call", True)
             )
-            continue
-        out.append(message)
+        else:
+            out.append(dict(message))
     return out, fixes
 
 
