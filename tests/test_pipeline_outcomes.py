@@ -11,10 +11,10 @@ from django.core.management.base import CommandError
 from simia_web.catalog.models import Domain, Task
 from simia_web.catalog.validation import api_problems, state_problems
 from simia_web.curation.models import Trajectory, TrajectoryStatus
+from simia_web.formats.rules import argument_violations
 from simia_web.jobs.models import Job, JobStatus, UnitStatus
 from simia_web.jobs.selectors import job_failure_cause
 from simia_web.llm.models import EndpointProfile, LLMCall
-from simia_web.synthesis.rules import argument_violations
 from simia_web.synthesis.services import rollout_queue, synthesis_queue
 
 from .support.llm_stub import Reply

@@ -9,9 +9,8 @@ from simia_web.core.jsonutil import content_hash
 from simia_web.core.models import Revision
 from simia_web.core.services import audit_record, revision_record, versioned_update
 from simia_web.formats import FormatError
-from simia_web.formats.common import tools_list
-from simia_web.formats.openai import openai_messages_to_canonical
-from simia_web.synthesis.rules import rules_check, shingles, similarity
+from simia_web.formats.conversation import messages_strict, tools_list
+from simia_web.formats.rules import NEAR_DUPLICATE_THRESHOLD, rules_check, shingles, similarity
 
 from .models import Api, Domain, DomainSource, Seed, Task, TaskStatus
 from .validation import (
@@ -20,8 +19,6 @@ from .validation import (
     api_set_problems,
     state_problems,
 )
-
-NEAR_DUPLICATE_THRESHOLD = 0.8
 
 
 def domain_ensure(
@@ -206,7 +203,7 @@ def seed_update(*, seed: Seed, expected_version: int, actor, messages=None, tool
     on the seed (usable=False with its problems) so an annotator can save work in progress."""
     new = _edited(seed, messages=messages, tools=tools)
     try:
-        new_messages = openai_messages_to_canonical(new["messages"])
+        new_messages = messages_strict(new["messages"])
         new_tools = tools_list(new["tools"])
     except FormatError as exc:
         raise ValidationError({"messages" if exc.field.startswith("messages") else "tools": str(exc)}) from None

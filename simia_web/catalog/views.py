@@ -12,9 +12,9 @@ from django.shortcuts import get_object_or_404, redirect, render
 
 from simia_web.accounts.permissions import role_required
 from simia_web.core.clipping import clipped, message_page, shown_in_full, too_large_to_edit
+from simia_web.core.display import json_diff, pretty_json
 from simia_web.core.selectors import revision_list
 from simia_web.core.services import VersionConflict
-from simia_web.curation.selectors import json_diff, pretty_json
 from simia_web.jobs.pipelines import queueable_pipelines
 from simia_web.jobs.services import job_queue
 

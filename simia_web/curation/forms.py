@@ -5,8 +5,8 @@ from django.contrib.auth import get_user_model
 
 from simia_web.catalog.models import Domain
 from simia_web.core.json_input import json_parse
-from simia_web.curation.canonical import message_text, parse_arguments, tool_schemas
-from simia_web.synthesis.rules import ROLES, call_violations
+from simia_web.formats.conversation import ROLES, message_text, parse_arguments, tool_call, tool_call_id, tool_schemas
+from simia_web.formats.rules import call_violations
 
 
 def editor_json_parse(text: str):
@@ -112,13 +112,7 @@ def editor_messages(data, original: list[dict], tools: list) -> tuple[list[dict]
                 errors[f"{field}-name"] = name_error
             if args_error:
                 errors[f"{field}-args"] = args_error
-            calls.append(
-                {
-                    "id": data.get(f"{field}-id") or f"call_{key}_{j}",
-                    "type": "function",
-                    "function": {"name": name, "arguments": json.dumps(arguments or {}, ensure_ascii=False)},
-                }
-            )
+            calls.append(tool_call(data.get(f"{field}-id") or tool_call_id(key, j), name, arguments or {}))
         if calls and message["role"] == "assistant":
             message["content"] = content or None
             message["tool_calls"] = calls

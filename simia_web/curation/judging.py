@@ -4,12 +4,12 @@ Each unit loads one trajectory, calls the judge outside any transaction, and its
 for the version it judged; the verdict becomes the trajectory's headline only if that version is still current.
 """
 
+from simia_web.formats.conversation import message_text
 from simia_web.jobs.pipelines import UnitPlan, pipeline_register
 from simia_web.llm.client import client_for_stage
 from simia_web.llm.models import Stage
 from simia_web.synthesis.judge import judge_run, world_evidence
 
-from .canonical import message_text
 from .models import Trajectory
 from .services import JUDGE_JOB_KIND, verdict_record
 

@@ -1,6 +1,5 @@
 """Reads for the annotators' workspace: the review queue, one trajectory, agreement metrics."""
 
-import difflib
 import json
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -24,8 +23,9 @@ from django.db.models.functions import Coalesce, Floor, Least, TruncDate
 from django.utils import timezone
 
 from simia_web.core.clipping import clipped
+from simia_web.core.display import messages_side_by_side, pretty_json, state_diff
 from simia_web.core.selectors import revision_list
-from simia_web.curation.canonical import message_text, parse_arguments
+from simia_web.formats.conversation import message_text, parse_arguments
 
 from .models import QUEUE_ORDER_KEYS, Decision, JudgeVerdict, Review, RuleViolation, Trajectory, TrajectoryStatus
 
@@ -251,43 +251,9 @@ def violation_codes() -> list[str]:
 # ---------------------------------------------------------------- presentation of one trajectory
 
 
-def pretty_json(value) -> str:
-    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
-
-
-# A state diff is computed only between states this small (as pretty JSON) and shows at most this many lines;
-# a revision shows at most this many changed messages, each cut shorter than on the conversation (20 revisions).
-STATE_DIFF_MAX_CHARS = 200_000
-STATE_DIFF_LINES = 200
+# A revision shows at most this many changed messages, each cut shorter than on the conversation (20 revisions).
 REVISION_ROWS = 50
 REVISION_TEXT_CHARS = 1000
-
-
-def _diff_lines(before, after) -> list[tuple[str, str]]:
-    """Line diff of two JSON values as (kind, text) with kind in {"add", "del", "ctx", "hunk"}."""
-    lines = []
-    a, b = pretty_json(before).splitlines(), pretty_json(after).splitlines()
-    for line in difflib.unified_diff(a, b, lineterm="", n=2):
-        if line.startswith(("---", "+++")):
-            continue
-        kind = {"+": "add", "-": "del", "@": "hunk"}.get(line[:1], "ctx")
-        lines.append((kind, line))
-    return lines
-
-
-def json_diff(before, after) -> list[tuple[str, str]]:
-    return _diff_lines(before, after)
-
-
-def _state_diff(before, after) -> tuple[list[tuple[str, str]], str]:
-    """The diff a page shows between two states, capped, and a note saying what was left out."""
-    a, b = pretty_json(before), pretty_json(after)
-    if len(a) > STATE_DIFF_MAX_CHARS or len(b) > STATE_DIFF_MAX_CHARS:
-        return [], f"The state is too large to compare here ({max(len(a), len(b)):,} characters as JSON)."
-    lines = _diff_lines(before, after)
-    shown = [(kind, clipped(line, limit=500)[0]) for kind, line in lines[:STATE_DIFF_LINES]]
-    omitted = len(lines) - len(shown)
-    return shown, f"… and {omitted:,} more lines." if omitted else ""
 
 
 @dataclass
@@ -309,10 +275,8 @@ class ChatItem:
 
 def _content_text(message: dict) -> str:
     content = message.get("content")
-    if isinstance(content, list):
-        return "".join(part.get("text", "") for part in content if isinstance(part, dict))
-    if content is None:
-        return ""
+    if content is None or isinstance(content, list):
+        return message_text(message)
     if isinstance(content, str):
         # Tool results are often JSON: pretty-print them for reading.
         if message.get("role") == "tool":
@@ -383,42 +347,12 @@ def chat_items(
                 item.patch, cut_patch = clipped(pretty_json(step["patch"]), whole)
                 cut = cut or cut_patch
             if "state_after" in step and isinstance(step["state_after"], dict):
-                item.state_diff, item.state_note = _state_diff(state, step["state_after"])
+                item.state_diff, item.state_note = state_diff(state, step["state_after"])
                 state = step["state_after"]
             item.step_errors = [clipped(str(e))[0] for e in (step.get("errors") or [])[:20]]
         item.clipped = cut
         items.append(item)
     return items
-
-
-def _message_line(message: dict) -> str:
-    """One message as text for a side-by-side comparison: its words, then each tool call."""
-    parts = [message_text(message)] if message_text(message) else []
-    for call in message.get("tool_calls") or []:
-        function = call.get("function") or {}
-        parts.append(f"→ {function.get('name', '')}({function.get('arguments', '')})")
-    if message.get("tool_call_id"):
-        parts.insert(0, f"[result of {message['tool_call_id']}]")
-    return "\n".join(parts)
-
-
-def messages_side_by_side(before: list[dict], after: list[dict]) -> list[dict]:
-    """Changed messages of two versions aligned as rows: {"old": (index, role, text) or None, "new": ...}."""
-    old = [(m.get("role", ""), _message_line(m)) for m in before or []]
-    new = [(m.get("role", ""), _message_line(m)) for m in after or []]
-    rows = []
-    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=old, b=new, autojunk=False).get_opcodes():
-        if tag == "equal":
-            continue
-        for k in range(max(i2 - i1, j2 - j1)):
-            i, j = i1 + k, j1 + k
-            rows.append(
-                {
-                    "old": (i, *old[i]) if i < i2 else None,
-                    "new": (j, *new[j]) if j < j2 else None,
-                }
-            )
-    return rows
 
 
 def _row_clipped(side):

@@ -19,12 +19,13 @@ from simia_web.core.clipping import (
     shown_in_full,
     too_large_to_edit,
 )
+from simia_web.core.display import pretty_json
 from simia_web.core.services import VersionConflict
+from simia_web.formats.conversation import tool_schemas
 from simia_web.jobs.models import ACTIVE_JOB_STATUSES, Job
 from simia_web.llm.models import EndpointProfile
 
 from . import charts, selectors
-from .canonical import tool_schemas
 from .filters import PENDING, TrajectoryFilter
 from .forms import (
     AgreementFilterForm,
@@ -295,7 +296,7 @@ def _trajectory_context(request, trajectory: Trajectory, **extra) -> dict:
         "next_id": next_id,
         "position": position,
         "revisions": selectors.revision_history(trajectory),
-        "tools_json": clipped(selectors.pretty_json(trajectory.tools), limit=TOOLS_CHARS),
+        "tools_json": clipped(pretty_json(trajectory.tools), limit=TOOLS_CHARS),
         "last_review": _last_review(request),
     }
     context.update(extra)

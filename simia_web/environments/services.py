@@ -7,9 +7,7 @@ happens, and then stores the new state with a compare-and-set on `version`: of t
 session the second to write gets 409 and nothing of it is kept but its LLM-call rows.
 """
 
-import json
 import random
-import uuid
 from datetime import timedelta
 
 from django.conf import settings
@@ -22,6 +20,8 @@ from simia_web.catalog.models import Domain, Task, TaskStatus
 from simia_web.catalog.selectors import domain_unusable_reason
 from simia_web.curation.models import TrajectoryKind
 from simia_web.curation.services import trajectory_create
+from simia_web.formats import FormatError
+from simia_web.formats.conversation import message_strict
 from simia_web.llm.client import LLMError
 from simia_web.llm.models import LLMCall, Stage
 from simia_web.llm.services import llm_calls_held, llm_calls_write
@@ -268,8 +268,9 @@ def _has_nul(value) -> bool:
     return False
 
 
-def message_clean(*, payload) -> dict:
-    """The agent's assistant message in canonical form, or EnvInputError for a body of the wrong shape.
+def message_clean(*, payload, index: int) -> dict:
+    """The agent's assistant message in canonical form (to become message `index` of the conversation), or
+    EnvInputError naming the field of a body of the wrong shape.
 
     Bad tool calls (unknown tool, arguments that are not a JSON object, schema violations) are not
     shape errors: the episode answers them with an error tool message the agent can learn from.
@@ -285,32 +286,10 @@ def message_clean(*, payload) -> dict:
         raise EnvInputError('"message" contains a NUL character (\\u0000), which cannot be stored')
     if message.get("role", "assistant") != "assistant":
         raise EnvInputError('"message.role" must be "assistant"')
-    content = message.get("content")
-    if content is not None and not isinstance(content, str | list):
-        raise EnvInputError('"message.content" must be a string, a list of content parts or null')
-    if isinstance(content, list) and not all(isinstance(part, dict) for part in content):
-        raise EnvInputError('"message.content" parts must be objects like {"type": "text", "text": ...}')
-    raw_calls = message.get("tool_calls")
-    if raw_calls is not None and not isinstance(raw_calls, list):
-        raise EnvInputError('"message.tool_calls" must be a list')
-    calls = []
-    for i, call in enumerate(raw_calls or []):
-        function = call.get("function") if isinstance(call, dict) else None
-        if not isinstance(function, dict) or not isinstance(function.get("name"), str):
-            raise EnvInputError(f'"message.tool_calls[{i}]" must be {{"id", "function": {{"name", "arguments"}}}}')
-        arguments = function.get("arguments", "{}")
-        if not isinstance(arguments, str):
-            # Canonical arguments are a JSON string; a non-object still fails as a tool error later.
-            arguments = json.dumps(arguments, ensure_ascii=False)
-        call_id = call.get("id")
-        calls.append(
-            {
-                "id": call_id if isinstance(call_id, str) and call_id else f"call_{uuid.uuid4().hex[:12]}",
-                "type": "function",
-                "function": {"name": function["name"], "arguments": arguments},
-            }
-        )
-    return {"role": "assistant", "content": content, **({"tool_calls": calls} if calls else {})}
+    try:
+        return message_strict({**message, "role": "assistant"}, "message", index)
+    except FormatError as exc:
+        raise EnvInputError(f'"{exc.field}" {exc.message}') from None
 
 
 def _episode_load(session: EnvSession) -> Episode:
@@ -439,8 +418,8 @@ def _session_write(session: EnvSession, episode: Episode, *, version: int, calls
 
 def env_step(*, session_id, actor, payload) -> dict:
     """Apply one agent message; returns {"observation", "done", "reward", "termination_reason", "info"}."""
-    message = message_clean(payload=payload)
     session = _session_live(session_id=session_id, actor=actor, finished="create a new session")
+    message = message_clean(payload=payload, index=len(session.messages))
     calls_sent = len(message.get("tool_calls") or [])
     if calls_sent > session.max_tool_calls_per_step:
         raise EnvError(

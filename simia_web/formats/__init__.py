@@ -1,17 +1,10 @@
-"""Converters between outside trajectory formats and the canonical one (OpenAI chat messages + tools).
+"""The conversation's one owner: the canonical shape and its normalisers (conversation), the rules over
+it (rules) and one module per outside format holding both directions and its validator (openai,
+sharegpt, tau2).
 
 Pure functions over dicts: no database. Malformed input raises FormatError naming the field.
 """
 
 from .errors import FormatError
-from .openai import canonical_to_openai, openai_record_to_canonical
-from .sharegpt import canonical_to_sharegpt, sharegpt_problems, sharegpt_record_to_canonical
 
-__all__ = [
-    "FormatError",
-    "canonical_to_openai",
-    "canonical_to_sharegpt",
-    "openai_record_to_canonical",
-    "sharegpt_problems",
-    "sharegpt_record_to_canonical",
-]
+__all__ = ["FormatError"]

@@ -1,60 +1,11 @@
-"""OpenAI chat fine-tuning records (`messages` + `tools`) ⇄ the canonical format.
+"""OpenAI chat fine-tuning records (`messages` + `tools`) ⇄ the canonical format, and the record's rules.
 
 The canonical format is the OpenAI chat format itself, so these converters only normalize:
 arguments become JSON strings, content parts become text, tools get the function wrapper.
 """
 
-from .common import arguments_text, content_text, tools_list
+from .conversation import ROLES, messages_strict, parse_arguments, tool_call, tool_schemas, tools_list
 from .errors import FormatError
-
-ROLES = {"system", "user", "assistant", "tool"}
-
-
-def _call(call, field: str, fallback_id: str) -> dict:
-    if not isinstance(call, dict):
-        raise FormatError(field, "must be an object")
-    function = call.get("function")
-    if not isinstance(function, dict):
-        raise FormatError(f"{field}.function", "is missing")
-    name = function.get("name")
-    if not isinstance(name, str) or not name:
-        raise FormatError(f"{field}.function.name", "is missing")
-    return {
-        "id": str(call.get("id") or fallback_id),
-        "type": "function",
-        "function": {"name": name, "arguments": arguments_text(function.get("arguments"))},
-    }
-
-
-def openai_messages_to_canonical(raw_messages, field: str = "messages") -> list[dict]:
-    if not isinstance(raw_messages, list):
-        raise FormatError(field, "must be a list of messages")
-    if not raw_messages:
-        raise FormatError(field, "is empty")
-    messages = []
-    for i, raw in enumerate(raw_messages):
-        where = f"{field}[{i}]"
-        if not isinstance(raw, dict):
-            raise FormatError(where, "must be an object")
-        role = raw.get("role")
-        if role not in ROLES:
-            raise FormatError(f"{where}.role", f"must be one of system, user, assistant, tool (got {role!r})")
-        message = {"role": role, "content": content_text(raw.get("content"), f"{where}.content")}
-        if role == "assistant" and raw.get("tool_calls"):
-            if not isinstance(raw["tool_calls"], list):
-                raise FormatError(f"{where}.tool_calls", "must be a list")
-            message["tool_calls"] = [
-                _call(call, f"{where}.tool_calls[{j}]", f"call_{i}_{j}") for j, call in enumerate(raw["tool_calls"])
-            ]
-        if role == "tool":
-            call_id = raw.get("tool_call_id")
-            if not call_id:
-                raise FormatError(f"{where}.tool_call_id", "is missing")
-            message["tool_call_id"] = str(call_id)
-            if raw.get("name"):
-                message["name"] = str(raw["name"])
-        messages.append(message)
-    return messages
 
 
 def openai_record_to_canonical(record: dict) -> tuple[list[dict], list[dict]]:
@@ -63,7 +14,7 @@ def openai_record_to_canonical(record: dict) -> tuple[list[dict], list[dict]]:
         raise FormatError("", "a record must be a JSON object")
     if "messages" not in record:
         raise FormatError("messages", "is missing")
-    return openai_messages_to_canonical(record["messages"]), tools_list(record.get("tools"))
+    return messages_strict(record["messages"]), tools_list(record.get("tools"))
 
 
 def canonical_to_openai(messages: list[dict], tools: list[dict]) -> dict:
@@ -73,17 +24,50 @@ def canonical_to_openai(messages: list[dict], tools: list[dict]) -> dict:
         item = {"role": message["role"], "content": message.get("content") or ""}
         if message.get("tool_calls"):
             item["tool_calls"] = [
-                {
-                    "id": call.get("id", ""),
-                    "type": "function",
-                    "function": {
-                        "name": call["function"]["name"],
-                        "arguments": arguments_text(call["function"].get("arguments")),
-                    },
-                }
+                tool_call(call.get("id", ""), call["function"]["name"], call["function"].get("arguments"))
                 for call in message["tool_calls"]
             ]
         if message["role"] == "tool":
             item["tool_call_id"] = message.get("tool_call_id", "")
         out.append(item)
     return {"messages": out, "tools": tools_list(tools)}
+
+
+def openai_problems(record: dict) -> list[str]:
+    """What the OpenAI fine-tuning format refuses: unknown roles, calls to undeclared tools,
+    arguments that are not a JSON object string, tool results without their call (and the reverse)."""
+    problems = []
+    messages = record.get("messages")
+    if not isinstance(messages, list) or not messages:
+        return ["messages: is empty"]
+    names = set(tool_schemas(record.get("tools") or []))
+    open_calls: set[str] = set()
+    for i, message in enumerate(messages):
+        role = message.get("role")
+        where = f"messages[{i}]"
+        if role not in ROLES:
+            problems.append(f"{where}.role: unknown role {role!r}")
+            continue
+        if role != "tool" and open_calls:
+            problems.append(f"{where}: tool call(s) {', '.join(sorted(open_calls))} have no result")
+            open_calls.clear()
+        if role == "tool":
+            if message.get("tool_call_id") not in open_calls:
+                problems.append(f"{where}.tool_call_id: no open call {message.get('tool_call_id')!r}")
+            open_calls.discard(message.get("tool_call_id"))
+        for j, call in enumerate(message.get("tool_calls") or []):
+            name = call["function"]["name"]
+            if not call.get("id"):
+                problems.append(f"{where}.tool_calls[{j}].id: is missing")
+            if name not in names:
+                problems.append(f"{where}.tool_calls[{j}]: tool {name!r} is not in tools")
+            if not isinstance(call["function"].get("arguments"), str):
+                problems.append(f"{where}.tool_calls[{j}].arguments: must be a JSON string")
+            elif parse_arguments(call)[1]:
+                problems.append(f"{where}.tool_calls[{j}].arguments: {parse_arguments(call)[1]}")
+            open_calls.add(call.get("id"))
+    if open_calls:
+        problems.append(f"tool call(s) {', '.join(sorted(open_calls))} have no result")
+    if not any(m.get("role") == "assistant" for m in messages):
+        problems.append("messages: no assistant message to train on")
+    return problems

@@ -1,4 +1,4 @@
-"""LLaMA-Factory / APIGen-MT ShareGPT records ⇄ the canonical format.
+"""LLaMA-Factory / APIGen-MT ShareGPT records ⇄ the canonical format, the record's rules and its repair.
 
 A record is `{"conversations": [{"from": .., "value": ..}], "system": "..", "tools": "<json>"}` with
 the tags human, gpt, function_call and observation. A function_call value is a JSON string
@@ -12,7 +12,7 @@ import json
 
 from simia_web.core.json_input import json_parse
 
-from .common import arguments_text, arguments_value, content_text, tools_list
+from .conversation import arguments_value, content_text, tool_call, tool_call_id, tool_result, tools_list
 from .errors import FormatError
 
 USER_SIDE = ("human", "observation")
@@ -86,13 +86,7 @@ def _calls(value: str, field: str, turn: int) -> tuple[list[dict], str]:
         if not isinstance(item, dict) or not isinstance(item.get("name"), str) or not item["name"]:
             raise FormatError(field, f"call {j} has no name")
         thought = thought or str(item.get("thought") or "")
-        calls.append(
-            {
-                "id": f"call_{turn}_{j}",
-                "type": "function",
-                "function": {"name": item["name"], "arguments": arguments_text(item.get("arguments", {}))},
-            }
-        )
+        calls.append(tool_call(tool_call_id(turn, j), item["name"], item.get("arguments", {})))
     return calls, thought
 
 
@@ -131,7 +125,7 @@ def sharegpt_record_to_canonical(record: dict) -> tuple[list[dict], list[dict]]:
             if not open_calls:
                 raise FormatError(f"{field}.from", "observation without a preceding function_call")
             for call, result in zip(open_calls, _results(value, len(open_calls)), strict=True):
-                messages.append({"role": "tool", "tool_call_id": call["id"], "content": result})
+                messages.append(tool_result(call["id"], result))
             open_calls = []
         elif tag == "system":
             messages.append({"role": "system", "content": value})
@@ -185,3 +179,41 @@ def canonical_to_sharegpt(messages: list[dict], tools: list[dict]) -> dict:
         record["system"] = "\n\n".join(system_parts)
     record["tools"] = json.dumps(tools_list(tools), ensure_ascii=False)
     return record
+
+
+SHAREGPT_MERGEABLE = {"human", "gpt"}
+
+
+def sharegpt_repair(record: dict) -> tuple[dict, list[str]]:
+    """Merge back-to-back human or gpt turns, the one break LLaMA-Factory skips that can be mended
+    without inventing or dropping content. Returns the record and what was repaired."""
+    merged: list[dict] = []
+    repairs = []
+    for turn in record["conversations"]:
+        previous = merged[-1] if merged else None
+        if previous and previous["from"] == turn["from"] and turn["from"] in SHAREGPT_MERGEABLE:
+            previous["value"] = "\n\n".join(v for v in (previous["value"], turn["value"]) if v)
+            repairs.append(f"merged consecutive {turn['from']} turns at {len(merged) - 1}")
+            continue
+        merged.append(dict(turn))
+    return {**record, "conversations": merged}, repairs
+
+
+def sharegpt_dataset_info(name: str, file_name: str) -> dict:
+    """LLaMA-Factory's dataset_info.json entry naming a file of these records."""
+    return {
+        name: {
+            "file_name": file_name,
+            "formatting": "sharegpt",
+            "columns": {"messages": "conversations", "system": "system", "tools": "tools"},
+            "tags": {
+                "role_tag": "from",
+                "content_tag": "value",
+                "user_tag": "human",
+                "assistant_tag": "gpt",
+                "observation_tag": "observation",
+                "function_tag": "function_call",
+                "system_tag": "system",
+            },
+        }
+    }

@@ -6,7 +6,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from simia_web.accounts.permissions import role_required
-from simia_web.curation.selectors import pretty_json
+from simia_web.core.display import pretty_json
 from simia_web.exports.models import Snapshot
 from simia_web.llm.models import LLMCall
 

@@ -19,7 +19,6 @@ import random
 import re
 import threading
 import time
-import uuid
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -33,6 +32,7 @@ from django.db import connection
 from simia_web.core.json_input import json_parse
 from simia_web.core.jsonutil import content_hash
 from simia_web.core.schemas import first_error
+from simia_web.formats.conversation import messages_lenient
 
 from .budget import (
     ASSUMED_CONTEXT_WINDOW,
@@ -353,7 +353,7 @@ class LLMClient:
         flattened = _with_system([_flatten_tool_message(m) for m in messages], instruction)
         message, call = self._complete(flattened, {}, ToolMode.PROMPT, prompt_version, cache_salt, reply)
         try:
-            return _prompt_tool_message(parse_json_answer(message.get("content")))
+            return _prompt_tool_message(parse_json_answer(message.get("content")), len(messages))
         except ValueError as exc:
             self._mark_invalid(call, "invalid_json", f"tool-call JSON: {exc}")
             raise LLMError("invalid_output", f"tool-call answer is not the expected JSON: {exc}") from exc
@@ -471,7 +471,8 @@ class LLMClient:
                 continue
 
             choice = result["choices"][0]
-            message = _message_dict(choice.get("message") or {})
+            # The answer becomes message len(messages) of the conversation; its calls' ids follow from that.
+            [message], _ = messages_lenient([{**(choice.get("message") or {}), "role": "assistant"}], len(messages))
             usage = result.get("usage") or {}
             tokens_in = usage.get("prompt_tokens") or 0
             tokens_out = usage.get("completion_tokens") or 0
@@ -652,32 +653,6 @@ def _sendable(message: dict) -> dict:
     return message
 
 
-def _message_dict(message: dict) -> dict:
-    """The canonical assistant message from a completion's message (ids filled in, arguments as text)."""
-    result: dict[str, Any] = {"role": "assistant", "content": message.get("content")}
-    calls = [c for c in message.get("tool_calls") or [] if isinstance(c, dict)]
-    if calls:
-        result["tool_calls"] = [
-            {
-                "id": call.get("id") or f"call_{uuid.uuid4().hex[:12]}",
-                "type": "function",
-                "function": {
-                    "name": (call.get("function") or {}).get("name", ""),
-                    "arguments": _arguments_text((call.get("function") or {}).get("arguments")),
-                },
-            }
-            for call in calls
-        ]
-    return result
-
-
-def _arguments_text(arguments: Any) -> str:
-    """Canonical arguments are a JSON string; some servers send an object instead."""
-    if isinstance(arguments, str):
-        return arguments or "{}"
-    return json.dumps(arguments if arguments is not None else {})
-
-
 def _arguments_object(arguments: str) -> Any:
     """Show past calls to the model in the same shape it is asked to answer with."""
     try:
@@ -686,7 +661,7 @@ def _arguments_object(arguments: str) -> Any:
         return arguments
 
 
-def _prompt_tool_message(answer: Any) -> dict:
+def _prompt_tool_message(answer: Any, index: int) -> dict:
     """The canonical assistant message for a prompt-mode answer {"content", "tool_calls": [{name, arguments}]}."""
     if not isinstance(answer, dict):
         raise ValueError("the answer is not a JSON object")
@@ -695,8 +670,6 @@ def _prompt_tool_message(answer: Any) -> dict:
         raise ValueError("content must be text or null")
     if not isinstance(calls, list):
         raise ValueError("tool_calls must be a list")
-    message: dict[str, Any] = {"role": "assistant", "content": content}
-    canonical = []
     for call in calls:
         if not isinstance(call, dict) or not isinstance(call.get("name"), str) or not call["name"]:
             raise ValueError("every tool call needs a name")
@@ -705,15 +678,7 @@ def _prompt_tool_message(answer: Any) -> dict:
             arguments = json.loads(arguments or "{}")
         if not isinstance(arguments, dict):
             raise ValueError(f"arguments of {call['name']} must be an object")
-        canonical.append(
-            {
-                "id": f"call_{uuid.uuid4().hex[:12]}",
-                "type": "function",
-                "function": {"name": call["name"], "arguments": json.dumps(arguments)},
-            }
-        )
-    if canonical:
-        message["tool_calls"] = canonical
+    [message], _ = messages_lenient([{"role": "assistant", "content": content, "tool_calls": calls}], index)
     return message
 
 

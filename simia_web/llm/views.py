@@ -4,7 +4,7 @@ from django.core.exceptions import PermissionDenied
 from django.shortcuts import get_object_or_404, render
 
 from simia_web.accounts.permissions import role_required
-from simia_web.curation.selectors import pretty_json
+from simia_web.core.display import pretty_json
 
 from .access import llm_call_visible
 from .models import LLMCall

@@ -12,17 +12,16 @@ import random
 from django.db import transaction
 
 from simia_web.catalog.models import Domain, Seed
-from simia_web.curation.canonical import message_text
 from simia_web.curation.models import Trajectory, TrajectoryKind
 from simia_web.curation.services import trajectory_create
+from simia_web.formats.conversation import Violation, message_text
+from simia_web.formats.rules import amplified_check, near_duplicate_violations
 from simia_web.jobs.models import Job
 from simia_web.llm.client import LLMError, client_for_stage
 from simia_web.llm.models import Stage
 from simia_web.llm.services import llm_call_ids
 
-from .amplify_rules import amplified_check, near_duplicate_violations
 from .judge import judge_run
-from .rules import Violation
 
 PROMPT_VERSION = "amplify-v1"
 STRATEGIES = ("round_robin", "random")

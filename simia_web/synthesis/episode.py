@@ -14,13 +14,13 @@ import copy
 import json
 from dataclasses import dataclass, field
 
-from simia_web.curation.canonical import parse_arguments, tool_schemas
+from simia_web.formats.conversation import Violation, parse_arguments, tool_result, tool_schemas
+from simia_web.formats.rules import call_violations, rules_check, simulator_failures
 from simia_web.llm.client import LLMClient, LLMError, client_for_stage
 from simia_web.llm.models import LLMCall, Stage
 from simia_web.llm.services import llm_call_ids
 
 from .judge import judge_run, world_evidence
-from .rules import Violation, call_violations, rules_check, simulator_failures
 from .simulator import simulate_call
 from .user_simulator import scenario_brief, user_turn
 
@@ -166,11 +166,9 @@ class Episode:
                 step["prompt_cut"] = outcome["cut"]
         if step["errors"]:
             self.errors += 1
-        tool_message = {
-            "role": "tool",
-            "tool_call_id": call.get("id", ""),
-            "content": content if isinstance(content, str) else json.dumps(content, ensure_ascii=False),
-        }
+        tool_message = tool_result(
+            call.get("id", ""), content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+        )
         self.messages.append(tool_message)
         self.steps[str(len(self.messages) - 1)] = step
         return tool_message

@@ -6,12 +6,12 @@ from django import forms
 from rest_framework import serializers
 
 from simia_web.catalog.models import Domain
+from simia_web.formats.rules import DEFAULT_MAX_MESSAGES, DEFAULT_MIN_MESSAGES
 from simia_web.jobs.forms import JobParametersForm
 from simia_web.jobs.parameters import CappedIntegerField, CappedListField, units_cap_check
 from simia_web.llm.models import Stage
 
 from .amplify import STRATEGIES
-from .rules import DEFAULT_MAX_MESSAGES, DEFAULT_MIN_MESSAGES
 from .selectors import valid_task_count
 from .services import AMPLIFY, ROLLOUT, SYNTHESIZE, amplification_job_create, rollout_job_create, synthesis_job_create
 

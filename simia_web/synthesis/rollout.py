@@ -3,11 +3,11 @@
 from dataclasses import dataclass
 
 from simia_web.catalog.models import Api, Domain, Task
+from simia_web.formats.conversation import Violation
 from simia_web.llm.client import LLMError
 from simia_web.llm.models import Stage
 
 from .episode import JUDGE_IF_CLEAN, EpisodeLimits, StageClients, api_specs, episode_conclude, episode_start
-from .rules import Violation
 
 __all__ = ["RolloutLimits", "api_specs", "rollout_run"]
 

@@ -13,10 +13,9 @@ from django.db import transaction
 from simia_web.catalog.models import Domain, DomainSource, Seed, TaskStatus
 from simia_web.catalog.selectors import domain_unusable_reason
 from simia_web.catalog.services import domain_ensure
+from simia_web.formats.rules import NEAR_DUPLICATE_THRESHOLD
 from simia_web.jobs.models import Job
 from simia_web.jobs.services import job_create, job_queue
-
-from .amplify_rules import NEAR_DUPLICATE_THRESHOLD
 
 SYNTHESIZE = "synthesize"
 ROLLOUT = "rollout"

@@ -5,7 +5,7 @@ simulator writes every customer message, the first one included, and the brief i
 the agent. Tasks without a scenario give their instruction as the brief.
 """
 
-from simia_web.curation.canonical import message_text
+from simia_web.formats.conversation import message_text
 from simia_web.llm.client import LLMClient, LLMReply
 
 from .prompt_fit import compact_json, messages_fit, text_clip

@@ -96,7 +96,7 @@ def script(outputs: dict[int, object]):
 @pytest.fixture
 def seed(eager):
     from simia_web.catalog.importers import seeds_import
-    from simia_web.formats import canonical_to_openai
+    from simia_web.formats.openai import canonical_to_openai
 
     messages = conversation(999)
     messages[0]["content"] = "Hello, where is my order W999 please? " + words(999, 9)

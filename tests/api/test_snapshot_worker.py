@@ -9,7 +9,7 @@ import pytest
 
 from simia_web.accounts.services import user_token
 from simia_web.curation.models import TrajectoryStatus
-from simia_web.formats import sharegpt_problems
+from simia_web.formats.sharegpt import sharegpt_problems
 from tests.conftest import wait_for
 from tests.exports.data import conversation, domain_make, trajectory_make
 

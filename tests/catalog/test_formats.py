@@ -4,14 +4,9 @@ import json
 
 import pytest
 
-from simia_web.formats import (
-    FormatError,
-    canonical_to_openai,
-    canonical_to_sharegpt,
-    openai_record_to_canonical,
-    sharegpt_problems,
-    sharegpt_record_to_canonical,
-)
+from simia_web.formats import FormatError
+from simia_web.formats.openai import canonical_to_openai, openai_record_to_canonical
+from simia_web.formats.sharegpt import canonical_to_sharegpt, sharegpt_problems, sharegpt_record_to_canonical
 
 TOOLS = [
     {

@@ -34,8 +34,8 @@ def post_step(client, env_id, message):
         ({"message": {"content": ["text"]}}, "parts must be objects"),
         ({"message": {"tool_calls": "cancel_order"}}, '"message.tool_calls" must be a list'),
         ({"message": {"tool_calls": [7]}}, '"message.tool_calls[0]" must be'),
-        ({"message": {"tool_calls": [{"function": "cancel_order"}]}}, '"message.tool_calls[0]" must be'),
-        ({"message": {"tool_calls": [{"function": {"arguments": "{}"}}]}}, '"message.tool_calls[0]" must be'),
+        ({"message": {"tool_calls": [{"function": "cancel_order"}]}}, '"message.tool_calls[0].function" must be'),
+        ({"message": {"tool_calls": [{"function": {"arguments": "{}"}}]}}, '"message.tool_calls[0].function.name" is'),
     ],
 )
 def test_wrong_shape_is_a_400_with_a_clear_error(shop, script, curator, body, detail):

@@ -2,9 +2,9 @@
 
 import json
 
-from simia_web.catalog.importers.tau2 import instruction_build
 from simia_web.catalog.models import Task
 from simia_web.environments.models import EnvSession
+from simia_web.formats.tau2 import instruction_build
 from tests.support.llm_stub import Reply
 
 URL = "/api/v1/envs/"

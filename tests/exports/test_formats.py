@@ -8,15 +8,11 @@ import pytest
 from django.core.management import call_command
 
 from simia_web.curation.models import TrajectoryStatus
-from simia_web.exports.formats import (
-    openai_problems,
-    sharegpt_repair,
-    tau2_simulation_problems,
-    tau2_task_problems,
-)
 from simia_web.exports.selectors import export_filters_clean
 from simia_web.exports.services import export_write
-from simia_web.formats import sharegpt_problems
+from simia_web.formats.openai import openai_problems
+from simia_web.formats.sharegpt import sharegpt_problems, sharegpt_repair
+from simia_web.formats.tau2 import tau2_simulation_problems, tau2_task_problems
 
 from .data import conversation, domain_make, task_make, trajectory_make
 
@@ -178,7 +174,7 @@ def test_export_command_writes_the_file(tmp_path):
 
 
 def test_tau2_simulation_rules_catch_broken_records():
-    from simia_web.exports.formats import tau2_simulation
+    from simia_web.formats.tau2 import tau2_simulation
 
     shop = domain_make()
     row = {

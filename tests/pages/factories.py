@@ -5,8 +5,8 @@ import json
 
 from simia_web.catalog.services import domain_ensure
 from simia_web.curation.services import trajectory_create
+from simia_web.formats.conversation import Violation
 from simia_web.jobs.models import Job, JobStatus
-from simia_web.synthesis.rules import Violation
 
 _counter = itertools.count(1)
 

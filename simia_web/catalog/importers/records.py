@@ -2,7 +2,9 @@
 
 from django.conf import settings
 
-from simia_web.formats import FormatError, openai_record_to_canonical, sharegpt_record_to_canonical
+from simia_web.formats import FormatError
+from simia_web.formats.openai import openai_record_to_canonical
+from simia_web.formats.sharegpt import sharegpt_record_to_canonical
 
 from .errors import Collected, ImportIssue
 from .reading import records_read

@@ -19,10 +19,11 @@ from simia_web.catalog.validation import api_problems
 from simia_web.core.jsonutil import content_hash
 from simia_web.core.models import Revision
 from simia_web.core.services import audit_record
+from simia_web.formats.tau2 import api_specs_from_tools
 
 from .errors import Collected, ImportIssue, ImportRejected
 from .records import seed_specs_read
-from .tau2 import api_kind_infer, tau2_read
+from .tau2 import tau2_read
 
 FORMATS = ("tau2", "sharegpt", "openai")
 KINDS = ("apis", "tasks", "seeds")
@@ -224,18 +225,8 @@ def _seeds_write(specs: list[dict], domain_name: str, format: str, source_name: 
             result.skipped["seeds"] += 1
             continue
         known.add(digest)
-        for tool in spec["tools"]:
-            function = tool["function"]
-            tool_specs.setdefault(
-                function["name"],
-                {
-                    "name": function["name"],
-                    "description": function["description"],
-                    "parameters": function["parameters"],
-                    "returns": {},
-                    "kind": api_kind_infer(function["name"]),
-                },
-            )
+        for api in api_specs_from_tools(spec["tools"]):
+            tool_specs.setdefault(api["name"], api)
         problems = seed_problems_compute(spec["messages"], tools)
         result.unusable_seeds += bool(problems)
         rows.append(

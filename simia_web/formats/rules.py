@@ -1,27 +1,26 @@
 """Deterministic checks shared by rollouts, amplification, seed pre-filtering and RL sessions.
 
-Each finding is a Violation with a stable code, the message index it concerns and a detail.
+Each finding is a Violation with a stable code, the message index it concerns and a detail. An
+amplified conversation is written by the LLM in one pass, so it arrives untrusted: it is first
+normalized (without hiding mistakes: arguments that are not JSON stay text so the rules can name
+them), then safe repairs are applied and recorded, then every rule runs (amplified_check).
 """
 
-from dataclasses import asdict, dataclass
-
 from simia_web.core.schemas import SCHEMA_FAILURES, schema_validator
-from simia_web.curation.canonical import message_text, parse_arguments, tool_schemas
 
-ROLES = {"system", "user", "assistant", "tool"}
+from .conversation import (
+    ROLES,
+    Violation,
+    conversation_text,
+    message_text,
+    messages_lenient,
+    parse_arguments,
+    tool_schemas,
+)
+
 DEFAULT_MIN_MESSAGES = 3
 DEFAULT_MAX_MESSAGES = 200
-
-
-@dataclass(frozen=True)
-class Violation:
-    code: str
-    message_index: int | None
-    detail: str
-    fixed: bool = False
-
-    def as_dict(self) -> dict:
-        return asdict(self)
+NEAR_DUPLICATE_THRESHOLD = 0.8
 
 
 def argument_violations(schema: dict, arguments: dict, index: int | None, tool: str) -> list[Violation]:
@@ -54,25 +53,6 @@ def call_violations(call: dict, schemas: dict[str, dict], index: int | None) -> 
     if error:
         return [Violation("arguments_not_json", index, f"{name}: {error}")]
     return argument_violations(schemas[name], arguments, index, name)
-
-
-def merge_consecutive_assistant(messages: list[dict]) -> tuple[list[dict], list[Violation]]:
-    """Merge back-to-back text-only assistant turns (safe: no tool calls involved); record each merge."""
-    merged: list[dict] = []
-    fixes = []
-    for message in messages:
-        previous = merged[-1] if merged else None
-        if (
-            previous is not None
-            and message.get("role") == "assistant" == previous.get("role")
-            and not message.get("tool_calls")
-            and not previous.get("tool_calls")
-        ):
-            previous["content"] = "\n\n".join(t for t in (message_text(previous), message_text(message)) if t)
-            fixes.append(Violation("consecutive_assistant", len(merged) - 1, "merged two assistant turns", True))
-            continue
-        merged.append(dict(message))
-    return merged, fixes
 
 
 def simulator_failures(steps: dict[str, dict]) -> list[Violation]:
@@ -156,3 +136,59 @@ def similarity(a: set, b: set) -> float:
     if not a and not b:
         return 1.0
     return len(a & b) / len(a | b)
+
+
+def assistant_turns_merge(messages: list[dict]) -> tuple[list[dict], list[Violation]]:
+    """Merge back-to-back assistant turns where nothing is lost or reordered: two text turns, or a text turn
+    followed by a turn that calls tools (the text becomes the calls' preamble). Each merge is recorded."""
+    out: list[dict] = []
+    fixes = []
+    for message in messages:
+        previous = out[-1] if out else None
+        mergeable = (
+            previous is not None
+            and previous.get("role") == "assistant" == message.get("role")
+            and not previous.get("tool_calls")
+        )
+        if mergeable and not message.get("tool_calls"):
+            previous["content"] = "\n\n".join(t for t in (message_text(previous), message_text(message)) if t)
+            fixes.append(Violation("consecutive_assistant", len(out) - 1, "merged two assistant turns", True))
+        elif mergeable and not message_text(message).strip():
+            out[-1] = {**message, "content": message_text(previous)}
+            fixes.append(
+                Violation("consecutive_assistant", len(out) - 1, "merged a text turn into the next tool call", True)
+            )
+        else:
+            out.append(dict(message))
+    return out, fixes
+
+
+def near_duplicate_violations(
+    messages: list[dict], others: list[tuple[str, list[dict]]], threshold: float = NEAR_DUPLICATE_THRESHOLD
+) -> list[Violation]:
+    """A near_duplicate violation for the first of `others` (label, messages) this conversation copies."""
+    words = shingles(conversation_text(messages))
+    for label, other in others:
+        score = similarity(words, shingles(conversation_text(other)))
+        if score >= threshold:
+            return [Violation("near_duplicate", None, f"near-duplicate of {label} (similarity {score:.2f})")]
+    return []
+
+
+def amplified_check(
+    raw_messages,
+    tools: list[dict],
+    *,
+    seed_label: str,
+    seed_messages: list[dict],
+    min_messages: int = DEFAULT_MIN_MESSAGES,
+    max_messages: int = DEFAULT_MAX_MESSAGES,
+    threshold: float = NEAR_DUPLICATE_THRESHOLD,
+) -> tuple[list[dict], list[Violation]]:
+    """(canonical messages after safe repairs, every finding incl. the recorded repairs)."""
+    messages, found = messages_lenient(raw_messages)
+    messages, fixes = assistant_turns_merge(messages)
+    found += fixes
+    found += rules_check(messages, tools, min_messages=min_messages, max_messages=max_messages)
+    found += near_duplicate_violations(messages, [(seed_label, seed_messages)], threshold)
+    return messages, found

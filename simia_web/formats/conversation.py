@@ -1,0 +1,256 @@
+"""The canonical conversation: OpenAI chat messages (`system`, `user`, `assistant` with `tool_calls`
+whose `arguments` is a JSON string, `tool` with `tool_call_id`) plus the tools list.
+
+This module owns its shape: the constructors, the one tool-call id scheme, the read helpers every
+other module uses, and the two normalisers: `messages_strict` for input people give us (it raises a
+FormatError naming the field) and `messages_lenient` for what an LLM wrote (it keeps what it can and
+returns the violations). Pure functions over dicts: no database.
+"""
+
+import json
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from simia_web.core.json_input import json_parse
+
+from .errors import FormatError
+
+ROLES = {"system", "user", "assistant", "tool"}
+
+
+@dataclass(frozen=True)
+class Violation:
+    """A finding about a conversation: a stable code, the message index it concerns and a detail."""
+
+    code: str
+    message_index: int | None
+    detail: str
+    fixed: bool = False
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+# -- construction -----------------------------------------------------------------------------------
+
+
+def tool_call_id(message_index: int | str, position: int | str) -> str:
+    """The id of a call that came without one: its message's place in the conversation and its own."""
+    return f"call_{message_index}_{position}"
+
+
+def arguments_text(arguments: Any) -> str:
+    """Tool-call arguments as the JSON string the canonical format keeps (strings pass unchanged)."""
+    if isinstance(arguments, str):
+        return arguments or "{}"
+    return json.dumps(arguments if arguments is not None else {}, ensure_ascii=False)
+
+
+def tool_call(call_id: str, name: str, arguments: Any) -> dict:
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments_text(arguments)}}
+
+
+def tool_result(call_id: str, content: str) -> dict:
+    return {"role": "tool", "tool_call_id": call_id, "content": content}
+
+
+# -- reading ----------------------------------------------------------------------------------------
+
+
+def _parts_text(parts: list) -> str:
+    """OpenAI content parts joined as text."""
+    return "".join(part.get("text", "") for part in parts if isinstance(part, dict))
+
+
+def message_text(message: dict) -> str:
+    content = message.get("content")
+    if isinstance(content, list):
+        return _parts_text(content)
+    return content or ""
+
+
+def conversation_text(messages: list[dict]) -> str:
+    """Plain text of the user and assistant turns, for near-duplicate detection and search."""
+    return "\n".join(message_text(m) for m in messages if m.get("role") in {"user", "assistant"})
+
+
+def tool_schemas(tools: list[dict]) -> dict[str, dict]:
+    """{tool name: parameters schema} from an OpenAI tools list."""
+    schemas = {}
+    for tool in tools or []:
+        function = tool.get("function", tool) if isinstance(tool, dict) else {}
+        if isinstance(function, dict) and function.get("name"):
+            schemas[function["name"]] = function.get("parameters") or {"type": "object", "properties": {}}
+    return schemas
+
+
+def parse_arguments(call: dict) -> tuple[Any, str | None]:
+    """The call's arguments as an object, or an error when they are not a JSON object."""
+    raw = (call.get("function") or {}).get("arguments", "{}")
+    if isinstance(raw, dict):
+        return raw, None
+    try:
+        value = json_parse(raw or "{}")
+    except (TypeError, ValueError) as exc:
+        return None, f"arguments are not JSON: {exc}"
+    if not isinstance(value, dict):
+        return None, "arguments must be a JSON object"
+    return value, None
+
+
+def arguments_value(arguments: Any) -> Any:
+    """Tool-call arguments as an object when they parse; otherwise the raw text is kept."""
+    if isinstance(arguments, str):
+        try:
+            return json_parse(arguments or "{}")
+        except ValueError:
+            return arguments
+    return arguments if arguments is not None else {}
+
+
+# -- the strict normaliser (input) -------------------------------------------------------------------
+
+
+def tools_list(value: Any, field: str = "tools") -> list[dict]:
+    """A tools list from a JSON string or a list; bare function specs are wrapped as OpenAI tools."""
+    if value in (None, "", []):
+        return []
+    if isinstance(value, str):
+        try:
+            value = json_parse(value)
+        except ValueError as exc:
+            raise FormatError(field, f"is not valid JSON: {exc}") from None
+    if not isinstance(value, list):
+        raise FormatError(field, "must be a list of tool definitions")
+    tools = []
+    for i, tool in enumerate(value):
+        if not isinstance(tool, dict):
+            raise FormatError(f"{field}[{i}]", "must be an object")
+        function = tool.get("function") if tool.get("type") == "function" or "function" in tool else tool
+        if not isinstance(function, dict) or not isinstance(function.get("name"), str) or not function["name"]:
+            raise FormatError(f"{field}[{i}].name", "is missing")
+        parameters = function.get("parameters")
+        if parameters is None:
+            parameters = {"type": "object", "properties": {}}
+        if not isinstance(parameters, dict):
+            raise FormatError(f"{field}[{i}].parameters", "must be a JSON Schema object")
+        tools.append(
+            {
+                "type": "function",
+                "function": {
+                    "name": function["name"],
+                    "description": function.get("description") or "",
+                    "parameters": parameters,
+                },
+            }
+        )
+    return tools
+
+
+def content_text(value: Any, field: str) -> str:
+    """Message content as text: strings as they are, OpenAI content parts joined, null as empty."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        if not all(isinstance(part, dict) for part in value):
+            raise FormatError(field, 'parts must be objects like {"type": "text", "text": ...}')
+        return _parts_text(value)
+    raise FormatError(field, "must be a string, a list of content parts or null")
+
+
+def _call_strict(call, field: str, fallback_id: str) -> dict:
+    if not isinstance(call, dict):
+        raise FormatError(field, 'must be an object {"id", "function": {"name", "arguments"}}')
+    function = call.get("function")
+    if not isinstance(function, dict):
+        raise FormatError(f"{field}.function", 'must be an object {"name", "arguments"}')
+    name = function.get("name")
+    if not isinstance(name, str) or not name:
+        raise FormatError(f"{field}.function.name", "is missing")
+    return tool_call(str(call.get("id") or fallback_id), name, function.get("arguments"))
+
+
+def message_strict(raw, where: str, index: int) -> dict:
+    """One canonical message from input at position `index`; FormatError names the field that is wrong."""
+    if not isinstance(raw, dict):
+        raise FormatError(where, "must be an object")
+    role = raw.get("role")
+    if role not in ROLES:
+        raise FormatError(f"{where}.role", f"must be one of system, user, assistant, tool (got {role!r})")
+    message = {"role": role, "content": content_text(raw.get("content"), f"{where}.content")}
+    if role == "assistant" and raw.get("tool_calls") is not None:
+        if not isinstance(raw["tool_calls"], list):
+            raise FormatError(f"{where}.tool_calls", "must be a list")
+        calls = [
+            _call_strict(call, f"{where}.tool_calls[{j}]", tool_call_id(index, j))
+            for j, call in enumerate(raw["tool_calls"])
+        ]
+        if calls:
+            message["tool_calls"] = calls
+    if role == "tool":
+        call_id = raw.get("tool_call_id")
+        if not call_id:
+            raise FormatError(f"{where}.tool_call_id", "is missing")
+        message["tool_call_id"] = str(call_id)
+        if raw.get("name"):
+            message["name"] = str(raw["name"])
+    return message
+
+
+def messages_strict(raw_messages, field: str = "messages") -> list[dict]:
+    """Canonical messages from input, or a FormatError naming the field (`messages[3].tool_calls[0].function`)."""
+    if not isinstance(raw_messages, list):
+        raise FormatError(field, "must be a list of messages")
+    if not raw_messages:
+        raise FormatError(field, "is empty")
+    return [message_strict(raw, f"{field}[{i}]", i) for i, raw in enumerate(raw_messages)]
+
+
+# -- the lenient normaliser (LLM output) -------------------------------------------------------------
+
+
+def _call_lenient(call, fallback_id: str) -> dict:
+    """A call whatever its shape: nested `function` or flat {name, arguments}; arguments that are not
+    JSON stay text so the rules can name them."""
+    call = call if isinstance(call, dict) else {}
+    function = call.get("function") if isinstance(call.get("function"), dict) else call
+    return tool_call(str(call.get("id") or fallback_id), str(function.get("name") or ""), function.get("arguments"))
+
+
+def _content_lenient(content) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return _parts_text(content)
+    if content is None:
+        return ""
+    return json.dumps(content, ensure_ascii=False)  # e.g. a tool result given as an object
+
+
+def messages_lenient(raw_messages, start: int = 0) -> tuple[list[dict], list[Violation]]:
+    """Canonical messages from an LLM answer that begins at message `start` of its conversation, and the
+    violations: anything that cannot be a message is dropped and named, mistakes inside one are kept."""
+    if not isinstance(raw_messages, list):
+        return [], [Violation("malformed_output", None, f"messages is a {type(raw_messages).__name__}, not a list")]
+    messages, found = [], []
+    for offset, raw in enumerate(raw_messages):
+        index = start + offset
+        if not isinstance(raw, dict):
+            found.append(Violation("malformed_output", index, f"message {index} is not an object; dropped"))
+            continue
+        message = {
+            "role": raw.get("role") if isinstance(raw.get("role"), str) else "",
+            "content": _content_lenient(raw.get("content")),
+        }
+        calls = raw.get("tool_calls")
+        if calls:
+            message["tool_calls"] = [
+                _call_lenient(call, tool_call_id(index, j))
+                for j, call in enumerate(calls if isinstance(calls, list) else [calls])
+            ]
+        if message["role"] == "tool":
+            message["tool_call_id"] = str(raw.get("tool_call_id") or "")
+        messages.append(message)
+    return messages, found
