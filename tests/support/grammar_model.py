@@ -71,7 +71,7 @@ class GrammarModel:
             for name, sub in (schema.get("properties") or {}).items()
             if name in required or self.random.random() < 0.5
         }
-        extra = schema.get("additionalProperties", not schema.get("properties") and depth < 3)
+        extra = schema.get("additionalProperties", "properties" not in schema and depth < 3)
         if extra is not False and depth < 4:
             low = schema.get("minProperties", 0)
             extra = extra if isinstance(extra, dict) else {}
