@@ -5,13 +5,18 @@ tests/support/grammar_model.py): each stage must get its work through such answe
 and record why the rest did not.
 """
 
+import orjson
 import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
 
+from simia_web.catalog.importers import seeds_import
 from simia_web.catalog.models import Domain, Task, TaskStatus
-from simia_web.curation.models import Trajectory
+from simia_web.curation.models import RuleViolation, Trajectory
+from simia_web.formats.conversation import tool_call
+from simia_web.formats.sharegpt import canonical_to_sharegpt
 from simia_web.jobs.models import JobStatus
 from simia_web.llm.models import LLMCall
-from simia_web.synthesis.services import synthesis_queue
+from simia_web.synthesis.services import amplification_queue, synthesis_queue
 
 from .support.grammar_model import GrammarModel
 from .support.personalities import LlamaCppPython
@@ -37,3 +42,41 @@ def test_every_stage_gets_through_a_grammar_bound_model(eager, llm_stub, seed):
     # Each answer a grammar allows is read: the only failed call is the json_schema probe the server refuses.
     refused = LLMCall.objects.exclude(error_kind="")
     assert [call.error_kind for call in refused] == ["unsupported_mode"]
+
+
+def test_amplification_gets_judged_trajectories_from_a_grammar_bound_model(eager, llm_stub):
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "get_order_details",
+                "description": "Get the status and details of an order.",
+                "parameters": {
+                    "type": "object",
+                    "properties": {"order_id": {"type": "string", "description": "The order id, such as '#W0000000'."}},
+                    "required": ["order_id"],
+                },
+            },
+        }
+    ]
+    seed = [
+        {"role": "system", "content": "You are a retail support agent."},
+        {"role": "user", "content": "Where is my order #W2378156?"},
+        {"role": "assistant", "content": "", "tool_calls": [tool_call("c1", "get_order_details", {"order_id": "#W1"})]},
+        {"role": "tool", "tool_call_id": "c1", "content": '{"status": "delivered"}'},
+        {"role": "assistant", "content": "Order #W2378156 was delivered."},
+    ]
+    record = canonical_to_sharegpt(seed, tools)
+    seeds_import(source=SimpleUploadedFile("seeds.json", orjson.dumps([record])), format="sharegpt", domain="retail")
+    llm_stub.personality = LlamaCppPython()
+    llm_stub.responder = GrammarModel(7)
+    job = amplification_queue(count=6, domain="retail", min_messages=3)
+    job.refresh_from_db()
+
+    trajectories = list(Trajectory.objects.filter(job=job))
+    assert len(trajectories) == 6
+    # Turns unroll into well-formed conversations whose calls match their tools: only the judge decides.
+    assert not RuleViolation.objects.filter(trajectory__job=job, fixed=False).exists()
+    assert all(t.judge_passed is not None for t in trajectories)
+    assert job.status == JobStatus.SUCCEEDED, job.error
+    assert [call.error_kind for call in LLMCall.objects.exclude(error_kind="")] == ["unsupported_mode"]

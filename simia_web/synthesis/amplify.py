@@ -5,7 +5,6 @@ whatever happens: an LLM failure is stored as a trajectory with an `llm_error` v
 error (a seed deleted mid-job, a bug in post-processing) as one with an `internal_error` violation.
 """
 
-import json
 import logging
 import random
 
@@ -21,78 +20,40 @@ from simia_web.llm.client import LLMError, client_for_stage
 from simia_web.llm.models import Stage
 from simia_web.llm.services import llm_call_ids
 
+from .amplify_answer import AMPLIFIED_ANSWER, amplified_messages, amplified_schema
 from .judge import judge_run
+from .prompt_fit import compact_json, json_size, messages_fit, text_clip, tools_described
 
-PROMPT_VERSION = "amplify-v1"
+PROMPT_VERSION = "amplify-v2"  # v2: the conversation asked for as turns, the prompt fitted to the budget
 STRATEGIES = ("round_robin", "random")
 
 logger = logging.getLogger(__name__)
 
-# Loose on purpose: a malformed conversation must reach the rules (which name the mistake) rather
-# than be refused by the schema and retried away.
-SCHEMA = {
-    "type": "object",
-    "properties": {
-        "messages": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "role": {"type": "string"},
-                    "content": {"type": ["string", "null"]},
-                    "tool_calls": {
-                        "type": "array",
-                        "items": {
-                            "type": "object",
-                            "properties": {
-                                "id": {"type": "string"},
-                                "type": {"type": "string"},
-                                "function": {
-                                    "type": "object",
-                                    "properties": {
-                                        "name": {"type": "string"},
-                                        "arguments": {"type": ["string", "object"]},
-                                    },
-                                    "required": ["name", "arguments"],
-                                },
-                            },
-                            "required": ["id", "function"],
-                        },
-                    },
-                    "tool_call_id": {"type": "string"},
-                },
-                "required": ["role"],
-            },
-        }
-    },
-    "required": ["messages"],
-}
-
 INSTRUCTIONS = (
     "You write training data for tool-calling agents. Given a seed conversation, the tools and the domain "
-    "policy, write ONE new, complete conversation of the same kind in the same format: a different user, "
-    "different names, ids and values, a different but realistic request (or mix of requests), and the agent "
-    "solving it by calling the tools. Write every turn yourself, including each tool's output, which must be "
-    "realistic and consistent with the calls and with each other. Rules: OpenAI chat messages; keep the "
-    "seed's system message if it has one; the user speaks first; an assistant turn either answers in text or "
-    "calls tools (tool_calls with a unique id, a tool name from the list and arguments as a JSON string that "
-    "matches the tool's parameters schema); every call is followed by one `tool` message with its "
-    "tool_call_id; the agent follows the policy; the conversation ends with an assistant answer. Do not copy "
-    'the seed. Reply with a JSON object {"messages": [...]}.'
+    "policy, write ONE new, complete conversation of the same kind: a different user, different names, ids and "
+    "values, a different but realistic request (or mix of requests), and the agent solving it by calling the "
+    "tools. Write it as turns: in each, the user's message, the tool calls the agent makes for it (a tool name "
+    "from the list, arguments matching the tool's parameters, and the tool's output, realistic and consistent "
+    "with the calls and with each other) and the agent's answer to the user. The agent follows the policy. Do "
+    "not copy the seed."
 )
 
 
-def amplify_prompt(*, seed_messages: list[dict], tools: list[dict], policy: str, variation: int) -> list[dict]:
-    payload = {
-        "policy": policy[:8000],
-        "tools": tools,
-        "seed_conversation": seed_messages,
-        "variation": variation,
-    }
-    return [
-        {"role": "system", "content": INSTRUCTIONS},
-        {"role": "user", "content": json.dumps(payload, ensure_ascii=False)},
-    ]
+def amplify_prompt(
+    *, seed_messages: list[dict], tools: list[dict], policy: str, variation: int, budget: int
+) -> list[dict]:
+    """The prompt within `budget` characters: the tools named and described (their parameters are in the
+    answer's schema), the policy clipped, the seed's opening and latest turns; what was cut is listed."""
+    cut: list[str] = []
+    payload = {"policy": text_clip(policy, budget // 6), "tools": tools_described(tools), "variation": variation}
+    room = budget - len(INSTRUCTIONS) - json_size(payload) - 300
+    seed, seed_cut = messages_fit(seed_messages, room, keep_first=2)
+    payload["seed_conversation"] = [{k: v for k, v in m.items() if k != "index"} for m in seed]
+    cut += seed_cut
+    if cut:
+        payload["cut"] = cut
+    return [{"role": "system", "content": INSTRUCTIONS}, {"role": "user", "content": compact_json(payload)}]
 
 
 def seed_order(params: dict) -> list[int]:
@@ -192,13 +153,19 @@ def _amplified_writer(job: Job, unit, partial: dict):
     provenance.update(model=client.profile.model, profile=client.profile.name, seed_version=seed.version)
     fields = {"domain": seed.domain, "seed": seed, "seed_version": seed.version, "tools": tools}
     verdict = None
+    schema = amplified_schema(tools)
     try:
         reply = client.structured(
             messages=amplify_prompt(
-                seed_messages=seed.messages, tools=tools, policy=seed.domain.policy, variation=unit.params["index"]
+                seed_messages=seed.messages,
+                tools=tools,
+                policy=seed.domain.policy,
+                variation=unit.params["index"],
+                budget=client.prompt_chars_available() - json_size(schema),  # servers put the schema in the prompt
             ),
-            schema=SCHEMA,
+            schema=schema,
             schema_name="amplified_trajectory",
+            accept=AMPLIFIED_ANSWER,
             prompt_version=PROMPT_VERSION,
             cache_salt=f"{job.pk}:{unit.key}",
         )
@@ -208,9 +175,9 @@ def _amplified_writer(job: Job, unit, partial: dict):
         fields["termination_reason"] = "llm_error"
     else:
         partial["llm_calls"] = reply.calls
-        partial["messages"] = reply.data["messages"]
+        partial["messages"] = amplified_messages(reply.data, seed.messages)
         messages, violations = amplified_check(
-            reply.data["messages"],
+            partial["messages"],
             tools,
             seed_label=f"seed {seed.pk}",
             seed_messages=seed.messages,

@@ -5,7 +5,7 @@ import json
 from simia_web.llm.client import LLMClient, LLMError
 from simia_web.llm.models import Stage
 
-from .prompt_fit import compact_json, json_size, messages_fit, text_clip
+from .prompt_fit import compact_json, json_size, messages_fit, text_clip, tools_fit
 
 PROMPT_VERSION = "judge-v4"  # v4: scores asked on a grid of tenths, texts and lists bounded
 CRITERIA = ("task_completed", "tool_use_correct", "simulator_consistent", "policy_followed", "final_answer_grounded")
@@ -103,22 +103,6 @@ def _world_fit(world: dict, room: int, cut: list[str]) -> dict:
     return fitted
 
 
-def _tools_fit(tools: list[dict], room: int, cut: list[str]) -> list:
-    """The tools within `room`: whole, else names and short descriptions, else as many names as fit."""
-    if json_size(tools) <= room:
-        return tools
-    functions = [t.get("function") or {} for t in tools]
-    described = [{"name": f.get("name"), "description": text_clip(f.get("description") or "", 160)} for f in functions]
-    if json_size(described) <= room:
-        cut.append("tool parameter schemas left out")
-        return described
-    names = [f.get("name") for f in functions]
-    while names and json_size(names) > room:
-        names.pop()
-    cut.append(f"tools shown by name only ({len(names)} of {len(functions)})")
-    return names
-
-
 def judge_messages(
     *, messages: list[dict], tools: list[dict], task: str, policy: str, world: dict | None = None, budget: int
 ) -> list[dict]:
@@ -128,7 +112,7 @@ def judge_messages(
     policy and the tools an eighth each (tools shown as names and descriptions when their schemas do not
     fit); the world evidence what is left."""
     cut: list[str] = []
-    tools = _tools_fit(tools, budget // 8, cut)
+    tools = tools_fit(tools, budget // 8, cut)
     # The agent's system prompt repeats the policy, which is given once below.
     conversation = [
         {"role": "system", "content": "(the agent's instructions and the policy below)"}

@@ -57,3 +57,25 @@ def messages_fit(messages: list[dict], budget: int, *, keep_first: int = 0) -> t
     if left_out:
         notes.append(f"messages {keep_first}..{keep_first + left_out - 1} left out (older than the {len(kept)} shown)")
     return head + kept, notes
+
+
+def tools_fit(tools: list[dict], room: int, cut: list[str]) -> list:
+    """The tools within `room`: whole, else names and short descriptions, else as many names as fit."""
+    if json_size(tools) <= room:
+        return tools
+    functions = [t.get("function") or {} for t in tools]
+    described = tools_described(tools)
+    if json_size(described) <= room:
+        cut.append("tool parameter schemas left out")
+        return described
+    names = [f.get("name") for f in functions]
+    while names and json_size(names) > room:
+        names.pop()
+    cut.append(f"tools shown by name only ({len(names)} of {len(functions)})")
+    return names
+
+
+def tools_described(tools: list[dict]) -> list[dict]:
+    """Each tool by name and a short description, without its parameters."""
+    functions = [t.get("function") or {} for t in tools]
+    return [{"name": f.get("name"), "description": text_clip(f.get("description") or "", 160)} for f in functions]

@@ -14,6 +14,7 @@ from simia_web.curation.models import Trajectory, TrajectoryKind, TrajectoryStat
 from simia_web.jobs.models import JobStatus
 from simia_web.jobs.services import job_start
 from simia_web.synthesis.amplify import seed_order
+from simia_web.synthesis.prompt_fit import tools_described
 from simia_web.synthesis.services import amplification_queue
 from tests.support.llm_stub import Reply
 from tests.support.scripts import pipeline_responder
@@ -173,7 +174,7 @@ def test_exact_count_round_robin_random_and_seed_version(seed, llm_stub, users):
     prompt = next(
         r for r in llm_stub.stage_requests("amplify") if first_payload(r)["seed_conversation"] == seed.messages
     )
-    assert first_payload(prompt)["tools"] == TOOLS
+    assert first_payload(prompt)["tools"] == tools_described(TOOLS)  # their parameters are in the schema
 
     job = amplification_queue(count=5, seed_ids=[other.pk, seed.pk], strategy="random", rng_seed=7)
     assert job.params["rng_seed"] == 7 and seed_order(job.params) == seed_order(dict(job.params))

@@ -41,6 +41,8 @@ class GrammarModel:
             return schema["const"]
         if "enum" in schema:
             return self.random.choice(schema["enum"])
+        if "anyOf" in schema:
+            return self.instance(self.random.choice(schema["anyOf"]), depth)
         kind = schema.get("type")
         if isinstance(kind, list):
             kind = self.random.choice(kind)
