@@ -1,8 +1,8 @@
 from django.contrib import admin, messages
 from django.utils.html import format_html, format_html_join
 
-from .capabilities import endpoint_check
 from .models import EndpointProfile, LLMCall, StageRoute
+from .tasks import endpoint_check_run
 
 
 @admin.register(EndpointProfile)
@@ -53,13 +53,14 @@ class EndpointProfileAdmin(admin.ModelAdmin):
     @admin.action(description="Test endpoint (probe its modes and context window)", permissions=["change"])
     def test_endpoint(self, request, queryset):
         for profile in queryset:
-            found = endpoint_check(profile=profile)
-            self.message_user(
-                request,
-                f"{profile.name}: structured output {found['structured']}, tools {found['tools']}, context window "
-                f"{found['context_window'] or 'not reported (8192 assumed)'} ({found['context_window_source']})",
-                messages.SUCCESS,
-            )
+            endpoint_check_run.delay(profile.pk)
+        names = ", ".join(p.name for p in queryset)
+        self.message_user(
+            request,
+            f"Testing {names} in the background: the findings appear under Capabilities when the probe is done "
+            "(a few tiny requests; reload the profile's page).",
+            messages.SUCCESS,
+        )
 
     fieldsets = (
         (None, {"fields": ("name", "base_url", "model", "is_default", "follows_environment")}),

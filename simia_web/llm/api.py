@@ -1,11 +1,15 @@
 """Read-only view of the configured LLM endpoints, for admins (API keys are never stored, so never shown;
-credentials someone put in a base URL are masked)."""
+credentials someone put in a base URL are masked), and their probe."""
 
-from rest_framework import serializers, viewsets
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.response import Response
 
 from simia_web.accounts.permissions import IsAdmin
 
 from .models import EndpointProfile
+from .tasks import endpoint_check_run
 from .validation import url_redacted
 
 
@@ -25,6 +29,11 @@ class EndpointProfileSerializer(serializers.ModelSerializer):
             "max_concurrency",
             "structured_mode",
             "tool_mode",
+            "stage_max_tokens",
+            "context_window",
+            "chars_per_token",
+            "capabilities",
+            "follows_environment",
             "price_input_per_mtok",
             "price_output_per_mtok",
             "cache_enabled",
@@ -39,3 +48,11 @@ class EndpointProfileViewSet(viewsets.ReadOnlyModelViewSet):
     serializer_class = EndpointProfileSerializer
     queryset = EndpointProfile.objects.all()
     permission_classes = [IsAdmin]
+
+    @extend_schema(request=None, responses={202: None})
+    @action(detail=True, methods=["post"])
+    def check(self, request, pk=None):
+        """Probe the endpoint with tiny requests in a worker: which structured-output and tool modes it honours
+        and its context window. The findings and their evidence appear in `capabilities` when it is done."""
+        endpoint_check_run.delay(self.get_object().pk)
+        return Response(status=status.HTTP_202_ACCEPTED)

@@ -11,10 +11,16 @@ from simia_web.llm.client import LLMClient, LLMReply
 from .prompt_fit import compact_json, messages_fit, text_clip
 
 PROMPT_VERSION = "user-sim-v2"  # v2: a private brief, the opening written by the simulator, a fitted transcript
-SCHEMA = {
+ANSWER = {
     "type": "object",
     "properties": {"message": {"type": "string"}, "done": {"type": "boolean"}},
     "required": ["message", "done"],
+}
+# Asked for with a bounded message, so that a grammar (llama.cpp) stops a small model within the stage's tokens.
+SCHEMA = {
+    **ANSWER,
+    "properties": {"message": {"type": "string", "minLength": 1, "maxLength": 600}, "done": {"type": "boolean"}},
+    "additionalProperties": False,
 }
 # τ²-bench's scenario fields, in the order a person would think of them.
 BRIEF_PARTS = (
@@ -74,5 +80,6 @@ def user_turn(*, client: LLMClient, brief: str, messages: list[dict]) -> LLMRepl
         messages=[{"role": "system", "content": system}, {"role": "user", "content": compact_json(request)}],
         schema=SCHEMA,
         schema_name="user_turn",
+        accept=ANSWER,
         prompt_version=PROMPT_VERSION,
     )

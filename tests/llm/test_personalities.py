@@ -192,9 +192,10 @@ def test_check_endpoint_command_prints_and_records(server, capsys):
     assert EndpointProfile.objects.get(pk=server.profile.pk).capabilities["tools"] == "prompt"
 
 
-def test_admin_test_endpoint_action(server, client):
+def test_admin_test_endpoint_action(server, client, settings):
     from django.contrib.auth import get_user_model
 
+    settings.CELERY_TASK_ALWAYS_EAGER = True  # the probe runs in a worker: here, within the request
     server.personality = Ollama()
     admin_user = get_user_model().objects.create_superuser("root", "root@example.com", "pw-for-admin-9")
     client.force_login(admin_user)
@@ -204,7 +205,7 @@ def test_admin_test_endpoint_action(server, client):
         follow=True,
     )
     assert response.status_code == 200
-    assert "structured output json_object, tools native, context window 8192" in response.content.decode()
+    assert f"Testing {server.profile.name} in the background" in response.content.decode()
     page = client.get(f"/admin/llm/endpointprofile/{server.profile.pk}/change/").content.decode()
     assert "Ollama /api/show" in page and "honoured" in page
 
@@ -239,3 +240,22 @@ def test_openai_refusing_the_schema_inside_json_object_falls_back_to_json_object
     assert reply.data == {"answer": 42}
     assert [c.mode for c in reply.calls] == ["json_object_schema", "json_object"]
     assert reply.calls[0].error_kind == "unsupported_mode" and "response_format.schema" in reply.calls[0].error
+
+
+def test_the_probe_over_rest_is_for_admins_and_fills_capabilities(server, settings):
+    from rest_framework.test import APIClient
+
+    from simia_web.accounts.services import user_create
+
+    settings.CELERY_TASK_ALWAYS_EAGER = True
+    server.personality = VLLM(context_window=4096)
+    clients = {}
+    for role in ("curator", "admin"):
+        clients[role] = APIClient()
+        clients[role].force_authenticate(user_create(username=role, password="pw-for-tests-9", role=role))
+    url = f"/api/v1/llm/profiles/{server.profile.pk}/check/"
+    assert clients["curator"].post(url).status_code == 403
+    assert clients["admin"].post(url).status_code == 202
+    profile = clients["admin"].get(f"/api/v1/llm/profiles/{server.profile.pk}/").json()
+    assert profile["context_window"] == 4096 and profile["capabilities"]["structured"] == "json_schema"
+    assert profile["capabilities"]["evidence"]  # what each probe request got
