@@ -4,13 +4,14 @@ import copy
 
 import jsonpatch
 
+from simia_web.core.json_input import json_parse
 from simia_web.core.schemas import SCHEMA_FAILURES, first_error
 from simia_web.llm.client import LLMClient, LLMError
 
 from .prompt_fit import compact_json, json_size, messages_fit, text_clip
 from .state_slice import state_view
 
-PROMPT_VERSION = "simulator-v3"  # v3: the answer spelled out for grammars (object response, pointer paths)
+PROMPT_VERSION = "simulator-v3"  # v3: the answer spelled out for grammars (JSON text response, bounded patch)
 
 # What an answer must be: any JSON response, and a patch of operations (applying it is checked apart).
 ANSWER = {
@@ -34,21 +35,28 @@ ANSWER = {
     },
     "required": ["response", "patch"],
 }
-# What the server is asked for: the same, spelled out so that a grammar (llama.cpp) can hold a model to it.
+# What the server is asked for: the response as JSON text and a short patch of bounded values, which a grammar
+# (llama.cpp) can hold a model to and stop within the stage's tokens; a response object could go on forever.
 _POINTER = {"type": "string", "pattern": "^(/[^/]+)+$"}
+_SCALARS = [{"type": "string", "maxLength": 200}, {"type": "number"}, {"type": "boolean"}, {"type": "null"}]
 SCHEMA = {
     "type": "object",
     "properties": {
-        "response": {"type": "object", "description": ANSWER["properties"]["response"]["description"]},
+        "response": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 1500,
+            "description": "The API's response as JSON text, as the real backend would return it.",
+        },
         "patch": {
             **ANSWER["properties"]["patch"],
-            "maxItems": 16,
+            "maxItems": 6,
             "items": {
                 "type": "object",
                 "properties": {
                     "op": {"enum": ["add", "remove", "replace"]},
                     "path": _POINTER,
-                    "value": {"type": ["string", "number", "boolean", "object", "array", "null"]},
+                    "value": {"anyOf": [*_SCALARS, {"type": "object", "additionalProperties": {"anyOf": _SCALARS}}]},
                 },
                 "required": ["op", "path"],
                 "additionalProperties": False,
@@ -62,10 +70,10 @@ SCHEMA = {
 
 SYSTEM = (
     "You simulate the backend of an API. Given the API specification, the current world state and the call, "
-    "return the exact JSON response the real API would give, and a JSON Patch (RFC 6902) that applies the call's "
-    "effects to the world state. Read-only APIs never change the state. Invalid requests (unknown ids, violated "
-    "preconditions) return an error response and an empty patch. Stay consistent with the state and with earlier "
-    "responses."
+    "return the exact JSON response the real API would give (as JSON text), and a JSON Patch (RFC 6902) that "
+    "applies the call's effects to the world state. Read-only APIs never change the state. Invalid requests "
+    "(unknown ids, violated preconditions) return an error response and an empty patch. Stay consistent with the "
+    "state and with earlier responses."
 )
 
 
@@ -135,7 +143,7 @@ def simulate_call(
     patch = reply.data["patch"]
     new_state, error = state_apply(state, patch, state_schema)
     return {
-        "response": reply.data["response"],
+        "response": _response_value(reply.data["response"]),
         "patch": patch,
         "state_after": new_state,
         "errors": [error] if error else [],
@@ -143,3 +151,13 @@ def simulate_call(
         "calls": reply.calls,
         "cut": cut,
     }
+
+
+def _response_value(response):
+    """The response the API gave: JSON text read as the value it holds; other text is the response itself."""
+    if not isinstance(response, str):
+        return response
+    try:
+        return json_parse(response, where="the simulated response", strict=False)
+    except ValueError:
+        return response
