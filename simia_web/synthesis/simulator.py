@@ -38,14 +38,14 @@ ANSWER = {
 # What the server is asked for: the response as JSON text and a short patch of bounded values, which a grammar
 # (llama.cpp) can hold a model to and stop within the stage's tokens; a response object could go on forever.
 _POINTER = {"type": "string", "pattern": "^(/[^/]+)+$"}
-_SCALARS = [{"type": "string", "maxLength": 200}, {"type": "number"}, {"type": "boolean"}, {"type": "null"}]
+_SCALARS = [{"type": "string", "maxLength": 120}, {"type": "number"}, {"type": "boolean"}, {"type": "null"}]
 SCHEMA = {
     "type": "object",
     "properties": {
         "response": {
             "type": "string",
             "minLength": 1,
-            "maxLength": 1500,
+            "maxLength": 1000,
             "description": "The API's response as JSON text, as the real backend would return it.",
         },
         "patch": {
