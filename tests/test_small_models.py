@@ -16,10 +16,13 @@ from simia_web.formats.conversation import tool_call
 from simia_web.formats.sharegpt import canonical_to_sharegpt
 from simia_web.jobs.models import JobStatus
 from simia_web.llm.models import LLMCall
+from simia_web.synthesis import judge, simulator, user_simulator
+from simia_web.synthesis.amplify_answer import amplified_schema
+from simia_web.synthesis.generation import api_schema, task_schema
 from simia_web.synthesis.services import amplification_queue, synthesis_queue
 
 from .support.grammar_model import GrammarModel
-from .support.personalities import LlamaCppPython
+from .support.personalities import GRAMMAR_MAX_STRING, LlamaCppPython, longest_string
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -80,3 +83,16 @@ def test_amplification_gets_judged_trajectories_from_a_grammar_bound_model(eager
     assert all(t.judge_passed is not None for t in trajectories)
     assert job.status == JobStatus.SUCCEEDED, job.error
     assert [call.error_kind for call in LLMCall.objects.exclude(error_kind="")] == ["unsupported_mode"]
+
+
+def test_every_request_schema_fits_llama_cpp_grammar_limits():
+    tools = [{"type": "function", "function": {"name": "get_order", "parameters": {"type": "object"}}}]
+    schemas = [
+        api_schema(3),
+        task_schema(2, ["get_order"]),
+        simulator.SCHEMA,
+        judge.SCHEMA,
+        user_simulator.SCHEMA,
+        amplified_schema(tools),
+    ]
+    assert all(0 < longest_string(schema) <= GRAMMAR_MAX_STRING for schema in schemas)

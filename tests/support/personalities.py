@@ -5,8 +5,10 @@ read in their source), so that the client's modes, fallbacks and budget are test
 
 - llama-cpp-python 0.3 (`--chat_format chatml-function-calling`): `json_schema` -> 500 with a pydantic
   body; tools ignored unless `tool_choice` is sent; assistant `content: null` -> 500 (pydantic too); `json_object`
-  enforces its `schema` and without one gives free-form JSON; a prompt of `n_ctx` tokens or more ->
-  400 `context_length_exceeded`; no `/props` and no window in `/v1/models`.
+  enforces its `schema` and without one gives free-form JSON; a schema whose grammar repeats too much (a
+  string of more than 1,000 characters) is refused by llama.cpp's grammar parser, and the server then
+  crashes (here: a 500); a prompt of `n_ctx` tokens or more -> 400 `context_length_exceeded`; no `/props`
+  and no window in `/v1/models`.
 - vLLM: `json_schema` honoured; `tool_choice: "auto"` -> 400 without `--enable-auto-tool-choice`;
   prompt + max_tokens over `max_model_len` -> 400; `max_model_len` in `/v1/models`.
 - Ollama's OpenAI endpoint: `json_object` only (a `json_schema` format is ignored); native tools;
@@ -38,6 +40,20 @@ def _validation_error(detail: str) -> Reply:
         "    POST /v1/chat/completions",
         type="internal_server_error",
     )
+
+
+# The longest string llama.cpp's grammar parser takes: longer ones repeat a rule past its "sane defaults".
+GRAMMAR_MAX_STRING = 1000
+
+
+def longest_string(schema) -> int:
+    """The largest maxLength anywhere in a schema."""
+    if isinstance(schema, dict):
+        own = schema.get("maxLength", 0) if isinstance(schema.get("maxLength"), int) else 0
+        return max([own, *(longest_string(v) for v in schema.values())])
+    if isinstance(schema, list):
+        return max([0, *(longest_string(v) for v in schema)])
+    return 0
 
 
 def _schema_in_prompt(request: Request) -> bool:
@@ -94,7 +110,10 @@ class LlamaCppPython(Personality):
                 param="messages",
                 code="context_length_exceeded",
             )
-        rf_type = (request.body.get("response_format") or {}).get("type")
+        rf = request.body.get("response_format") or {}
+        if longest_string(rf.get("schema")) > GRAMMAR_MAX_STRING:
+            return _error(500, "failed to parse grammar", type="internal_server_error")
+        rf_type = rf.get("type")
         if rf_type not in (None, "text", "json_object"):
             return _validation_error(
                 "{'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), 'msg': \"Input should be 'text' "
