@@ -37,7 +37,7 @@ ANSWER = {
 }
 # What the server is asked for: the response as JSON text and a short patch of bounded values, which a grammar
 # (llama.cpp) can hold a model to and stop within the stage's tokens; a response object could go on forever.
-_POINTER = {"type": "string", "pattern": "^(/[^/]+)+$"}
+_POINTER = {"type": "string", "pattern": '^(/[^/"\\\\]{1,60}){1,6}$'}  # bounded: "[^/]+" let a small model write on
 _SCALARS = [{"type": "string", "maxLength": 120}, {"type": "number"}, {"type": "boolean"}, {"type": "null"}]
 SCHEMA = {
     "type": "object",
