@@ -1,8 +1,9 @@
 """The stages' kinds of LLM calls against any OpenAI-compatible endpoint, and what each cost.
 
-Makes, per stage, the calls the pipeline makes (API synthesis, an agent turn with the domain's tools,
-the simulator answering a tool call against the world state, the judge) with the app's own prompt
-builders and client, on a τ²-bench domain (default: retail, 1.3 MB of state and 15 tools), and prints
+Makes, per stage, the calls the pipeline makes (API and task synthesis, the user simulator opening a
+τ² task, an agent turn with the domain's tools, the simulator answering a tool call against the world
+state, the judge, and amplification of the resulting conversation) with the app's own prompt builders
+and client, on a τ²-bench domain (default: retail, 1.3 MB of state and 15 tools), and prints
 per stage: calls, fallbacks taken, tokens in/out, the largest prompt against the context window,
 prompts trimmed to fit, and failures by reason.
 
@@ -36,13 +37,25 @@ from simia_web.llm.capabilities import endpoint_check  # noqa: E402
 from simia_web.llm.client import LLMError, client_for_stage  # noqa: E402
 from simia_web.llm.models import LLMCall, Stage  # noqa: E402
 from simia_web.llm.selectors import profile_default  # noqa: E402
+from simia_web.synthesis.amplify import amplify_prompt  # noqa: E402
+from simia_web.synthesis.amplify_answer import AMPLIFIED_ANSWER, amplified_schema  # noqa: E402
 from simia_web.synthesis.episode import agent_system_prompt  # noqa: E402
-from simia_web.synthesis.generation import apis_generate  # noqa: E402
+from simia_web.synthesis.generation import apis_generate, tasks_generate  # noqa: E402
 from simia_web.synthesis.judge import judge_run  # noqa: E402
+from simia_web.synthesis.prompt_fit import json_size  # noqa: E402
 from simia_web.synthesis.simulator import simulate_call  # noqa: E402
+from simia_web.synthesis.user_simulator import scenario_brief, user_turn  # noqa: E402
 
 DEFAULT_DOMAIN = ROOT.parent / "shared" / "data" / "tau2" / "retail"
-STAGES = [Stage.API_SYNTHESIS, Stage.AGENT, Stage.SIMULATOR, Stage.JUDGE]
+STAGES = [
+    Stage.API_SYNTHESIS,
+    Stage.TASK_SYNTHESIS,
+    Stage.USER_SIMULATOR,
+    Stage.AGENT,
+    Stage.SIMULATOR,
+    Stage.JUDGE,
+    Stage.AMPLIFY,
+]
 
 
 def load_domain(path: Path) -> dict:
@@ -53,6 +66,7 @@ def load_domain(path: Path) -> dict:
         "tools": json.loads((path / "tools.json").read_text()),
         "state": json.loads((path / "db.json").read_text()),
         "tasks": [t["user_scenario"]["instructions"]["reason_for_call"] for t in tasks],
+        "scenarios": [t["user_scenario"] for t in tasks],
     }
 
 
@@ -91,6 +105,18 @@ def run(domain: dict, rounds: int) -> None:
                 policy=domain["policy"],
                 count=3,
             )
+        with contextlib.suppress(LLMError):
+            tasks_generate(
+                client=client_for_stage(Stage.TASK_SYNTHESIS),
+                domain_name=domain["name"],
+                policy=domain["policy"],
+                apis=[{"name": t["function"]["name"], **t["function"]} for t in domain["tools"]],
+                state=domain["state"],
+                count=2,
+            )
+        brief = scenario_brief(domain["scenarios"][round_index % len(domain["scenarios"])])
+        with contextlib.suppress(LLMError):
+            task = user_turn(client=client_for_stage(Stage.USER_SIMULATOR), brief=brief, messages=[]).data["message"]
         message = agent_turn(domain, task)
         api, arguments = first_call(message, domain["tools"])
         api_spec = {"name": api["name"], "description": api.get("description", ""), "parameters": api["parameters"]}
@@ -127,6 +153,21 @@ def run(domain: dict, rounds: int) -> None:
             task=task,
             policy=domain["policy"],
         )
+        amplify(domain, trajectory, round_index)
+
+
+def amplify(domain: dict, seed: list[dict], variation: int) -> None:
+    client = client_for_stage(Stage.AMPLIFY)
+    schema = amplified_schema(domain["tools"])
+    prompt = amplify_prompt(
+        seed_messages=seed,
+        tools=domain["tools"],
+        policy=domain["policy"],
+        variation=variation,
+        budget=client.prompt_chars_available() - json_size(schema),
+    )
+    with contextlib.suppress(LLMError):
+        client.structured(messages=prompt, schema=schema, schema_name="amplified_trajectory", accept=AMPLIFIED_ANSWER)
 
 
 def report(window: int | None) -> None:
