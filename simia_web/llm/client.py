@@ -32,7 +32,7 @@ from django.db import connection
 from simia_web.core.json_input import json_parse
 from simia_web.core.jsonutil import content_hash
 from simia_web.core.schemas import first_error
-from simia_web.formats.conversation import messages_lenient
+from simia_web.formats.conversation import arguments_value, messages_lenient
 
 from .budget import (
     ASSUMED_CONTEXT_WINDOW,
@@ -653,14 +653,6 @@ def _sendable(message: dict) -> dict:
     return message
 
 
-def _arguments_object(arguments: str) -> Any:
-    """Show past calls to the model in the same shape it is asked to answer with."""
-    try:
-        return json.loads(arguments)
-    except ValueError:
-        return arguments
-
-
 def _prompt_tool_message(answer: Any, index: int) -> dict:
     """The canonical assistant message for a prompt-mode answer {"content", "tool_calls": [{name, arguments}]}."""
     if not isinstance(answer, dict):
@@ -711,7 +703,7 @@ def _flatten_tool_message(message: dict) -> dict:
         }
     if message.get("role") == "assistant" and message.get("tool_calls"):
         calls = [
-            {"name": c["function"]["name"], "arguments": _arguments_object(c["function"]["arguments"])}
+            {"name": c["function"]["name"], "arguments": arguments_value(c["function"]["arguments"])}
             for c in message["tool_calls"]
         ]
         return {"role": "assistant", "content": compact_json({"content": message.get("content"), "tool_calls": calls})}
