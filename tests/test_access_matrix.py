@@ -107,6 +107,7 @@ ROUTES: dict[str, Route] = {
     "api-snapshot-download": api({"GET": ANNOTATOR}, pk="snapshot"),
     "api-llm-profile-list": api({"GET": ADMIN}),
     "api-llm-profile-detail": api({"GET": ADMIN}, pk="profile"),
+    "api-llm-profile-check": api({"POST": ADMIN}, pk="profile"),
     "env-list": api({"GET": CURATOR, "POST": CURATOR}),
     "env-detail": api({"GET": CURATOR}, session_id="session"),
     "env-step": api({"POST": CURATOR}, session_id="session"),
