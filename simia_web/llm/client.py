@@ -32,7 +32,7 @@ from django.db import connection
 from simia_web.core.json_input import json_parse
 from simia_web.core.jsonutil import content_hash
 from simia_web.core.schemas import first_error
-from simia_web.formats.conversation import arguments_value, messages_lenient
+from simia_web.formats.conversation import arguments_value, message_text, messages_lenient
 
 from .budget import (
     ASSUMED_CONTEXT_WINDOW,
@@ -269,21 +269,25 @@ class LLMClient:
     def chat(
         self, *, messages: list[dict], tools: list[dict] | None = None, prompt_version: str = "", cache_salt: str = ""
     ) -> LLMReply:
-        """One assistant turn with native tool calling (or tool calls as JSON where unsupported)."""
+        """One assistant turn with native tool calling (or tool calls as JSON where unsupported). A turn with
+        neither text nor a tool call (small models on llama-cpp-python write them) is asked for once more."""
         reply = LLMReply(data=None)
+        for last_try in (False, True):
+            reply.data = self._turn(messages, tools, prompt_version, cache_salt, reply)
+            if last_try or reply.data.get("tool_calls") or message_text(reply.data).strip():
+                return reply
+            self._mark_invalid(reply.last_call, "empty_answer", "the answer has neither text nor a tool call")
+        raise AssertionError("unreachable")
+
+    def _turn(self, messages, tools, prompt_version, cache_salt, reply) -> dict:
         if not tools:
-            reply.data, _call = self._complete(messages, {}, ToolMode.NATIVE, prompt_version, cache_salt, reply)
-            return reply
+            return self._complete(messages, {}, ToolMode.NATIVE, prompt_version, cache_salt, reply)[0]
         mode = self._mode("tools", self.profile.tool_mode, ToolMode.NATIVE)
         while True:
             try:
                 if mode == ToolMode.PROMPT:
-                    reply.data = self._chat_prompt_tools(messages, tools, prompt_version, cache_salt, reply)
-                else:
-                    reply.data, _call = self._complete(
-                        messages, {"tools": tools}, mode, prompt_version, cache_salt, reply
-                    )
-                return reply
+                    return self._chat_prompt_tools(messages, tools, prompt_version, cache_salt, reply)
+                return self._complete(messages, {"tools": tools}, mode, prompt_version, cache_salt, reply)[0]
             except _Unsupported as refusal:
                 mode = self._fall_back("tools", mode, ToolMode.PROMPT, evidence=refusal.evidence)
 

@@ -175,3 +175,14 @@ def test_a_bad_request_that_only_names_a_tool_does_not_downgrade_the_endpoint(ll
     assert error.value.kind == "bad_request"
     chat()
     assert [bool(r.body.get("tools")) for r in llm_stub.requests] == [True, True]
+
+
+def test_an_empty_turn_is_asked_for_once_more(llm_stub):
+    llm_stub.inject(Reply(content=""))
+    llm_stub.responder = lambda request: Reply(content="Your order is on its way.")
+    reply = chat()
+    assert reply.data["content"] == "Your order is on its way."
+    assert [c.error_kind for c in reply.calls] == ["empty_answer", ""]
+    llm_stub.responder = lambda request: Reply(content="")
+    reply = chat()  # still empty: the turn is returned for the rules to name
+    assert reply.data["content"] == "" and [c.error_kind for c in reply.calls] == ["empty_answer", ""]
