@@ -8,11 +8,14 @@ to get it back, which delays the other threads' requests too.
 """
 
 import functools
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
-from django.db import transaction
+import redis
+from django.conf import settings
+from django.db import connection, transaction
 
 from .models import EndpointProfile, LLMCall
 from .selectors import profile_endpoint, profile_findings
@@ -24,6 +27,11 @@ _held_job: ContextVar[int | None] = ContextVar("held_llm_calls_job", default=Non
 _finishing_jobs: dict[int, None] = {}
 _FINISHING_JOBS_KEPT = 1000
 _FINISHING = -1_000_000  # a finishing job's units go before every other job's
+# With cluster-wide limits, a job's finishing is shared through Redis (the last unit's message reaches one
+# worker) and looked up by the others at most this often (seconds) per job, and kept there this long.
+_FINISHING_LOOK_UP_EVERY = 0.1
+_FINISHING_KEPT_MS = 86_400_000
+_finishing_looked_up: dict[int, float] = {}
 
 
 def llm_call_record(call: LLMCall) -> LLMCall:
@@ -56,10 +64,39 @@ def llm_calls_held(*, job_id: int | None = None) -> Iterator[list[LLMCall]]:
 
 
 def llm_job_finishing(job_id: int) -> None:
-    """The job has no unit left to start: from now on its units here get the endpoint fewest-calls-first."""
+    """The job has no unit left to start: from now on its units get the endpoint fewest-calls-first, on every
+    worker (through the endpoint limits' Redis, where there is one)."""
+    _finishing_note(job_id)
+    if settings.SIMIA_LLM_LIMITS_REDIS_URL:
+        _cluster_redis(settings.SIMIA_LLM_LIMITS_REDIS_URL).set(_finishing_key(job_id), 1, px=_FINISHING_KEPT_MS)
+
+
+def _finishing_note(job_id: int) -> None:
     _finishing_jobs[job_id] = None
     while len(_finishing_jobs) > _FINISHING_JOBS_KEPT:
         del _finishing_jobs[next(iter(_finishing_jobs))]
+
+
+def _finishing_look_up(job_id: int) -> None:
+    """Learn whether another worker found the job finishing (one Redis read per job every few calls)."""
+    now = time.monotonic()
+    if now - _finishing_looked_up.get(job_id, 0.0) < _FINISHING_LOOK_UP_EVERY:
+        return
+    if len(_finishing_looked_up) > _FINISHING_JOBS_KEPT:
+        _finishing_looked_up.clear()
+    _finishing_looked_up[job_id] = now
+    if _cluster_redis(settings.SIMIA_LLM_LIMITS_REDIS_URL).exists(_finishing_key(job_id)):
+        _finishing_note(job_id)
+
+
+def _finishing_key(job_id: int) -> str:
+    # The database is in the key: databases that share a Redis (staging and tests) reuse job ids.
+    return f"simia:llm-finishing:{connection.settings_dict['NAME']}:{job_id}"
+
+
+@functools.cache
+def _cluster_redis(url: str) -> redis.Redis:
+    return redis.Redis.from_url(url)
 
 
 def llm_slot_rank() -> Rank:
@@ -68,11 +105,14 @@ def llm_slot_rank() -> Rank:
     First come, first served, except for the units of a finishing job: they go first, the unit with
     the fewest calls so far (most likely the most still to make) before the others, so that the
     job's last units end together instead of one after another. The rank is read whenever a slot is
-    handed out, so units already waiting when their job starts finishing are reordered too.
+    handed out in this process, and each time a waiter asks for a cluster-wide lease, so units already
+    waiting when their job starts finishing are reordered too.
     """
     job_id = _held_job.get()
     if job_id is None:
         return first_come
+    if job_id not in _finishing_jobs and settings.SIMIA_LLM_LIMITS_REDIS_URL:
+        _finishing_look_up(job_id)
     return functools.partial(_unit_rank, job_id, _held.get())
 
 

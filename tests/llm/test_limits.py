@@ -97,6 +97,76 @@ def test_a_lease_whose_holder_died_expires(redis_url, monkeypatch):
         pass
 
 
+def _waiters(name: str, redis_url: str) -> int:
+    import redis
+
+    return redis.Redis.from_url(redis_url).zcard(f"simia:llm-limits:{name}:waiters")
+
+
+def test_waiters_of_every_process_get_the_endpoint_by_rank_then_arrival(redis_url):
+    """Threads of four processes wait for the one slot a fifth holds: a finishing job's units first (fewest calls
+    first), then the others in the order they came, whichever process they are in."""
+    name = f"test-{uuid.uuid4().hex}"
+    holder, first, second, third, fourth = (_limiter(name, redis_url, concurrency=1) for _ in range(5))
+    held = holder.held(first_come, tokens=lambda: 1)
+    held.__enter__()
+    order = []
+
+    def wait(limiter, label, rank):
+        with limiter.held(lambda: rank, tokens=lambda: 1):
+            order.append(label)
+
+    waiting = [(first, "came first", 0), (second, "came second", 0), (third, "finishing", -5)]
+    waiting.append((fourth, "finishing, fewer calls", -6))
+    threads = [threading.Thread(target=wait, args=args) for args in waiting]
+    for count, thread in enumerate(threads, 1):
+        thread.start()
+        while _waiters(name, redis_url) < count:  # queued in Redis: arrivals are ordered
+            time.sleep(0.01)
+    held.__exit__(None, None, None)
+    for thread in threads:
+        thread.join(timeout=10)
+    assert order == ["finishing, fewer calls", "finishing", "came first", "came second"]
+
+
+def test_a_waiter_that_stopped_asking_is_passed_over(redis_url, monkeypatch):
+    """A waiter whose process died while it waited (it asked once, with the best rank) does not keep the slot
+    from the others once it has not asked again for three polls."""
+    monkeypatch.setattr(limits, "_LEASE_POLL", 0.05)
+    name = f"test-{uuid.uuid4().hex}"
+    holder, dead, survivor = (_limiter(name, redis_url, concurrency=1) for _ in range(3))
+    held = holder.held(first_come, tokens=lambda: 1)
+    held.__enter__()
+    dead_waiter = threading.Thread(target=lambda: dead.held(lambda: -100, tokens=lambda: 1).__enter__())
+    monkeypatch.setattr(dead._redis, "blpop", lambda *args, **kwargs: threading.Event().wait(3600))
+    dead_waiter.daemon = True
+    dead_waiter.start()
+    while _waiters(name, redis_url) < 1:
+        time.sleep(0.01)
+    taken = threading.Event()
+
+    def take():
+        with survivor.held(first_come, tokens=lambda: 1):
+            taken.set()
+
+    threading.Thread(target=take).start()
+    time.sleep(0.3)
+    held.__exit__(None, None, None)
+    assert taken.wait(timeout=2)
+
+
+def test_a_job_found_finishing_by_one_worker_ranks_its_units_first_on_every_worker(settings, redis_url):
+    from simia_web.llm import services
+
+    settings.SIMIA_LLM_LIMITS_REDIS_URL = redis_url
+    services.llm_job_finishing(77)  # on the worker that started the job's last unit
+    services._finishing_jobs.clear()  # another worker knows only what Redis says
+    with services.llm_calls_held(job_id=77):
+        assert services.llm_slot_rank()() < 0
+    with services.llm_calls_held(job_id=78):
+        assert services.llm_slot_rank()() == 0
+
+
 def test_a_429_starts_one_cool_down_and_halves_the_cap_which_successes_raise_again(redis_url):
     import redis
 
