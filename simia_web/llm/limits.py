@@ -5,10 +5,9 @@ Every worker process and machine that sends to a profile's endpoint shares them 
 - concurrency: leases in a sorted set, taken and given back by Lua scripts (atomic on the server,
   one round trip each). A lease expires on its own if its worker dies holding it. Waiters queue in
   Redis by rank (see llm.services.llm_slot_rank; equal ranks in order of arrival), so the unit that
-  should go first gets the endpoint whichever process it runs in: a release keeps its slot for the
-  best waiter and wakes it through that waiter's own list. A waiter asks again every second (for
-  leases that expired, and with its rank as it is then); one that stops asking is dropped, and a
-  slot kept for a woken waiter that never comes is freed after a few seconds.
+  should go first gets the endpoint whichever process it runs in: a release wakes the best waiter
+  through that waiter's own list. A waiter asks again every second (for leases that expired, and
+  with its rank as it is then); one that stops asking is dropped.
 - requests and tokens per minute: sliding-window counters from the `limits` library, keyed by
   profile. Tokens are reserved before the request (prompt bytes / 4 + max_tokens).
 - a 429 answer starts a cool-down that every other sender waits out (the server's Retry-After, or
@@ -50,39 +49,42 @@ _MAX_COOL_DOWN = 60.0
 # A halved concurrency cap that nothing raises again (no successful answers) is forgotten after this.
 _CAP_MEMORY_MS = 600_000
 
-# Shared by both scripts. KEYS: leases, cap, cool-down, waiters (rank by member), woken (members a slot is
-# kept for, by when they must take it), deadlines (waiters by when they must have asked again).
+# Shared by both scripts. KEYS: leases, cap, cool-down, waiters (their rank by member), woken (waiters woken and
+# not back yet), deadlines (waiters by when they must have asked again, or are dropped as dead).
 # ARGV[1] member, ARGV[2] the profile's concurrency.
 _COMMON = """
 local now = redis.call('TIME')
 local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now_ms)
-redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now_ms)
 local gone = redis.call('ZRANGEBYSCORE', KEYS[6], '-inf', now_ms)
 if #gone > 0 then
   redis.call('ZREM', KEYS[4], unpack(gone))
+  redis.call('SREM', KEYS[5], unpack(gone))
   redis.call('ZREM', KEYS[6], unpack(gone))
 end
 local limit = tonumber(ARGV[2])
 local cap = math.max(1, math.min(limit, math.floor(tonumber(redis.call('GET', KEYS[2]) or limit))))
--- Keep a free slot for each of the best waiters and wake them (wake_prefix .. member is a waiter's list). A
--- woken waiter that has not come for its slot within 5 s has died.
+-- Wake the best waiters not woken yet, one for each free slot no woken waiter is on its way to
+-- (wake_prefix .. member is a waiter's list).
 local function wake(wake_prefix)
-  local free = cap - redis.call('ZCARD', KEYS[1]) - redis.call('ZCARD', KEYS[5])
-  if free <= 0 then return end
-  for _, member in ipairs(redis.call('ZRANGE', KEYS[4], 0, free - 1)) do
-    redis.call('ZREM', KEYS[4], member)
-    redis.call('ZREM', KEYS[6], member)
-    redis.call('ZADD', KEYS[5], now_ms + 5000, member)
-    redis.call('LPUSH', wake_prefix .. member, '1')
-    redis.call('PEXPIRE', wake_prefix .. member, 60000)
+  local woken = redis.call('SCARD', KEYS[5])
+  local due = cap - redis.call('ZCARD', KEYS[1]) - woken
+  if due <= 0 then return end
+  for _, member in ipairs(redis.call('ZRANGE', KEYS[4], 0, due + woken - 1)) do
+    if due == 0 then break end
+    if redis.call('SADD', KEYS[5], member) == 1 then
+      redis.call('LPUSH', wake_prefix .. member, '1')
+      redis.call('PEXPIRE', wake_prefix .. member, 60000)
+      due = due - 1
+    end
   end
   redis.call('PEXPIRE', KEYS[5], 60000)
 end
 """
 # Returns 0 when the lease (ARGV[1]) was taken, -1 when the caller is to wait (it is queued with its rank,
 # ARGV[5]), or the cool-down's remaining ms (unless the caller is the one that started it: ARGV[4] = 1).
-# A caller takes a free slot only if no waiter is ahead of it, or if the slot was kept for it.
+# A caller takes a free slot unless a waiter of better rank is queued. One of the same rank may take it: it is
+# running and sends at once, where a woken waiter would first have to wake (it keeps its place in the queue).
 _ACQUIRE = (
     """
 local cool = redis.call('PTTL', KEYS[3])
@@ -91,15 +93,10 @@ if cool > 0 and ARGV[4] ~= '1' then return cool end
     + _COMMON
     + """
 local me, rank = ARGV[1], tonumber(ARGV[5])
-local kept = redis.call('ZSCORE', KEYS[5], me)
-local free = cap - redis.call('ZCARD', KEYS[1]) - redis.call('ZCARD', KEYS[5]) + (kept and 1 or 0)
-local first = kept ~= false
-if not first then
-  local best = redis.call('ZRANGE', KEYS[4], 0, 0, 'WITHSCORES')
-  first = best[1] == nil or best[1] == me or rank < tonumber(best[2]) or (rank == tonumber(best[2]) and me < best[1])
-end
-redis.call('ZREM', KEYS[5], me)
-if free > 0 and first then
+redis.call('SREM', KEYS[5], me)
+local best = redis.call('ZRANGE', KEYS[4], 0, 0, 'WITHSCORES')
+local first = best[1] == nil or best[1] == me or tonumber(best[2]) >= rank
+if first and redis.call('ZCARD', KEYS[1]) < cap then
   redis.call('ZREM', KEYS[4], me)
   redis.call('ZREM', KEYS[6], me)
   redis.call('ZADD', KEYS[1], now_ms + tonumber(ARGV[3]), me)
@@ -114,8 +111,8 @@ wake(ARGV[7])
 return -1
 """
 )
-# Gives a lease back (keeping the slot for the best waiter) and adapts the cap: halved once per cool-down on
-# a 429, raised by 1 / cap on a success.
+# Gives a lease back (waking the best waiter) and adapts the cap: halved once per cool-down on a 429, raised
+# by 1 / cap on a success.
 _RELEASE = (
     _COMMON
     + """
