@@ -27,6 +27,8 @@ _held_job: ContextVar[int | None] = ContextVar("held_llm_calls_job", default=Non
 _finishing_jobs: dict[int, None] = {}
 _FINISHING_JOBS_KEPT = 1000
 _FINISHING = -1_000_000  # a finishing job's units go before every other job's
+# Before that, a unit with more calls made goes first (up to this many), and calls outside a job before both.
+_DEPTH = 1000
 # With cluster-wide limits, a job's finishing is shared through Redis (the last unit's message reaches one
 # worker) and looked up by the others at most this often (seconds) per job, and kept there this long.
 _FINISHING_LOOK_UP_EVERY = 0.1
@@ -102,11 +104,13 @@ def _cluster_redis(url: str) -> redis.Redis:
 def llm_slot_rank() -> Rank:
     """How soon the running code gets a concurrency slot when it has to wait for one (lower is sooner).
 
-    First come, first served, except for the units of a finishing job: they go first, the unit with
-    the fewest calls so far (most likely the most still to make) before the others, so that the
-    job's last units end together instead of one after another. The rank is read whenever a slot is
-    handed out in this process, and each time a waiter asks for a cluster-wide lease, so units already
-    waiting when their job starts finishing are reordered too.
+    Calls outside a job (an RL session's) go first. A job's units go unit with the most calls so far first
+    (most likely the fewest still to make): units end sooner, so their threads start the job's next units
+    sooner, instead of every unit in progress advancing a call at a time and the last ones starting late.
+    Once a job is finishing, its units go before all others, the unit with the fewest calls so far before the
+    others, so that the job's last units end together instead of one after another. Equal ranks go first come,
+    first served. The rank is read whenever a slot is handed out in this process, and each time a waiter asks
+    for a cluster-wide lease, so units already waiting when their job starts finishing are reordered too.
     """
     job_id = _held_job.get()
     if job_id is None:
@@ -117,7 +121,9 @@ def llm_slot_rank() -> Rank:
 
 
 def _unit_rank(job_id: int, calls: list[LLMCall]) -> int:
-    return _FINISHING + len(calls) if job_id in _finishing_jobs else 0
+    if job_id in _finishing_jobs:
+        return _FINISHING + len(calls)
+    return _DEPTH - min(len(calls), _DEPTH)
 
 
 def llm_call_ids(calls: list[LLMCall]) -> list[int]:
