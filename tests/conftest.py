@@ -3,7 +3,6 @@ import time
 from pathlib import Path
 
 import pytest
-import redis
 from django.conf import settings
 from django.core.cache import cache
 from django.db import transaction
@@ -36,11 +35,6 @@ def _fast_llm_retries(settings):
     settings.SIMIA_LLM_BACKOFF_BASE = 0.01
     llm_client._downgrades.clear()
     llm_services._finishing_jobs.clear()  # job ids come round again in later tests
-    llm_services._finishing_looked_up.clear()
-    if settings.SIMIA_LLM_LIMITS_REDIS_URL:  # and so do test databases' names
-        finishing = redis.Redis.from_url(settings.SIMIA_LLM_LIMITS_REDIS_URL)
-        for key in finishing.scan_iter("simia:llm-finishing:*"):
-            finishing.delete(key)
     profile_cache_clear()  # rows of earlier tests are gone, their cached profiles must go too
     catalog_cache_clear()
     cache.clear()  # throttle counts of earlier tests

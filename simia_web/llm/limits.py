@@ -2,12 +2,10 @@
 
 Every worker process and machine that sends to a profile's endpoint shares them through Redis:
 
-- concurrency: leases in a sorted set, taken and given back by Lua scripts (atomic on the server,
-  one round trip each). A lease expires on its own if its worker dies holding it. Waiters queue in
-  Redis by rank (see llm.services.llm_slot_rank; equal ranks in order of arrival), so the unit that
-  should go first gets the endpoint whichever process it runs in: a release wakes the best waiter
-  through that waiter's own list. A waiter asks again every second (for leases that expired, and
-  with its rank as it is then); one that stops asking is dropped.
+- concurrency: leases in a sorted set, taken and given back by Lua scripts (atomic on the server).
+  A lease expires on its own if its worker dies holding it. A waiter blocks on a wake-up list
+  that each release pushes to (Redis serves blocked clients first come, first served), and looks
+  again every second for leases that expired.
 - requests and tokens per minute: sliding-window counters from the `limits` library, keyed by
   profile. Tokens are reserved before the request (prompt bytes / 4 + max_tokens).
 - a 429 answer starts a cool-down that every other sender waits out (the server's Retry-After, or
@@ -49,87 +47,41 @@ _MAX_COOL_DOWN = 60.0
 # A halved concurrency cap that nothing raises again (no successful answers) is forgotten after this.
 _CAP_MEMORY_MS = 600_000
 
-# Shared by both scripts. KEYS: leases, cap, cool-down, waiters (their rank by member), woken (waiters woken and
-# not back yet), deadlines (waiters by when they must have asked again, or are dropped as dead).
-# ARGV[1] member, ARGV[2] the profile's concurrency.
-_COMMON = """
+# Returns 0 when a lease was taken, -1 when all are held, or the cool-down's remaining ms (unless the
+# caller is the one that started it: ARGV[4] = 1).
+_ACQUIRE = """
+local cool = redis.call('PTTL', KEYS[3])
+if cool > 0 and ARGV[4] ~= '1' then return cool end
 local now = redis.call('TIME')
 local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now_ms)
-local gone = redis.call('ZRANGEBYSCORE', KEYS[6], '-inf', now_ms)
-if #gone > 0 then
-  redis.call('ZREM', KEYS[4], unpack(gone))
-  redis.call('SREM', KEYS[5], unpack(gone))
-  redis.call('ZREM', KEYS[6], unpack(gone))
-end
 local limit = tonumber(ARGV[2])
 local cap = math.max(1, math.min(limit, math.floor(tonumber(redis.call('GET', KEYS[2]) or limit))))
--- Wake the best waiters not woken yet, one for each free slot no woken waiter is on its way to
--- (wake_prefix .. member is a waiter's list).
-local function wake(wake_prefix)
-  local woken = redis.call('SCARD', KEYS[5])
-  local due = cap - redis.call('ZCARD', KEYS[1]) - woken
-  if due <= 0 then return end
-  for _, member in ipairs(redis.call('ZRANGE', KEYS[4], 0, due + woken - 1)) do
-    if due == 0 then break end
-    if redis.call('SADD', KEYS[5], member) == 1 then
-      redis.call('LPUSH', wake_prefix .. member, '1')
-      redis.call('PEXPIRE', wake_prefix .. member, 60000)
-      due = due - 1
-    end
-  end
-  redis.call('PEXPIRE', KEYS[5], 60000)
-end
-"""
-# Returns 0 when the lease (ARGV[1]) was taken, -1 when the caller is to wait (it is queued with its rank,
-# ARGV[5]), or the cool-down's remaining ms (unless the caller is the one that started it: ARGV[4] = 1).
-# A caller takes a free slot unless a waiter of better rank is queued. One of the same rank may take it: it is
-# running and sends at once, where a woken waiter would first have to wake (it keeps its place in the queue).
-_ACQUIRE = (
-    """
-local cool = redis.call('PTTL', KEYS[3])
-if cool > 0 and ARGV[4] ~= '1' then return cool end
-"""
-    + _COMMON
-    + """
-local me, rank = ARGV[1], tonumber(ARGV[5])
-redis.call('SREM', KEYS[5], me)
-local best = redis.call('ZRANGE', KEYS[4], 0, 0, 'WITHSCORES')
-local first = best[1] == nil or best[1] == me or tonumber(best[2]) >= rank
-if first and redis.call('ZCARD', KEYS[1]) < cap then
-  redis.call('ZREM', KEYS[4], me)
-  redis.call('ZREM', KEYS[6], me)
-  redis.call('ZADD', KEYS[1], now_ms + tonumber(ARGV[3]), me)
+if redis.call('ZCARD', KEYS[1]) < cap then
+  redis.call('ZADD', KEYS[1], now_ms + tonumber(ARGV[3]), ARGV[1])
   redis.call('PEXPIRE', KEYS[1], ARGV[3])
   return 0
 end
-redis.call('ZADD', KEYS[4], rank, me)
-redis.call('ZADD', KEYS[6], now_ms + tonumber(ARGV[6]), me)
-redis.call('PEXPIRE', KEYS[4], 60000)
-redis.call('PEXPIRE', KEYS[6], 60000)
-wake(ARGV[7])
 return -1
 """
-)
-# Gives a lease back (waking the best waiter) and adapts the cap: halved once per cool-down on a 429, raised
-# by 1 / cap on a success.
-_RELEASE = (
-    _COMMON
-    + """
-local given = tonumber(redis.call('GET', KEYS[2]) or limit)
+# Gives a lease back (waking one waiter) and adapts the cap: halved once per cool-down on a 429,
+# raised by 1 / cap on a success.
+_RELEASE = """
+local limit = tonumber(ARGV[2])
+local cap = tonumber(redis.call('GET', KEYS[2]) or limit)
 if ARGV[3] == 'throttled' then
   if redis.call('SET', KEYS[3], '1', 'PX', ARGV[4], 'NX') then
-    redis.call('SET', KEYS[2], tostring(math.max(1, given / 2)), 'PX', ARGV[5])
+    redis.call('SET', KEYS[2], tostring(math.max(1, cap / 2)), 'PX', ARGV[5])
   end
-elseif ARGV[3] == 'ok' and given < limit then
-  redis.call('SET', KEYS[2], tostring(math.min(limit, given + 1 / given)), 'PX', ARGV[5])
+elseif ARGV[3] == 'ok' and cap < limit then
+  redis.call('SET', KEYS[2], tostring(math.min(limit, cap + 1 / cap)), 'PX', ARGV[5])
 end
-cap = math.max(1, math.min(limit, math.floor(tonumber(redis.call('GET', KEYS[2]) or limit))))
 if redis.call('ZREM', KEYS[1], ARGV[1]) == 1 then
-  wake(ARGV[6])
+  redis.call('LPUSH', KEYS[4], '1')
+  redis.call('LTRIM', KEYS[4], 0, limit - 1)
+  redis.call('PEXPIRE', KEYS[4], 60000)
 end
 """
-)
 
 
 @dataclass(frozen=True)
@@ -162,8 +114,6 @@ class EndpointLimiter:
             self._redis = redis.Redis(connection_pool=pool)
             self._acquire = self._redis.register_script(_ACQUIRE)
             self._release = self._redis.register_script(_RELEASE)
-            self._lease_keys = self._keys("leases", "cap", "cool-down", "waiters", "woken", "deadlines")
-            self._wake_prefix = self._keys("wake:")[0]
         self._rates = None
         if limits.requests_per_minute or limits.tokens_per_minute:
             self._rates = SlidingWindowCounterRateLimiter(storage_from_string(redis_url or "memory://"))
@@ -177,7 +127,7 @@ class EndpointLimiter:
         outcome = Outcome()
         _database_connection_give_back()
         with self._slots.taken(rank):
-            lease = self._lease_take(rank) if self._redis is not None else self._wait_local_cool_down()
+            lease = self._lease_take() if self._redis is not None else self._wait_local_cool_down()
             try:
                 self._take_rates(tokens)
                 yield outcome
@@ -205,28 +155,26 @@ class EndpointLimiter:
     def _keys(self, *names: str) -> list[str]:
         return [f"simia:llm-limits:{self.key}:{name}" for name in names]
 
-    def _lease_take(self, rank: Rank) -> str:
-        # Arrival first: waiters of equal rank go in order of arrival (members of equal score sort by name).
-        lease = f"{time.time_ns() // 1000:017d}:{uuid.uuid4().hex}"
+    def _lease_take(self) -> str:
+        lease = uuid.uuid4().hex
+        keys = self._keys("leases", "cap", "cool-down")
         ttl_ms = int((self.limits.exchange_timeout + _LEASE_MARGIN) * 1000)
-        wake_key = self._wake_prefix + lease
         while True:
             excused = int(self._excused())
-            args = [lease, self.limits.concurrency, ttl_ms, excused, rank(), int(3 * _LEASE_POLL * 1000)]
-            answer = self._acquire(keys=self._lease_keys, args=[*args, self._wake_prefix])
+            answer = self._acquire(keys=keys, args=[lease, self.limits.concurrency, ttl_ms, excused])
             if answer == 0:
                 return lease
             if answer > 0:
                 time.sleep(answer / 1000)
             else:
-                self._redis.blpop([wake_key], timeout=_LEASE_POLL)
+                self._redis.blpop(self._keys("wake"), timeout=_LEASE_POLL)
 
     def _lease_give_back(self, lease: str, outcome: Outcome) -> None:
         result = "throttled" if outcome.throttled else "ok" if outcome.succeeded else "failed"
         cool_down_ms = int(self._note_throttled(outcome) * 1000)
         self._release(
-            keys=self._lease_keys,
-            args=[lease, self.limits.concurrency, result, cool_down_ms, _CAP_MEMORY_MS, self._wake_prefix],
+            keys=self._keys("leases", "cap", "cool-down", "wake"),
+            args=[lease, self.limits.concurrency, result, cool_down_ms, _CAP_MEMORY_MS],
         )
 
     # -- per process: the embedded default -------------------------------------------------------

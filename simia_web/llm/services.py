@@ -8,14 +8,11 @@ to get it back, which delays the other threads' requests too.
 """
 
 import functools
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
-import redis
-from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 
 from .models import EndpointProfile, LLMCall
 from .selectors import profile_endpoint, profile_findings
@@ -29,11 +26,6 @@ _FINISHING_JOBS_KEPT = 1000
 _FINISHING = -1_000_000  # a finishing job's units go before every other job's
 # Before that, a unit with more calls made goes first (up to this many), and calls outside a job before both.
 _DEPTH = 1000
-# With cluster-wide limits, a job's finishing is shared through Redis (the last unit's message reaches one
-# worker) and looked up by the others at most this often (seconds) per job, and kept there this long.
-_FINISHING_LOOK_UP_EVERY = 0.1
-_FINISHING_KEPT_MS = 86_400_000
-_finishing_looked_up: dict[int, float] = {}
 
 
 def llm_call_record(call: LLMCall) -> LLMCall:
@@ -66,39 +58,10 @@ def llm_calls_held(*, job_id: int | None = None) -> Iterator[list[LLMCall]]:
 
 
 def llm_job_finishing(job_id: int) -> None:
-    """The job has no unit left to start: from now on its units get the endpoint fewest-calls-first, on every
-    worker (through the endpoint limits' Redis, where there is one)."""
-    _finishing_note(job_id)
-    if settings.SIMIA_LLM_LIMITS_REDIS_URL:
-        _cluster_redis(settings.SIMIA_LLM_LIMITS_REDIS_URL).set(_finishing_key(job_id), 1, px=_FINISHING_KEPT_MS)
-
-
-def _finishing_note(job_id: int) -> None:
+    """The job has no unit left to start: from now on its units here get the endpoint fewest-calls-first."""
     _finishing_jobs[job_id] = None
     while len(_finishing_jobs) > _FINISHING_JOBS_KEPT:
         del _finishing_jobs[next(iter(_finishing_jobs))]
-
-
-def _finishing_look_up(job_id: int) -> None:
-    """Learn whether another worker found the job finishing (one Redis read per job every few calls)."""
-    now = time.monotonic()
-    if now - _finishing_looked_up.get(job_id, 0.0) < _FINISHING_LOOK_UP_EVERY:
-        return
-    if len(_finishing_looked_up) > _FINISHING_JOBS_KEPT:
-        _finishing_looked_up.clear()
-    _finishing_looked_up[job_id] = now
-    if _cluster_redis(settings.SIMIA_LLM_LIMITS_REDIS_URL).exists(_finishing_key(job_id)):
-        _finishing_note(job_id)
-
-
-def _finishing_key(job_id: int) -> str:
-    # The database is in the key: databases that share a Redis (staging and tests) reuse job ids.
-    return f"simia:llm-finishing:{connection.settings_dict['NAME']}:{job_id}"
-
-
-@functools.cache
-def _cluster_redis(url: str) -> redis.Redis:
-    return redis.Redis.from_url(url)
 
 
 def llm_slot_rank() -> Rank:
@@ -109,14 +72,12 @@ def llm_slot_rank() -> Rank:
     sooner, instead of every unit in progress advancing a call at a time and the last ones starting late.
     Once a job is finishing, its units go before all others, the unit with the fewest calls so far before the
     others, so that the job's last units end together instead of one after another. Equal ranks go first come,
-    first served. The rank is read whenever a slot is handed out in this process, and each time a waiter asks
-    for a cluster-wide lease, so units already waiting when their job starts finishing are reordered too.
+    first served. The rank is read whenever a slot is handed out, so units already waiting when their job
+    starts finishing are reordered too.
     """
     job_id = _held_job.get()
     if job_id is None:
         return first_come
-    if job_id not in _finishing_jobs and settings.SIMIA_LLM_LIMITS_REDIS_URL:
-        _finishing_look_up(job_id)
     return functools.partial(_unit_rank, job_id, _held.get())
 
 
