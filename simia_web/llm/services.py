@@ -24,8 +24,6 @@ _held_job: ContextVar[int | None] = ContextVar("held_llm_calls_job", default=Non
 _finishing_jobs: dict[int, None] = {}
 _FINISHING_JOBS_KEPT = 1000
 _FINISHING = -1_000_000  # a finishing job's units go before every other job's
-# Before that, a unit with more calls made goes first (up to this many), and calls outside a job before both.
-_DEPTH = 1000
 
 
 def llm_call_record(call: LLMCall) -> LLMCall:
@@ -67,13 +65,10 @@ def llm_job_finishing(job_id: int) -> None:
 def llm_slot_rank() -> Rank:
     """How soon the running code gets a concurrency slot when it has to wait for one (lower is sooner).
 
-    Calls outside a job (an RL session's) go first. A job's units go unit with the most calls so far first
-    (most likely the fewest still to make): units end sooner, so their threads start the job's next units
-    sooner, instead of every unit in progress advancing a call at a time and the last ones starting late.
-    Once a job is finishing, its units go before all others, the unit with the fewest calls so far before the
-    others, so that the job's last units end together instead of one after another. Equal ranks go first come,
-    first served. The rank is read whenever a slot is handed out, so units already waiting when their job
-    starts finishing are reordered too.
+    First come, first served, except for the units of a finishing job: they go first, the unit with
+    the fewest calls so far (most likely the most still to make) before the others, so that the
+    job's last units end together instead of one after another. The rank is read whenever a slot is
+    handed out, so units already waiting when their job starts finishing are reordered too.
     """
     job_id = _held_job.get()
     if job_id is None:
@@ -82,9 +77,7 @@ def llm_slot_rank() -> Rank:
 
 
 def _unit_rank(job_id: int, calls: list[LLMCall]) -> int:
-    if job_id in _finishing_jobs:
-        return _FINISHING + len(calls)
-    return _DEPTH - min(len(calls), _DEPTH)
+    return _FINISHING + len(calls) if job_id in _finishing_jobs else 0
 
 
 def llm_call_ids(calls: list[LLMCall]) -> list[int]:

@@ -104,14 +104,12 @@ def test_a_thread_of_worse_rank_leaves_a_free_slot_to_the_woken_waiter_it_is_due
     assert slots._free == 0
 
 
-def test_outside_a_finishing_job_calls_outside_a_job_go_first_then_units_with_more_calls():
-    outside = services.llm_slot_rank()
+def test_rank_is_first_come_outside_a_finishing_job():
+    assert services.llm_slot_rank()() == 0
     with services.llm_calls_held(job_id=41) as calls:
-        two_calls = services.llm_slot_rank()
+        rank = services.llm_slot_rank()
         calls.extend([LLMCall(), LLMCall()])
-    with services.llm_calls_held(job_id=41):
-        no_calls = services.llm_slot_rank()
-    assert outside() < two_calls() < no_calls()
+        assert rank() == 0
 
 
 def test_a_finishing_jobs_units_go_first_fewest_calls_first():
@@ -123,7 +121,7 @@ def test_a_finishing_jobs_units_go_first_fewest_calls_first():
     with services.llm_calls_held(job_id=43):
         other_job = services.llm_slot_rank()
     services.llm_job_finishing(42)
-    assert no_calls() < two_calls() < services.llm_slot_rank()() < other_job()
+    assert no_calls() < two_calls() < other_job() == 0
 
 
 def test_many_threads_of_changing_ranks_never_exceed_the_slots_and_all_finish():
