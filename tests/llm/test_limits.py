@@ -97,6 +97,21 @@ def test_a_lease_whose_holder_died_expires(redis_url, monkeypatch):
         pass
 
 
+def test_a_request_costs_two_redis_round_trips_taking_and_giving_back_its_lease(redis_url, monkeypatch):
+    """One script call each (atomic on the server): worker CPU per LLM call stays flat as limits are shared."""
+    limiter = _limiter(f"test-{uuid.uuid4().hex}", redis_url)
+    sent, send = [], limiter._redis.execute_command
+
+    def counted(*args, **kwargs):
+        sent.append(args[0])
+        return send(*args, **kwargs)
+
+    monkeypatch.setattr(limiter._redis, "execute_command", counted)
+    with limiter.held(first_come, tokens=lambda: 1) as outcome:
+        outcome.succeeded = True
+    assert sent == ["EVALSHA", "EVALSHA"]
+
+
 def test_a_429_starts_one_cool_down_and_halves_the_cap_which_successes_raise_again(redis_url):
     import redis
 
