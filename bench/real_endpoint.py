@@ -42,7 +42,6 @@ from simia_web.synthesis.amplify_answer import AMPLIFIED_ANSWER, amplified_schem
 from simia_web.synthesis.episode import agent_system_prompt  # noqa: E402
 from simia_web.synthesis.generation import apis_generate, tasks_generate  # noqa: E402
 from simia_web.synthesis.judge import judge_run  # noqa: E402
-from simia_web.synthesis.prompt_fit import json_size  # noqa: E402
 from simia_web.synthesis.simulator import simulate_call  # noqa: E402
 from simia_web.synthesis.user_simulator import scenario_brief, user_turn  # noqa: E402
 
@@ -164,7 +163,7 @@ def amplify(domain: dict, seed: list[dict], variation: int) -> None:
         tools=domain["tools"],
         policy=domain["policy"],
         variation=variation,
-        budget=client.prompt_chars_available() - json_size(schema),
+        budget=client.prompt_chars_available(schema),
     )
     with contextlib.suppress(LLMError):
         client.structured(messages=prompt, schema=schema, schema_name="amplified_trajectory", accept=AMPLIFIED_ANSWER)

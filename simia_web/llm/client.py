@@ -291,10 +291,15 @@ class LLMClient:
             except _Unsupported as refusal:
                 mode = self._fall_back("tools", mode, ToolMode.PROMPT, evidence=refusal.evidence)
 
-    def prompt_chars_available(self) -> int:
-        """Characters a prompt may use: the context window less this stage's answer, at the learned ratio."""
+    def prompt_chars_available(self, schema: dict | None = None) -> int:
+        """Characters a prompt may use: the context window less this stage's answer, at the learned ratio, and
+        less the answer's `schema` where the structured mode in use writes it into the prompt."""
         room = prompt_token_room(self.context_window(), self.max_tokens)
-        return int(room * self._chars_per_token() * _RATIO_SAFETY)
+        available = int(room * self._chars_per_token() * _RATIO_SAFETY)
+        mode = self._mode("structured", self.profile.structured_mode, StructuredMode.JSON_SCHEMA)
+        if schema is not None and mode != StructuredMode.JSON_SCHEMA:
+            available -= len(_schema_instruction("", schema)) + _SCHEMA_NAME_ROOM
+        return max(0, available)
 
     def context_window(self) -> int:
         """The profile's window: set, reported by the server (looked up once), or the conservative assumption."""
@@ -681,6 +686,9 @@ def _prompt_tool_message(answer: Any, index: int) -> dict:
 def _schema_name(name: str) -> str:
     """OpenAI accepts only [a-zA-Z0-9_-]{1,64} as a json_schema name."""
     return re.sub(r"[^a-zA-Z0-9_-]", "_", name)[:64] or "answer"
+
+
+_SCHEMA_NAME_ROOM = 64  # the schema's name, which the instruction also carries
 
 
 def _schema_instruction(schema_name: str, schema: dict) -> str:

@@ -161,7 +161,7 @@ def _amplified_writer(job: Job, unit, partial: dict):
                 tools=tools,
                 policy=seed.domain.policy,
                 variation=unit.params["index"],
-                budget=client.prompt_chars_available() - json_size(schema),  # servers put the schema in the prompt
+                budget=client.prompt_chars_available(schema),
             ),
             schema=schema,
             schema_name="amplified_trajectory",

@@ -10,7 +10,7 @@ the catalog's shapes: API specs with JSON Schema parameters, and a world state w
 
 from simia_web.llm.client import LLMClient
 
-from .prompt_fit import compact_json, json_size, text_clip
+from .prompt_fit import compact_json, json_size, specs_described, text_clip
 from .state_slice import state_view
 
 API_PROMPT_VERSION = "apis-v2"  # v2: the design in bounded lists, turned into schemas here
@@ -290,7 +290,7 @@ def tasks_inputs(*, domain_name: str, policy: str, apis: list[dict], state: dict
     cut = []
     request = {"domain": domain_name, "policy": text_clip(policy, budget // 4), "number_of_tasks": count}
     if json_size(apis) > budget // 3:
-        apis = [{"name": a["name"], "description": text_clip(a.get("description", ""), 160)} for a in apis]
+        apis = specs_described(apis)
         cut.append("API parameter schemas left out")
     request["apis"] = apis
     view, state_cut = state_view(state, {}, budget - json_size(request) - 300)
@@ -301,27 +301,30 @@ def tasks_inputs(*, domain_name: str, policy: str, apis: list[dict], state: dict
     return request
 
 
+TASK_INSTRUCTIONS = (
+    "You write diverse, realistic user requests for a customer-service agent that can only act through the "
+    "listed APIs. Each task names the APIs needed to solve it (only from the list), the expected outcome (what "
+    "the state and the final answer should be) and a difficulty. Refer to records that exist in the initial "
+    "state. Vary intents; do not repeat a request."
+)
+
+
 def tasks_generate(*, client: LLMClient, domain_name: str, policy: str, apis: list[dict], state: dict, count: int):
+    schema = task_schema(count, [api["name"] for api in apis])
     request = tasks_inputs(
         domain_name=domain_name,
         policy=policy,
         apis=apis,
         state=state,
         count=count,
-        budget=client.prompt_chars_available() - 600,
+        budget=client.prompt_chars_available(schema) - len(TASK_INSTRUCTIONS),
     )
     return client.structured(
         messages=[
-            {
-                "role": "system",
-                "content": "You write diverse, realistic user requests for a customer-service agent that can only "
-                "act through the listed APIs. Each task names the APIs needed to solve it (only from the list), the "
-                "expected outcome (what the state and the final answer should be) and a difficulty. Refer to records "
-                "that exist in the initial state. Vary intents; do not repeat a request.",
-            },
+            {"role": "system", "content": TASK_INSTRUCTIONS},
             {"role": "user", "content": compact_json(request)},
         ],
-        schema=task_schema(count, [api["name"] for api in apis]),
+        schema=schema,
         schema_name="domain_tasks",
         accept=TASK_ANSWER,
         prompt_version=TASK_PROMPT_VERSION,

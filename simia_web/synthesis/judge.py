@@ -150,7 +150,7 @@ def judge_run(
                 task=task,
                 policy=policy,
                 world=world,
-                budget=client.prompt_chars_available(),
+                budget=client.prompt_chars_available(SCHEMA),
             ),
             schema=SCHEMA,
             schema_name="judge_verdict",

@@ -77,5 +77,9 @@ def tools_fit(tools: list[dict], room: int, cut: list[str]) -> list:
 
 def tools_described(tools: list[dict]) -> list[dict]:
     """Each tool by name and a short description, without its parameters."""
-    functions = [t.get("function") or {} for t in tools]
-    return [{"name": f.get("name"), "description": text_clip(f.get("description") or "", 160)} for f in functions]
+    return specs_described([t.get("function") or {} for t in tools])
+
+
+def specs_described(specs: list[dict]) -> list[dict]:
+    """Each API or function spec by name and a short description, without its parameters."""
+    return [{"name": s.get("name"), "description": text_clip(s.get("description") or "", 160)} for s in specs]

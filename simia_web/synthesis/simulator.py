@@ -120,7 +120,12 @@ def simulate_call(
     left out to fit)}; never raises for LLM trouble: when the simulator gives no usable answer, `failed` is set
     and the agent is told the service is down."""
     messages, cut = simulator_messages(
-        api=api, arguments=arguments, task=task, state=state, history=history, budget=client.prompt_chars_available()
+        api=api,
+        arguments=arguments,
+        task=task,
+        state=state,
+        history=history,
+        budget=client.prompt_chars_available(SCHEMA),
     )
     try:
         reply = client.structured(

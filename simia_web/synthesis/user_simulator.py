@@ -62,7 +62,7 @@ def user_turn(*, client: LLMClient, brief: str, messages: list[dict]) -> LLMRepl
     """The customer's next message as {"message", "done"}; with no agent message yet, the opening one.
 
     The user sees only the spoken turns (not tool traffic), the latest first when they must be cut."""
-    budget = client.prompt_chars_available()
+    budget = client.prompt_chars_available(SCHEMA)
     system = f"{INSTRUCTIONS}\n\n# Your private brief\n{text_clip(brief, budget // 3)}"
     spoken = [
         {"role": "customer" if m["role"] == "user" else "agent", "content": message_text(m)}

@@ -223,3 +223,15 @@ def test_each_stage_keeps_its_own_ratio(stub):
     assert judge.prompt_chars_available() > before  # learned from the judge's own prompts
     # A stage without samples of its own starts from the conservative ratio, not the judge's lighter prose.
     assert simulator.prompt_chars_available() == int(prompt_token_room(8192, simulator.max_tokens) * 2.0 * 0.9)
+
+
+def test_the_schema_counts_against_the_prompt_where_the_mode_writes_it_there(llm_stub):
+    schema = {"type": "object", "properties": {"x": {"type": "string", "description": "y" * 3000}}}
+    EndpointProfile.objects.filter(pk=llm_stub.profile.pk).update(structured_mode="json_schema")
+    profile_cache_clear()
+    client = client_for_stage("judge")
+    assert client.prompt_chars_available(schema) == client.prompt_chars_available()  # sent as response_format
+    EndpointProfile.objects.filter(pk=llm_stub.profile.pk).update(structured_mode="json_object_schema")
+    profile_cache_clear()
+    client = client_for_stage("judge")
+    assert client.prompt_chars_available() - client.prompt_chars_available(schema) > 3000  # in the system prompt
