@@ -90,7 +90,8 @@ def test_every_request_schema_fits_llama_cpp_grammar_limits():
     schemas = [
         api_schema(3),
         task_schema(2, ["get_order"]),
-        simulator.SCHEMA,
+        simulator.answer_schema({"orders": {}, "users": {}}),
+        simulator.answer_schema({"odd key/": {}}),
         judge.SCHEMA,
         user_simulator.SCHEMA,
         amplified_schema(tools),

@@ -64,6 +64,36 @@ def test_invalid_tool_call_gets_structured_error_without_simulator(eager, llm_st
     assert len(llm_stub.stage_requests("simulator")) == before
 
 
+def test_a_rollout_stopped_by_its_step_limit_still_answers_the_customer(eager, llm_stub):
+    synthesis_queue(domains=["shop"], apis=3, tasks=1, rollouts=1)
+    job = rollout_queue(domain="shop", rollouts=1, tasks=1, max_steps=1)
+    t = Trajectory.objects.get(job=job)
+    # The step limit came after the tool call; the agent was then asked, without tools, for its last answer.
+    assert [m["role"] for m in t.messages] == ["system", "user", "assistant", "tool", "assistant"]
+    assert t.termination_reason == "max_steps" and t.provenance["wrap_up"] is True
+    wrap_up = llm_stub.stage_requests("agent")[-1].body
+    assert "tools" not in wrap_up and "cannot call any more tools" in wrap_up["messages"][0]["content"]
+    assert t.status == TrajectoryStatus.JUDGED_PASS
+
+
+def test_a_patch_that_does_not_apply_is_asked_for_again_once(eager, llm_stub):
+    synthesis_queue(domains=["shop"], apis=3, tasks=1, rollouts=1)
+    wrong_path = {"response": {"status": "cancelled"}, "patch": [{"op": "replace", "path": "/orders/W9/status"}]}
+    llm_stub.inject(Reply(content=wrong_path), stage="simulator")
+    job = rollout_queue(domain="shop", rollouts=1, tasks=1)
+    t = Trajectory.objects.get(job=job)
+    assert t.steps["3"]["errors"] == [] and t.final_state["orders"]["W1"]["status"] == "cancelled"
+    correction = llm_stub.stage_requests("simulator")[-1].messages[-1]["content"]
+    assert correction.startswith("Your patch cannot be used: patch could not be applied")
+
+    llm_stub.inject(Reply(content=wrong_path), Reply(content=wrong_path), stage="simulator")
+    job = rollout_queue(domain="shop", rollouts=1, tasks=1)
+    t = Trajectory.objects.get(job=job)
+    # Still wrong: the response stands, the state is unchanged and the error is the step's.
+    assert t.steps["3"]["errors"][0].startswith("patch could not be applied")
+    assert t.final_state == t.initial_state and "cancelled" in t.messages[3]["content"]
+
+
 def test_faults_are_retried_recorded_and_never_crash(eager, llm_stub):
     llm_stub.reject_json_schema = True
     llm_stub.inject(

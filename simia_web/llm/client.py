@@ -267,11 +267,20 @@ class LLMClient:
         raise AssertionError("unreachable")
 
     def chat(
-        self, *, messages: list[dict], tools: list[dict] | None = None, prompt_version: str = "", cache_salt: str = ""
+        self,
+        *,
+        messages: list[dict],
+        tools: list[dict] | None = None,
+        instruction: str = "",
+        prompt_version: str = "",
+        cache_salt: str = "",
     ) -> LLMReply:
         """One assistant turn with native tool calling (or tool calls as JSON where unsupported). A turn with
-        neither text nor a tool call (small models on llama-cpp-python write them) is asked for once more."""
+        neither text nor a tool call (small models on llama-cpp-python write them) is asked for once more.
+        An `instruction` is added to the system prompt for this turn only."""
         reply = LLMReply(data=None)
+        if instruction:
+            messages = _with_system(messages, instruction)
         for last_try in (False, True):
             reply.data = self._turn(messages, tools, prompt_version, cache_salt, reply)
             if last_try or reply.data.get("tool_calls") or message_text(reply.data).strip():
@@ -280,9 +289,11 @@ class LLMClient:
         raise AssertionError("unreachable")
 
     def _turn(self, messages, tools, prompt_version, cache_salt, reply) -> dict:
-        if not tools:
-            return self._complete(messages, {}, ToolMode.NATIVE, prompt_version, cache_salt, reply)[0]
         mode = self._mode("tools", self.profile.tool_mode, ToolMode.NATIVE)
+        if not tools:
+            if mode == ToolMode.PROMPT:  # the endpoint takes no tool calls, not even in the history
+                messages = [_flatten_tool_message(m) for m in messages]
+            return self._complete(messages, {}, ToolMode.NATIVE, prompt_version, cache_salt, reply)[0]
         while True:
             try:
                 if mode == ToolMode.PROMPT:

@@ -3,7 +3,7 @@
 from dataclasses import dataclass
 
 from simia_web.catalog.models import Api, Domain, Task
-from simia_web.formats.conversation import Violation
+from simia_web.formats.conversation import Violation, message_text
 from simia_web.llm.client import LLMError
 from simia_web.llm.models import Stage
 
@@ -12,6 +12,12 @@ from .episode import JUDGE_IF_CLEAN, EpisodeLimits, StageClients, api_specs, epi
 __all__ = ["RolloutLimits", "api_specs", "rollout_run"]
 
 AGENT_PROMPT_VERSION = "agent-v1"
+# Said to the agent (in the prompt only) when a rollout reaches a limit before it answered the customer.
+WRAP_UP = (
+    "You cannot call any more tools in this conversation. Reply to the customer now with your final answer: "
+    "what was done and what could not be done."
+)
+LIMIT_TERMINATIONS = frozenset({"max_steps", "max_errors", "token_budget"})
 
 
 @dataclass
@@ -54,6 +60,7 @@ def rollout_run(
             break
         episode.llm_calls += reply.calls
         episode.step(reply.data)
+    wrapped_up = _wrap_up(episode, clients[Stage.AGENT], sample, failures)
 
     outcome = episode_conclude(episode=episode, judge=JUDGE_IF_CLEAN, violations=failures)
     return {
@@ -70,6 +77,7 @@ def rollout_run(
                 "stage": "rollout",
                 "sample": sample,
                 "prompt_versions": {"agent": AGENT_PROMPT_VERSION},
+                **({"wrap_up": True} if wrapped_up else {}),
                 "models": {stage: c.profile.model for stage, c in clients.items()},
                 "profiles": {stage: c.profile.name for stage, c in clients.items()},
             },
@@ -78,3 +86,29 @@ def rollout_run(
         "verdict": outcome.verdict,
         "llm_calls": episode.llm_calls,  # their ids go in the provenance once the rows are written
     }
+
+
+def _wrap_up(episode, agent, sample: str, failures: list[Violation]) -> bool:
+    """A teacher that reached a limit mid-task still owes the customer an answer, as a deployed agent would
+    give one: it is asked once, without tools, and the judge scores the conversation as it then stands.
+    The termination reason keeps the limit, so curators see why it ended."""
+    last = episode.messages[-1]
+    answered = last.get("role") == "assistant" and not last.get("tool_calls") and message_text(last).strip()
+    if episode.termination_reason not in LIMIT_TERMINATIONS or answered:
+        return False
+    try:
+        reply = agent.chat(
+            messages=episode.messages,
+            instruction=WRAP_UP,
+            prompt_version=AGENT_PROMPT_VERSION,
+            cache_salt=sample,
+        )
+    except LLMError as exc:
+        failures.append(Violation("llm_error", len(episode.messages) - 1, f"agent wrap-up: {exc}"[:2000]))
+        return False
+    episode.llm_calls += reply.calls
+    text = message_text(reply.data).strip()
+    if not text:
+        return False
+    episode.messages.append({"role": "assistant", "content": text})
+    return True

@@ -1,6 +1,7 @@
 """The environment simulator: answers a tool call and returns a JSON Patch to the explicit world state."""
 
 import copy
+import re
 
 import jsonpatch
 
@@ -11,7 +12,7 @@ from simia_web.llm.client import LLMClient, LLMError
 from .prompt_fit import compact_json, json_size, messages_fit, text_clip
 from .state_slice import state_view
 
-PROMPT_VERSION = "simulator-v3"  # v3: the answer spelled out for grammars (JSON text response, bounded patch)
+PROMPT_VERSION = "simulator-v4"  # v4: paths start at a collection of the state; add and replace carry a value
 
 # What an answer must be: any JSON response, and a patch of operations (applying it is checked apart).
 ANSWER = {
@@ -37,35 +38,52 @@ ANSWER = {
 }
 # What the server is asked for: the response as JSON text and a short patch of bounded values, which a grammar
 # (llama.cpp) can hold a model to and stop within the stage's tokens; a response object could go on forever.
-_POINTER = {"type": "string", "pattern": '^(/[^/"\\\\]{1,60}){1,6}$'}  # bounded: "[^/]+" let a small model write on
+_SEGMENT = '(/[^/"\\\\]{1,60})'  # bounded: "[^/]+" let a small model write a path of 700 tokens
+_PLAIN_KEY = re.compile(r"[A-Za-z0-9_]{1,60}")  # safe in a pattern as it is
 _SCALARS = [{"type": "string", "maxLength": 120}, {"type": "number"}, {"type": "boolean"}, {"type": "null"}]
-SCHEMA = {
-    "type": "object",
-    "properties": {
-        "response": {
-            "type": "string",
-            "minLength": 1,
-            "maxLength": 1000,
-            "description": "The API's response as JSON text, as the real backend would return it.",
-        },
-        "patch": {
-            **ANSWER["properties"]["patch"],
-            "maxItems": 6,
-            "items": {
+_VALUE = {"anyOf": [*_SCALARS, {"type": "object", "additionalProperties": {"anyOf": _SCALARS}}]}
+
+
+def answer_schema(state: dict) -> dict:
+    """The answer asked for one call. A path starts at one of the state's collections when their names are
+    plain, and add and replace carry a value: a small model held to it cannot write a patch that misses the
+    state at its first step or leaves out what to write (the two failures SmolLM2-135M made most)."""
+    keys = sorted(state) if isinstance(state, dict) else []
+    if keys and all(_PLAIN_KEY.fullmatch(key) for key in keys):
+        pointer = f"^/({'|'.join(keys)}){_SEGMENT}{{0,5}}$"
+    else:
+        pointer = f"^{_SEGMENT}{{1,6}}$"
+    path = {"type": "string", "pattern": pointer}
+    operation = {
+        "anyOf": [
+            {
                 "type": "object",
-                "properties": {
-                    "op": {"enum": ["add", "remove", "replace"]},
-                    "path": _POINTER,
-                    "value": {"anyOf": [*_SCALARS, {"type": "object", "additionalProperties": {"anyOf": _SCALARS}}]},
-                },
+                "properties": {"op": {"enum": ["add", "replace"]}, "path": path, "value": _VALUE},
+                "required": ["op", "path", "value"],
+                "additionalProperties": False,
+            },
+            {
+                "type": "object",
+                "properties": {"op": {"const": "remove"}, "path": path},
                 "required": ["op", "path"],
                 "additionalProperties": False,
             },
+        ]
+    }
+    return {
+        "type": "object",
+        "properties": {
+            "response": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": 1000,
+                "description": "The API's response as JSON text, as the real backend would return it.",
+            },
+            "patch": {**ANSWER["properties"]["patch"], "maxItems": 6, "items": operation},
         },
-    },
-    "required": ["response", "patch"],
-    "additionalProperties": False,
-}
+        "required": ["response", "patch"],
+        "additionalProperties": False,
+    }
 
 
 SYSTEM = (
@@ -119,22 +137,26 @@ def simulate_call(
     """{"response", "patch", "state_after", "errors", "failed", "calls" (LLMCall rows), "cut" (what the prompt
     left out to fit)}; never raises for LLM trouble: when the simulator gives no usable answer, `failed` is set
     and the agent is told the service is down."""
+    schema = answer_schema(state)
     messages, cut = simulator_messages(
         api=api,
         arguments=arguments,
         task=task,
         state=state,
         history=history,
-        budget=client.prompt_chars_available(SCHEMA),
+        budget=client.prompt_chars_available(schema),
     )
-    try:
-        reply = client.structured(
-            messages=messages,
-            schema=SCHEMA,
+    def ask(conversation: list[dict]):
+        return client.structured(
+            messages=conversation,
+            schema=schema,
             schema_name="simulated_response",
             accept=ANSWER,
             prompt_version=PROMPT_VERSION,
         )
+
+    try:
+        reply = ask(messages)
     except LLMError as exc:
         return {
             "response": {"error": "The service is temporarily unavailable."},
@@ -145,17 +167,39 @@ def simulate_call(
             "calls": [],
             "cut": cut,
         }
-    patch = reply.data["patch"]
-    new_state, error = state_apply(state, patch, state_schema)
+    answer, calls = reply.data, list(reply.calls)
+    new_state, error = state_apply(state, answer["patch"], state_schema)
+    if error:  # the response may well be right: a patch that does not apply is worth one correction
+        try:
+            retry = ask([*messages, *_patch_feedback(answer, error)])
+        except LLMError:
+            retry = None
+        if retry is not None:
+            calls += retry.calls
+            retried_state, retry_error = state_apply(state, retry.data["patch"], state_schema)
+            if retry_error is None:
+                answer, new_state, error = retry.data, retried_state, None
     return {
-        "response": _response_value(reply.data["response"]),
-        "patch": patch,
+        "response": _response_value(answer["response"]),
+        "patch": answer["patch"],
         "state_after": new_state,
         "errors": [error] if error else [],
         "failed": False,
-        "calls": reply.calls,
+        "calls": calls,
         "cut": cut,
     }
+
+
+def _patch_feedback(answer: dict, error: str) -> list[dict]:
+    return [
+        {"role": "assistant", "content": compact_json(answer)},
+        {
+            "role": "user",
+            "content": f"Your patch cannot be used: {error}. Reply again with the response and a patch that applies "
+            "to the world state shown: replace and remove need a path that exists, add creates a member of an "
+            "existing object. Use an empty patch if the call changes nothing.",
+        },
+    ]
 
 
 def _response_value(response):
