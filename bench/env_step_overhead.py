@@ -142,7 +142,10 @@ def connections_in_use(stop: threading.Event, samples: list[tuple[int, int]], db
 
     params = settings.DATABASES["default"]
     with psycopg.connect(
-        host=params["HOST"] or "127.0.0.1", port=params["PORT"] or 5432, user=params["USER"], dbname="postgres",
+        host=params["HOST"] or "127.0.0.1",
+        port=params["PORT"] or 5432,
+        user=params["USER"],
+        dbname="postgres",
         autocommit=True,
     ) as conn:
         while not stop.is_set():
@@ -199,9 +202,22 @@ def concurrency(token: str, task_id: int, llm_url: str, levels: list[int], tool_
     port = 18000 + os.getpid() % 1000
     server = subprocess.Popen(
         [
-            str(Path(sys.executable).parent / "gunicorn"), "simia_web.wsgi", "-k", "gthread", "-w", "2",
-            "--threads", str(threads), "-b", f"127.0.0.1:{port}", "--log-level", "warning", "--backlog", "1024",
-            "--keep-alive", "300",
+            str(Path(sys.executable).parent / "gunicorn"),
+            "simia_web.wsgi",
+            "-k",
+            "gthread",
+            "-w",
+            "2",
+            "--threads",
+            str(threads),
+            "-b",
+            f"127.0.0.1:{port}",
+            "--log-level",
+            "warning",
+            "--backlog",
+            "1024",
+            "--keep-alive",
+            "300",
         ],
         cwd=ROOT,
         env=env,
@@ -218,9 +234,11 @@ def concurrency(token: str, task_id: int, llm_url: str, levels: list[int], tool_
         with connection.cursor() as cursor:
             cursor.execute("SHOW max_connections")
             max_connections = cursor.fetchone()[0]
-        print(f"concurrent sessions (gunicorn gthread 2x{threads}, a pool of {env['SIMIA_DB_POOL_SIZE']} "
-              f"database connections per process, LLM answers after 1 s, {tool_steps} tool-call steps + a final "
-              "step each):")
+        print(
+            f"concurrent sessions (gunicorn gthread 2x{threads}, a pool of {env['SIMIA_DB_POOL_SIZE']} "
+            f"database connections per process, LLM answers after 1 s, {tool_steps} tool-call steps + a final "
+            "step each):"
+        )
         for sessions in levels:
             samples: list[tuple[int, int]] = []
             stop = threading.Event()

@@ -131,9 +131,7 @@ def test_the_product_of_the_parameters_is_capped(db, settings):
     with pytest.raises(ValidationError) as refused:
         job_queue(kind="synthesize", params={"domains": [f"d{i}" for i in range(3000)], **HUGE})
     assert refused.value.message_dict == {
-        "units": [
-            "these parameters make 96,006,000 units of work; at most 100,000 per job (SIMIA_MAX_UNITS_PER_JOB)"
-        ]
+        "units": ["these parameters make 96,006,000 units of work; at most 100,000 per job (SIMIA_MAX_UNITS_PER_JOB)"]
     }
     _nothing_written()
     settings.SIMIA_MAX_UNITS_PER_JOB = 12  # two domains: 2 x (2 synthesis units + tasks x rollouts)

@@ -109,8 +109,16 @@ def job_last_llm_error(job: Job) -> dict | None:
         LLMCall.objects.filter(job=job)
         .exclude(error_kind="")
         .select_related("profile")
-        .only("error", "error_kind", "model", "stage", "profile__name", "profile__base_url", "profile__api_key_env",
-              "profile__follows_environment")
+        .only(
+            "error",
+            "error_kind",
+            "model",
+            "stage",
+            "profile__name",
+            "profile__base_url",
+            "profile__api_key_env",
+            "profile__follows_environment",
+        )
         .order_by("-id")
         .first()
     )

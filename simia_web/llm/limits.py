@@ -235,4 +235,3 @@ def endpoint_limiter(profile) -> EndpointLimiter:
             name = f"{profile.pk}@{profile.base_url}"
             _limiters[key] = EndpointLimiter(name, limits, settings.SIMIA_LLM_LIMITS_REDIS_URL)
         return _limiters[key]
-

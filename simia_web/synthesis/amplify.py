@@ -216,4 +216,3 @@ def _amplified_writer(job: Job, unit, partial: dict):
         return {"trajectory": trajectory.pk, "status": trajectory.status}
 
     return write
-

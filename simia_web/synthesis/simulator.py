@@ -146,6 +146,7 @@ def simulate_call(
         history=history,
         budget=client.prompt_chars_available(schema),
     )
+
     def ask(conversation: list[dict]):
         return client.structured(
             messages=conversation,

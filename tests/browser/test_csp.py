@@ -45,9 +45,9 @@ def test_main_pages_have_no_csp_violations(login):
     violations = []
     page.on(
         "console",
-        lambda message: violations.append((page.url, message.text))
-        if "Content Security Policy" in message.text
-        else None,
+        lambda message: (
+            violations.append((page.url, message.text)) if "Content Security Policy" in message.text else None
+        ),
     )
     for url in PAGES:
         response = page.goto(url.format(**ids))

@@ -92,8 +92,13 @@ def test_llama_cpp_python_json_schema_refusal_is_not_retried_as_transient(server
 
 def test_a_validation_error_in_a_500_is_not_retried(server, settings):
     settings.SIMIA_LLM_MAX_ATTEMPTS = 4
-    body = {"error": {"message": "1 validation error:\n  {'type': 'missing', 'loc': ('body', 'messages'), "
-                      "'msg': 'Field required'}", "type": "internal_server_error"}}
+    body = {
+        "error": {
+            "message": "1 validation error:\n  {'type': 'missing', 'loc': ('body', 'messages'), "
+            "'msg': 'Field required'}",
+            "type": "internal_server_error",
+        }
+    }
     server.inject(Reply(status=500, raw_body=json.dumps(body)))
     with pytest.raises(LLMError) as error:
         ask()

@@ -86,4 +86,3 @@ class GrammarModel:
         while len(" ".join(words)) < low or (self.random.random() < 0.7 and len(" ".join(words)) < high):
             words.append(self.random.choice(WORDS + tuple(string.ascii_lowercase)))
         return " ".join(words)[: max(high, low)]
-

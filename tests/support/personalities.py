@@ -36,7 +36,7 @@ def _validation_error(detail: str) -> Reply:
     """llama-cpp-python's answer to a request its pydantic models reject: a 500, not a 400."""
     return _error(
         500,
-        f"1 validation error:\n  {detail}\n\n  File \"llama_cpp/server/app.py\", line 376, in create_chat_completion\n"
+        f'1 validation error:\n  {detail}\n\n  File "llama_cpp/server/app.py", line 376, in create_chat_completion\n'
         "    POST /v1/chat/completions",
         type="internal_server_error",
     )
