@@ -246,3 +246,11 @@ def test_command_prints_counts_or_errors(db, tmp_path, capsys):
     path.write_bytes(b"\x00\x01")
     with pytest.raises(CommandError, match="binary"):
         call_command("import_seeds", str(path), "--format", "openai")
+    with pytest.raises(CommandError, match="seeds.jsonl: a seed file needs --format"):
+        call_command("import_seeds", str(path))
+
+
+def test_command_reads_a_folder_as_a_tau2_domain(db, tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(CommandError, match="is missing"):  # read as τ²: its files are named
+        call_command("import_seeds", str(tmp_path / "empty"))

@@ -10,12 +10,17 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("path", type=Path)
-        parser.add_argument("--format", required=True, choices=FORMATS)
+        parser.add_argument("--format", choices=FORMATS, help="Default: tau2 for a folder or .zip; needed for a file.")
         parser.add_argument("--domain", help="Domain to import into (default: the folder or file name).")
 
     def handle(self, *args, **opts):
+        path, format = opts["path"], opts["format"]
+        if format is None:
+            if not (path.is_dir() or path.suffix.lower() == ".zip"):
+                raise CommandError(f"{path}: a seed file needs --format ({' or '.join(f for f in FORMATS if f != 'tau2')})")
+            format = "tau2"
         try:
-            result = seeds_import(source=opts["path"], format=opts["format"], domain=opts["domain"])
+            result = seeds_import(source=path, format=format, domain=opts["domain"])
         except ImportRejected as exc:
             raise CommandError(str(exc)) from exc
         self.stdout.write(str(result))
