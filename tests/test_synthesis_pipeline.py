@@ -78,7 +78,10 @@ def test_a_rollout_stopped_by_its_step_limit_still_answers_the_customer(eager, l
 
 def test_a_patch_that_does_not_apply_is_asked_for_again_once(eager, llm_stub):
     synthesis_queue(domains=["shop"], apis=3, tasks=1, rollouts=1)
-    wrong_path = {"response": {"status": "cancelled"}, "patch": [{"op": "replace", "path": "/orders/W9/status"}]}
+    wrong_path = {
+        "response": {"status": "cancelled"},
+        "patch": [{"op": "replace", "path": "/orders/W9/status", "value": "x"}],
+    }
     llm_stub.inject(Reply(content=wrong_path), stage="simulator")
     job = rollout_queue(domain="shop", rollouts=1, tasks=1)
     t = Trajectory.objects.get(job=job)
@@ -90,8 +93,26 @@ def test_a_patch_that_does_not_apply_is_asked_for_again_once(eager, llm_stub):
     job = rollout_queue(domain="shop", rollouts=1, tasks=1)
     t = Trajectory.objects.get(job=job)
     # Still wrong: the response stands, the state is unchanged and the error is the step's.
-    assert t.steps["3"]["errors"][0].startswith("patch could not be applied")
+    assert t.steps["3"]["errors"] == [
+        "patch could not be applied: operation 0 (replace /orders/W9/status): member 'W9' not found"
+    ]
     assert t.final_state == t.initial_state and "cancelled" in t.messages[3]["content"]
+
+
+def test_a_failed_patch_is_described_without_quoting_the_state():
+    from simia_web.synthesis.simulator import state_apply
+
+    users = {f"user_{i}": {"name": "x" * 100} for i in range(10_000)}  # 1 MB, like τ² retail's users
+    state = {"users": users}
+    kept, error = state_apply(state, [{"op": "remove", "path": "/users/nobody/name"}], None)
+    assert (
+        kept is state
+        and error == "patch could not be applied: operation 0 (remove /users/nobody/name): member 'nobody' not found"
+    )
+    schema = {"type": "object", "properties": {"users": {"type": "array"}}}
+    kept, error = state_apply(state, [{"op": "add", "path": "/users/user_1/age", "value": 3}], schema)
+    assert kept is state and error.startswith("patched state breaks the state schema at users: {'user_0'")
+    assert len(error) < 500
 
 
 def test_faults_are_retried_recorded_and_never_crash(eager, llm_stub):

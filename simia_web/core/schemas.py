@@ -52,6 +52,7 @@ Validator = jsonschema.validators.extend(
     jsonschema.Draft202012Validator, validators={"pattern": _pattern, "patternProperties": _pattern_properties}
 )
 # What a broken schema raises while validating: an invalid keyword, or a `$ref` to nowhere.
+ERROR_CHARS = 300  # of a validation message kept in an error (stored, shown, and fed back to LLMs)
 SCHEMA_FAILURES = (jsonschema.exceptions.SchemaError, referencing.exceptions.Unresolvable)
 
 
@@ -65,7 +66,10 @@ def first_error(schema: dict, instance) -> str | None:
     if error is None:
         return None
     where = "/".join(str(p) for p in error.absolute_path) or "(root)"
-    return f"at {where}: {error.message}"
+    message = error.message  # it quotes the instance, however big (a whole world state)
+    if len(message) > ERROR_CHARS:
+        message = f"{message[:ERROR_CHARS]}… [{len(message) - ERROR_CHARS} characters cut]"
+    return f"at {where}: {message}"
 
 
 def schema_error(schema) -> str | None:

@@ -117,10 +117,13 @@ def simulator_messages(
 
 def state_apply(state: dict, patch: list[dict], state_schema: dict | None) -> tuple[dict, str | None]:
     """Apply a patch to a copy of the state and validate the result; on error the state is unchanged."""
-    try:
-        new_state = jsonpatch.apply_patch(copy.deepcopy(state), patch)
-    except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException, TypeError, KeyError, IndexError) as exc:
-        return state, f"patch could not be applied: {exc}"
+    new_state = copy.deepcopy(state)
+    for position, operation in enumerate(patch):
+        try:
+            new_state = jsonpatch.apply_patch(new_state, [operation], in_place=True)
+        except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException, TypeError, KeyError, IndexError) as exc:
+            where = f"operation {position} ({operation.get('op')} {operation.get('path')})"
+            return state, f"patch could not be applied: {where}: {_patch_reason(exc)}"
     if state_schema:
         try:
             error = first_error(state_schema, new_state)
@@ -129,6 +132,14 @@ def state_apply(state: dict, patch: list[dict], state_schema: dict | None) -> tu
         if error:
             return state, f"patched state breaks the state schema {error}"
     return new_state, None
+
+
+def _patch_reason(exc: Exception) -> str:
+    """jsonpatch's reason without the document it quotes ("member 'x' not found in {...the whole state}")."""
+    reason = str(exc)
+    for quote in (" in {", " in ["):
+        reason = reason.split(quote, 1)[0]
+    return reason[:200]
 
 
 def simulate_call(

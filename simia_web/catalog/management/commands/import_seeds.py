@@ -17,7 +17,9 @@ class Command(BaseCommand):
         path, format = opts["path"], opts["format"]
         if format is None:
             if not (path.is_dir() or path.suffix.lower() == ".zip"):
-                raise CommandError(f"{path}: a seed file needs --format ({' or '.join(f for f in FORMATS if f != 'tau2')})")
+                raise CommandError(
+                    f"{path}: a seed file needs --format ({' or '.join(f for f in FORMATS if f != 'tau2')})"
+                )
             format = "tau2"
         try:
             result = seeds_import(source=path, format=format, domain=opts["domain"])
