@@ -40,7 +40,7 @@ from simia_web.accounts.services import user_create, user_token  # noqa: E402
 from simia_web.catalog.models import Api, Domain, Task  # noqa: E402
 from simia_web.llm.models import EndpointProfile, LLMCall  # noqa: E402
 from tests.support.llm_stub import Reply, StubLLM  # noqa: E402
-from tests.support.scripts import APIS, JUDGE_PASS, simulator_reply  # noqa: E402
+from tests.support.scripts import JUDGE_PASS, SHOP, simulator_reply  # noqa: E402
 
 
 def responder(request):
@@ -68,9 +68,9 @@ def fixtures(llm_url: str) -> tuple[str, int]:
         name="bench-stub", base_url=llm_url, model="stub", is_default=True, timeout_seconds=30, max_concurrency=1024
     )
     domain = Domain.objects.create(
-        name="bench-shop", state_schema=APIS["state_schema"], initial_state=APIS["initial_state"], policy="Be nice."
+        name="bench-shop", state_schema=SHOP["state_schema"], initial_state=SHOP["initial_state"], policy="Be nice."
     )
-    for api in APIS["apis"][:2]:
+    for api in SHOP["apis"][:2]:
         Api.objects.create(domain=domain, **api)
     task = Task.objects.create(domain=domain, instruction="Cancel my order W1.", expected_outcome="W1 cancelled")
     user = user_create(username="bench", role="curator", password="bench-password-1")

@@ -79,7 +79,7 @@ def main() -> None:
     from simia_web.llm.models import EndpointProfile
     from simia_web.synthesis.services import rollout_queue
     from tests.support.processes import WorkerProcess
-    from tests.support.scripts import APIS, tasks_answer
+    from tests.support.scripts import SHOP, tasks_answer
 
     # The scripted server runs in its own process, so its threads do not compete with this one's.
     stub = subprocess.Popen(
@@ -95,7 +95,7 @@ def main() -> None:
         timeout_seconds=30,
     )
     domain = domain_ensure(name="bench")
-    apis_store(domain=domain, apis=APIS["apis"], state_schema=APIS["state_schema"], initial_state=APIS["initial_state"])
+    apis_store(domain=domain, apis=SHOP["apis"], state_schema=SHOP["state_schema"], initial_state=SHOP["initial_state"])
     # One rollout per task: the same 200 units as 50 tasks x 4, and the warm-up can take a subset.
     task_count = args.rollouts
     tasks_store(domain=domain, tasks=tasks_answer(task_count)["tasks"][:task_count])

@@ -255,6 +255,13 @@ def _payload(reply: Reply, body: dict, personality=None) -> bytes:
 
 def serve_pipeline_script(latency: float) -> None:
     """Serve the scripted domain-first pipeline in this process (benchmarks run it apart from the app)."""
+    import os
+
+    import django
+
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "simia_web.settings")
+    django.setup()  # the script's API answer is read by the app's own synthesis code
+
     from .scripts import pipeline_responder
 
     stub = StubLLM(responder=pipeline_responder(), latency=latency).start()
