@@ -22,7 +22,7 @@ class EndpointProfileAdmin(admin.ModelAdmin):
     actions = ["test_endpoint"]
 
     def get_readonly_fields(self, request, obj=None):
-        found = ("capabilities_found", "chars_per_token")
+        found = ("capabilities_found", "chars_per_token", "tokens_per_second")
         # Each machine takes these from its environment while the profile follows it (see the help text).
         if obj is not None and obj.follows_environment:
             return ("base_url", "model", "api_key_env", *found)
@@ -78,7 +78,16 @@ class EndpointProfileAdmin(admin.ModelAdmin):
         ),
         (
             "Compatibility",
-            {"fields": ("structured_mode", "tool_mode", "context_window", "capabilities_found", "chars_per_token")},
+            {
+                "fields": (
+                    "structured_mode",
+                    "tool_mode",
+                    "context_window",
+                    "capabilities_found",
+                    "chars_per_token",
+                    "tokens_per_second",
+                )
+            },
         ),
         ("Cost and cache", {"fields": ("price_input_per_mtok", "price_output_per_mtok", "cache_enabled")}),
     )

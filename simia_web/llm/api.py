@@ -32,6 +32,7 @@ class EndpointProfileSerializer(serializers.ModelSerializer):
             "stage_max_tokens",
             "context_window",
             "chars_per_token",
+            "tokens_per_second",
             "capabilities",
             "follows_environment",
             "price_input_per_mtok",

@@ -53,8 +53,8 @@ from .services import (
     llm_call_record,
     llm_slot_rank,
     profile_capability_learn,
-    profile_chars_per_token_learn,
     profile_context_window_learn,
+    profile_learned_store,
 )
 from .transport import LimitedTransport, exchange_ms
 from .validation import api_key_read
@@ -88,7 +88,7 @@ class LLMReply:
 _thread_clients = threading.local()  # .clients: {client key: (openai.OpenAI, chat completions URL)}
 _downgrades: dict[tuple, str] = {}  # (profile key, "structured"|"tools") -> weaker mode learned at run time
 _ratios: dict[tuple, float] = {}  # profile key -> characters per prompt token learned in this process
-_ratios_stored: dict[tuple, float] = {}  # profile key -> the ratio this process last wrote to the profile
+_learned_stored: dict[tuple, float] = {}  # (profile key, field) -> what this process last wrote to the profile
 _rates: dict[tuple, float] = {}  # profile key -> answer tokens per second of a call (the slow end)
 _lock = threading.Lock()
 
@@ -396,17 +396,12 @@ class LLMClient:
             ratio = _ratios.get(key)
             # Denser text counts at once, lighter text slowly: a prompt sized too large costs a refused call.
             _ratios[key] = sample if ratio is None or sample < ratio else ratio + _RATIO_WEIGHT * (sample - ratio)
-        key = self._learned_key("ratio")
-        ratio = _ratios[key]
-        stored = _ratios_stored.get(key, self.profile.chars_per_token)
-        if abs(ratio - stored) > 0.1 * stored:  # written when it moved, not on every call
-            _ratios_stored[key] = ratio
-            profile_chars_per_token_learn(profile=self.profile, chars_per_token=ratio)
+        self._store_learned("chars_per_token", _ratios[self._learned_key("ratio")])
 
     def _timeout(self, max_tokens: int) -> float:
         """The profile's timeout, or longer when the answer asked for takes this endpoint longer to write."""
         base = self.profile.timeout_seconds
-        rate = _rates.get(self._learned_key("rate"))
+        rate = _rates.get(self._learned_key("rate")) or self.profile.tokens_per_second
         if not rate:
             return base
         return min(max(base, 2 * max_tokens / rate), _TIMEOUT_GROWTH * base)
@@ -416,8 +411,17 @@ class LLMClient:
             return
         sample = tokens_out / (latency_ms / 1000)
         key = self._learned_key("rate")
-        rate = _rates.get(key)
+        rate = _rates.get(key) or self.profile.tokens_per_second
         _rates[key] = sample if rate is None or sample < rate else rate + _RATIO_WEIGHT * (sample - rate)
+        self._store_learned("tokens_per_second", _rates[key])
+
+    def _store_learned(self, field: str, value: float) -> None:
+        """Write a learned figure to the profile when it moved by a tenth, not on every call."""
+        key = self._learned_key(field)
+        stored = _learned_stored.get(key, getattr(self.profile, field))
+        if stored is None or abs(value - stored) > 0.1 * stored:
+            _learned_stored[key] = value
+            profile_learned_store(profile=self.profile, field=field, value=value)
 
     def _fit(self, messages: list[dict], extra: dict, max_tokens: int):
         tools_chars = len(compact_json(extra["tools"])) if extra.get("tools") else 0

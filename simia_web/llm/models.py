@@ -57,6 +57,12 @@ class EndpointProfile(models.Model):
         help_text="Characters per prompt token, learned from the token counts the endpoint returns (starts low, "
         "so that prompts are sized conservatively).",
     )
+    tokens_per_second = models.FloatField(
+        null=True,
+        blank=True,
+        help_text="Answer tokens per second of a call at the slow end (queueing at the server included), learned "
+        "from use: a stage's timeout grows with the time its longest answer takes at this rate.",
+    )
     capabilities = models.JSONField(
         default=dict,
         blank=True,

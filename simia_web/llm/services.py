@@ -145,6 +145,7 @@ def _as_used(row: EndpointProfile, profile: EndpointProfile) -> EndpointProfile:
     return row
 
 
-def profile_chars_per_token_learn(*, profile: EndpointProfile, chars_per_token: float) -> None:
-    EndpointProfile.objects.filter(pk=profile.pk).update(chars_per_token=chars_per_token)
-    profile.chars_per_token = chars_per_token
+def profile_learned_store(*, profile: EndpointProfile, field: str, value: float) -> None:
+    """Keep a figure learned in use (chars_per_token, tokens_per_second) for every process using the profile."""
+    EndpointProfile.objects.filter(pk=profile.pk).update(**{field: value})
+    setattr(profile, field, value)

@@ -196,6 +196,20 @@ def test_a_timed_out_request_is_retried_with_more_time(stub):
     assert [c.error_kind for c in reply.calls] == ["timeout", ""]  # the second waited 0.6 s for its 0.5 s answer
 
 
+def test_a_slow_endpoint_s_rate_is_kept_for_the_next_process(stub, monkeypatch):
+    from simia_web.llm import client as client_module
+
+    _set(stub.profile, timeout_seconds=1, max_tokens=1000)
+    stub.inject(Reply(content={"answer": "x" * 400}, delay=0.5))  # about 100 tokens in 0.5 s
+    ask()
+    stored = EndpointProfile.objects.get(pk=stub.profile.pk).tokens_per_second
+    assert 150 < stored < 250
+    monkeypatch.setattr(client_module, "_rates", {})  # a new process knows only what the profile keeps
+    profile_cache_clear()
+    client = client_for_stage("api_synthesis")
+    assert client._timeout(300) == pytest.approx(2 * 300 / stored)  # more than the 1 s that would cut the answer
+
+
 def test_a_megabyte_prompt_is_cut_to_fit_without_a_refusal(stub):
     stub.personality = LlamaCppPython(context_window=8192)
     _set(stub.profile, structured_mode="json_object_schema")
