@@ -1,6 +1,7 @@
 """The domain-first pipeline end to end, executed in-process against the scripted LLM server."""
 
 import json
+import re
 
 import pytest
 from django.db import transaction
@@ -12,9 +13,10 @@ from simia_web.jobs.models import JobStatus
 from simia_web.llm.client import client_for_stage
 from simia_web.llm.models import LLMCall, Stage
 from simia_web.synthesis.services import rollout_queue, synthesis_queue
+from simia_web.synthesis.simulator import answer_schema
 
 from .support.llm_stub import Reply
-from .support.scripts import pipeline_responder
+from .support.scripts import SHOP, pipeline_responder
 
 CANCEL_CALL = {
     "id": "call_1",
@@ -113,6 +115,29 @@ def test_a_failed_patch_is_described_without_quoting_the_state():
     kept, error = state_apply(state, [{"op": "add", "path": "/users/user_1/age", "value": 3}], schema)
     assert kept is state and error.startswith("patched state breaks the state schema at users: {'user_0'")
     assert len(error) < 500
+
+
+def test_a_read_only_api_is_asked_for_no_patch_and_any_it_writes_is_not_applied(llm_stub):
+    from simia_web.synthesis.simulator import simulate_call
+
+    state = SHOP["initial_state"]
+    deleting = {"response": '{"order_id": "W1"}', "patch": [{"op": "remove", "path": "/orders/W1"}]}
+    llm_stub.inject(Reply(content=deleting), Reply(content=deleting), stage="simulator")
+    outcome = simulate_call(
+        client=client_for_stage("simulator"),
+        api={"name": "get_order", "kind": "read", "parameters": {}},
+        arguments={"order_id": "W1"},
+        task="Where is W1?",
+        state=state,
+        state_schema=SHOP["state_schema"],
+        history=[],
+    )
+    assert outcome["state_after"] is state and outcome["response"] == {"order_id": "W1"}
+    assert outcome["errors"] == ["a read-only API cannot change the state: a patch of 1 operation(s) was not applied"]
+    schema = llm_stub.stage_requests("simulator")[0].body["response_format"]["json_schema"]["schema"]
+    assert schema["properties"]["patch"]["maxItems"] == 0
+    path = answer_schema(state)["properties"]["patch"]["items"]["anyOf"][1]["properties"]["path"]["pattern"]
+    assert re.match(path, "/orders/W1") and not re.match(path, "/orders") and not re.match(path, "/carts/1")
 
 
 def test_faults_are_retried_recorded_and_never_crash(eager, llm_stub):

@@ -412,8 +412,9 @@ class LLMClient:
         sample = tokens_out / (latency_ms / 1000)
         key = self._learned_key("rate")
         rate = _rates.get(key) or self.profile.tokens_per_second
-        _rates[key] = sample if rate is None or sample < rate else rate + _RATIO_WEIGHT * (sample - rate)
-        self._store_learned("tokens_per_second", _rates[key])
+        _rates[key] = rate = sample if rate is None or sample < rate else rate + _RATIO_WEIGHT * (sample - rate)
+        if 2 * self.max_tokens / rate > self.profile.timeout_seconds:  # kept where it lengthens timeouts: slow servers
+            self._store_learned("tokens_per_second", rate)
 
     def _store_learned(self, field: str, value: float) -> None:
         """Write a learned figure to the profile when it moved by a tenth, not on every call."""

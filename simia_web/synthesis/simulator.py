@@ -44,13 +44,14 @@ _SCALARS = [{"type": "string", "maxLength": 120}, {"type": "number"}, {"type": "
 _VALUE = {"anyOf": [*_SCALARS, {"type": "object", "additionalProperties": {"anyOf": _SCALARS}}]}
 
 
-def answer_schema(state: dict) -> dict:
-    """The answer asked for one call. A path starts at one of the state's collections when their names are
-    plain, and add and replace carry a value: a small model held to it cannot write a patch that misses the
-    state at its first step or leaves out what to write (the two failures SmolLM2-135M made most)."""
+def answer_schema(state: dict, *, writes: bool = True) -> dict:
+    """The answer asked for one call. A read-only API's patch is empty. A path goes into one of the state's
+    collections when their names are plain, and add and replace carry a value: a small model held to it
+    cannot write a patch that misses the state at its first step, replaces a whole collection, or leaves
+    out what to write (the failures SmolLM2-135M made most)."""
     keys = sorted(state) if isinstance(state, dict) else []
     if keys and all(_PLAIN_KEY.fullmatch(key) for key in keys):
-        pointer = f"^/({'|'.join(keys)}){_SEGMENT}{{0,5}}$"
+        pointer = f"^/({'|'.join(keys)}){_SEGMENT}{{1,5}}$"
     else:
         pointer = f"^{_SEGMENT}{{1,6}}$"
     path = {"type": "string", "pattern": pointer}
@@ -79,7 +80,7 @@ def answer_schema(state: dict) -> dict:
                 "maxLength": 1000,
                 "description": "The API's response as JSON text, as the real backend would return it.",
             },
-            "patch": {**ANSWER["properties"]["patch"], "maxItems": 6, "items": operation},
+            "patch": {**ANSWER["properties"]["patch"], "maxItems": 6 if writes else 0, "items": operation},
         },
         "required": ["response", "patch"],
         "additionalProperties": False,
@@ -148,7 +149,8 @@ def simulate_call(
     """{"response", "patch", "state_after", "errors", "failed", "calls" (LLMCall rows), "cut" (what the prompt
     left out to fit)}; never raises for LLM trouble: when the simulator gives no usable answer, `failed` is set
     and the agent is told the service is down."""
-    schema = answer_schema(state)
+    writes = api.get("kind") != "read"
+    schema = answer_schema(state, writes=writes)
     messages, cut = simulator_messages(
         api=api,
         arguments=arguments,
@@ -180,7 +182,7 @@ def simulate_call(
             "cut": cut,
         }
     answer, calls = reply.data, list(reply.calls)
-    new_state, error = state_apply(state, answer["patch"], state_schema)
+    new_state, error = _outcome(state, answer["patch"], state_schema, writes)
     if error:  # the response may well be right: a patch that does not apply is worth one correction
         try:
             retry = ask([*messages, *_patch_feedback(answer, error)])
@@ -188,7 +190,7 @@ def simulate_call(
             retry = None
         if retry is not None:
             calls += retry.calls
-            retried_state, retry_error = state_apply(state, retry.data["patch"], state_schema)
+            retried_state, retry_error = _outcome(state, retry.data["patch"], state_schema, writes)
             if retry_error is None:
                 answer, new_state, error = retry.data, retried_state, None
     return {
@@ -200,6 +202,12 @@ def simulate_call(
         "calls": calls,
         "cut": cut,
     }
+
+
+def _outcome(state: dict, patch: list[dict], state_schema: dict | None, writes: bool) -> tuple[dict, str | None]:
+    if patch and not writes:
+        return state, f"a read-only API cannot change the state: a patch of {len(patch)} operation(s) was not applied"
+    return state_apply(state, patch, state_schema)
 
 
 def _patch_feedback(answer: dict, error: str) -> list[dict]:

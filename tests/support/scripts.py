@@ -89,6 +89,9 @@ def agent_reply(request: Request) -> Reply:
 
 
 def simulator_reply(request: Request) -> Reply:
+    payload = request.user_payload()
+    if isinstance(payload, dict) and (payload.get("api") or {}).get("kind") == "read":
+        return Reply(content={"response": {"order_id": "W1", "status": "pending"}, "patch": []})
     return Reply(
         content={
             "response": {"order_id": "W1", "status": "cancelled"},
