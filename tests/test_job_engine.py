@@ -95,6 +95,29 @@ def test_a_unit_whose_llm_calls_cannot_be_recorded_fails_instead_of_staying_pend
     assert "recording the LLM calls failed" in unit.error
 
 
+def test_a_unit_whose_database_was_out_of_reach_is_run_again(eager, monkeypatch, unit):
+    """A full connection pool before the unit could even be read: the task is retried, the unit not stranded."""
+    from django.db import OperationalError
+
+    from simia_web.jobs import tasks, unit_rows
+
+    read = unit_rows.unit_for_run
+    failures = iter([OperationalError("couldn't get a connection after 30.00 sec")])
+
+    def pool_timeout_once(unit_id):
+        if (failure := next(failures, None)) is not None:
+            raise failure
+        return read(unit_id)
+
+    monkeypatch.setattr(unit_rows, "unit_for_run", pool_timeout_once)
+    writer = RecordingWriter()
+    monkeypatch.setattr(services, "pipeline_for", lambda kind: OneUnitPipeline(writer))
+    monkeypatch.setattr(services, "job_advance", lambda **kwargs: None)
+    tasks.unit_execute.delay(unit.pk)
+    unit.refresh_from_db()
+    assert (writer.called, unit.status) == (1, UnitStatus.DONE)
+
+
 def test_recovery_resends_every_pending_unit_of_the_current_stage(db, monkeypatch):
     """Whether a unit's message is waiting, held by a live worker or lost, sending it again is safe."""
     job = Job.objects.create(kind="rollout", status=JobStatus.RUNNING, stage="rollout")

@@ -1,16 +1,28 @@
 from celery import shared_task
 from celery.signals import worker_ready
 from django.conf import settings
+from django.db import OperationalError
 
 from . import services
 
+# The database out of reach (a connection pool exhausted, a restart) fails the task before the unit's own
+# failure can be written: the task is sent again later, instead of its message being acknowledged as
+# failed and the unit left pending until a worker restarts. Running a unit again is safe (written once).
+_AGAIN_WHEN_THE_DATABASE_IS_AWAY = {
+    "autoretry_for": (OperationalError,),
+    "retry_backoff": 1,
+    "retry_backoff_max": 60,
+    "retry_jitter": True,
+    "max_retries": 20,
+}
 
-@shared_task(acks_late=True, ignore_result=True)
+
+@shared_task(acks_late=True, ignore_result=True, **_AGAIN_WHEN_THE_DATABASE_IS_AWAY)
 def job_start(job_id: int) -> None:
     services.job_start(job_id=job_id)
 
 
-@shared_task(acks_late=True, ignore_result=True)
+@shared_task(acks_late=True, ignore_result=True, **_AGAIN_WHEN_THE_DATABASE_IS_AWAY)
 def unit_execute(unit_id: int, last_of_stage: bool = False) -> None:
     services.unit_execute(unit_id=unit_id, last_of_stage=last_of_stage)
 
