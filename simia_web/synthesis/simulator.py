@@ -12,7 +12,7 @@ from simia_web.llm.client import LLMClient, LLMError
 from .prompt_fit import compact_json, json_size, messages_fit, text_clip
 from .state_slice import state_view
 
-PROMPT_VERSION = "simulator-v4"  # v4: paths start at a collection of the state; add and replace carry a value
+PROMPT_VERSION = "simulator-v4"  # v4: paths go into a collection; add and replace carry a value; reads patch nothing
 
 # What an answer must be: any JSON response, and a patch of operations (applying it is checked apart).
 ANSWER = {
