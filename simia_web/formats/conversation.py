@@ -216,7 +216,24 @@ def _call_lenient(call, fallback_id: str) -> dict:
     JSON stay text so the rules can name them."""
     call = call if isinstance(call, dict) else {}
     function = call.get("function") if isinstance(call.get("function"), dict) else call
-    return tool_call(str(call.get("id") or fallback_id), str(function.get("name") or ""), function.get("arguments"))
+    arguments = _arguments_lenient(function.get("arguments"))
+    return tool_call(str(call.get("id") or fallback_id), str(function.get("name") or ""), arguments)
+
+
+def _arguments_lenient(arguments):
+    """Arguments JSON whose strings hold raw newlines or tabs (small models write them unescaped) is
+    written again with them escaped: the same value, now JSON. Other text is kept as it came."""
+    if not isinstance(arguments, str):
+        return arguments
+    try:
+        json_parse(arguments or "{}")
+        return arguments
+    except ValueError:
+        pass
+    try:
+        return json_parse(arguments, strict=False)
+    except ValueError:
+        return arguments
 
 
 def _content_lenient(content) -> str:

@@ -82,6 +82,16 @@ def test_lenient_keeps_what_it_can_and_returns_violations():
     assert empty == {"id": "call_14_1", "type": "function", "function": {"name": "", "arguments": "{}"}}
 
 
+def test_lenient_escapes_raw_control_characters_in_arguments_and_keeps_other_text():
+    def call(arguments):
+        return {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "f", "arguments": arguments}}]}
+
+    (raw_newline, garbage), _ = messages_lenient([call('{"note": "line one\nline\ttwo"}'), call("{not json")])
+    arguments = raw_newline["tool_calls"][0]["function"]["arguments"]
+    assert json.loads(arguments) == {"note": "line one\nline\ttwo"}  # SmolLM2 wrote them unescaped
+    assert garbage["tool_calls"][0]["function"]["arguments"] == "{not json"  # left for the rules to name
+
+
 def test_lenient_answer_that_is_not_a_list():
     messages, violations = messages_lenient({"role": "user"})
     assert messages == [] and [(v.code, v.message_index, v.detail) for v in violations] == [
