@@ -5,7 +5,9 @@ about 4 LLM calls each reaches at least 95% of the ideal 32 / 0.2 = 160 calls/s,
 --workers 2 (two processes sharing the endpoint's 32, which the server must never see exceeded),
 and one process reaches at least 95% of the practical ceiling: a bare AsyncOpenAI client behind an
 asyncio semaphore sending the job's own requests to the same server, measured in the same run
-after each job. With --concurrency 256 --latency 1 --workers 2, at least 90% of the ideal.
+after each job. With --concurrency 256 --latency 1 --workers 2, at least 90% of the ideal: give it
+--threads 512 --rollouts 1000 (200 rollouts hold at most 200 requests at once) and a database pool
+(SIMIA_DB_POOL_SIZE=40: 512 threads would otherwise open more connections than PostgreSQL's 100).
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/simia_bench \
     CELERY_BROKER_URL=redis://127.0.0.1:6379/13 python bench/rollout_throughput.py [--rollouts 200]
