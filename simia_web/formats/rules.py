@@ -65,6 +65,12 @@ def simulator_failures(steps: dict[str, dict]) -> list[Violation]:
     ]
 
 
+def ends_with_answer(messages: list[dict]) -> bool:
+    """Whether the conversation ends with the assistant's non-empty text answer (no tool call pending)."""
+    last = messages[-1] if messages else {}
+    return last.get("role") == "assistant" and not last.get("tool_calls") and bool(message_text(last).strip())
+
+
 def rules_check(
     messages: list[dict],
     tools: list[dict],
@@ -111,16 +117,14 @@ def rules_check(
         previous_role = role
     for call_id, call_index in open_calls.items():
         found.append(Violation("call_without_result", call_index, f"call {call_id!r} has no result"))
-    if require_final_answer:
-        last = messages[-1] if messages else {}
-        if last.get("role") != "assistant" or last.get("tool_calls") or not message_text(last).strip():
-            found.append(
-                Violation(
-                    "no_final_answer",
-                    len(messages) - 1 if messages else None,
-                    "the conversation does not end with a non-empty assistant answer",
-                )
+    if require_final_answer and not ends_with_answer(messages):
+        found.append(
+            Violation(
+                "no_final_answer",
+                len(messages) - 1 if messages else None,
+                "the conversation does not end with a non-empty assistant answer",
             )
+        )
     return found
 
 

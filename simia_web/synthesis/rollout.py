@@ -4,6 +4,7 @@ from dataclasses import dataclass
 
 from simia_web.catalog.models import Api, Domain, Task
 from simia_web.formats.conversation import Violation, message_text
+from simia_web.formats.rules import ends_with_answer
 from simia_web.llm.client import LLMError
 from simia_web.llm.models import Stage
 
@@ -92,9 +93,7 @@ def _wrap_up(episode, agent, sample: str, failures: list[Violation]) -> bool:
     """A teacher that reached a limit mid-task still owes the customer an answer, as a deployed agent would
     give one: it is asked once, without tools, and the judge scores the conversation as it then stands.
     The termination reason keeps the limit, so curators see why it ended."""
-    last = episode.messages[-1]
-    answered = last.get("role") == "assistant" and not last.get("tool_calls") and message_text(last).strip()
-    if episode.termination_reason not in LIMIT_TERMINATIONS or answered:
+    if episode.termination_reason not in LIMIT_TERMINATIONS or ends_with_answer(episode.messages):
         return False
     try:
         reply = agent.chat(
