@@ -146,3 +146,30 @@ def test_cancel_stops_remaining_work(celery_worker, llm_stub, settings):
     assert JobUnit.objects.filter(job=job, status=UnitStatus.CANCELLED).count() > 0
     # In-flight units may not write after the cancel; nothing new appears.
     assert Trajectory.objects.filter(job=job).count() <= cancelled_at + 2
+
+
+def test_threads_waiting_for_the_window_lookup_hold_no_pooled_connection(celery_worker, llm_stub, settings):
+    """A fresh worker's units all wait for the one thread that looks up the endpoint's context window.
+
+    They used to wait holding their database connections; with a pool smaller than the threads, the
+    looking-up thread then found none to record what it found, and timed out after 30 s.
+    """
+    from simia_web.catalog.services import apis_store, domain_ensure, tasks_store
+    from simia_web.synthesis.services import rollout_queue
+
+    from .support.scripts import SHOP, tasks_answer
+
+    if not settings.CELERY_BROKER_URL.startswith("redis://") or settings.DATABASES["default"]["ENGINE"].endswith(
+        "sqlite3"
+    ):
+        pytest.skip("needs Redis and PostgreSQL (make test sets both)")
+    domain = domain_ensure(name="shop")
+    apis_store(domain=domain, apis=SHOP["apis"], state_schema=SHOP["state_schema"], initial_state=SHOP["initial_state"])
+    tasks_store(domain=domain, tasks=tasks_answer(6)["tasks"][:6])
+    llm_stub.lookup_latency = 0.5  # the window lookup's three requests take 1.5 s: every thread is waiting by then
+    celery_worker(concurrency=6, SIMIA_DB_POOL_SIZE="2")
+    job = rollout_queue(domain="shop", rollouts=1, tasks=6)
+    wait_for(lambda: _job_done(job), timeout=150, message="the job to finish")
+    assert job.status == JobStatus.SUCCEEDED, job.error
+    units = JobUnit.objects.filter(job=job)
+    assert sorted(units.values_list("status", "attempts")) == [(UnitStatus.DONE, 1)] * 6

@@ -14,6 +14,7 @@ import httpx2
 import openai
 import orjson
 
+from simia_web.core.db import db_connection_give_back
 from simia_web.core.schemas import first_error
 
 from .budget import compact_json
@@ -55,6 +56,8 @@ def profile_context_window(*, profile: EndpointProfile) -> int | None:
     if "context_window_source" in profile_findings(profile):
         return profile.context_window
     key = (profile.pk, profile.base_url, profile.model)
+    # The thread that looks it up needs a connection to record it, and may have given its own back.
+    db_connection_give_back()
     with _discovery_lock:
         if key not in _discovered:
             window, source, _probes = _context_window_lookup(profile)

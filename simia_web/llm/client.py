@@ -90,7 +90,6 @@ _downgrades: dict[tuple, str] = {}  # (profile key, "structured"|"tools") -> wea
 _ratios: dict[tuple, float] = {}  # profile key -> characters per prompt token learned in this process
 _learned_stored: dict[tuple, float] = {}  # (profile key, field) -> what this process last wrote to the profile
 _rates: dict[tuple, float] = {}  # profile key -> answer tokens per second of a call (the slow end)
-_lock = threading.Lock()
 
 _STRUCTURED_FALLBACK = {
     StructuredMode.JSON_SCHEMA: StructuredMode.JSON_OBJECT_SCHEMA,

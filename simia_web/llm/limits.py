@@ -30,10 +30,11 @@ from dataclasses import dataclass
 
 import redis
 from django.conf import settings
-from django.db import connection
 from limits import RateLimitItemPerMinute
 from limits.storage import storage_from_string
 from limits.strategies import SlidingWindowCounterRateLimiter
+
+from simia_web.core.db import db_connection_give_back
 
 from .slots import Rank, Slots
 
@@ -125,7 +126,7 @@ class EndpointLimiter:
     def held(self, rank: Rank, *, tokens: Callable[[], int]) -> Iterator[Outcome]:
         """Hold the right to send one request for the duration of the block."""
         outcome = Outcome()
-        _database_connection_give_back()
+        db_connection_give_back()
         with self._slots.taken(rank):
             lease = self._lease_take() if self._redis is not None else self._wait_local_cool_down()
             try:
@@ -204,15 +205,6 @@ class EndpointLimiter:
     def _excused(self) -> bool:
         """Whether a cool-down in force is the one this thread's own 429 started."""
         return time.monotonic() < getattr(self._throttled, "until", 0.0)
-
-
-def _database_connection_give_back() -> None:
-    """Return this thread's connection to the database pool (where there is one) while it waits on the LLM.
-
-    Without a pool a connection is kept: opening one per call would cost more than it saves.
-    """
-    if connection.settings_dict.get("OPTIONS", {}).get("pool") and not connection.in_atomic_block:
-        connection.close()
 
 
 _limiters: dict[tuple, EndpointLimiter] = {}

@@ -69,6 +69,7 @@ class StubLLM:
     def __init__(self, responder: Callable[[Request], Reply] | None = None, latency: float = 0.0):
         self.responder = responder or (lambda request: Reply(content={}))
         self.latency = latency
+        self.lookup_latency = 0.0  # for GET requests (model listings, /props): a slow server's lookups
         self.requests: list[Request] = []
         self.reject_json_schema = False
         self.reject_json_object = False
@@ -95,6 +96,7 @@ class StubLLM:
             def do_GET(self):
                 if self.path.rstrip("/").endswith("/in-flight"):  # the most answered at once since the last look
                     return self._send(Reply(raw_body=json.dumps({"max_in_flight": stub.take_max_in_flight()})))
+                time.sleep(stub.lookup_latency)
                 if stub.personality is not None:
                     document = stub.personality.get(self.path, stub.models)
                     if document is not None:
