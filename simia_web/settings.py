@@ -250,14 +250,13 @@ SPECTACULAR_SETTINGS = {
 # Celery: Redis in production, a filesystem broker that needs no server by default.
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "filesystem://")
 if CELERY_BROKER_URL.startswith("filesystem://"):
-    CELERY_BROKER_TRANSPORT = "simia_web.jobs.transport:FilesystemTransport"
+    # Senders write to the outbox; workers move whole messages into the inbox (see jobs.broker_folder).
     _broker_dir = VAR_DIR / "broker"
-    (_broker_dir / "out").mkdir(parents=True, exist_ok=True)
-    (_broker_dir / "processed").mkdir(parents=True, exist_ok=True)
-    (_broker_dir / "control").mkdir(parents=True, exist_ok=True)
+    for _folder in ("outbox", "inbox", "processed", "control"):
+        (_broker_dir / _folder).mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_TRANSPORT_OPTIONS = {
-        "data_folder_in": str(_broker_dir / "out"),
-        "data_folder_out": str(_broker_dir / "out"),
+        "data_folder_in": str(_broker_dir / "inbox"),
+        "data_folder_out": str(_broker_dir / "outbox"),
         "processed_folder": str(_broker_dir / "processed"),
         "control_folder": str(_broker_dir / "control"),
         "store_processed": False,

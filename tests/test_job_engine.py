@@ -170,18 +170,25 @@ def test_units_are_sent_in_batches(db, redis_queue, monkeypatch):
     assert [json.loads(m)["headers"]["kwargsrepr"] for m in client.lrange(queue, 0, -1)] == ["{}", "{}"]
 
 
-def _consumer_view_while_writing(tmp_path, monkeypatch, transport_class) -> list:
-    """Put a message, and while its bytes are being written, take from the queue as a worker would."""
+def test_a_filesystem_consumer_never_takes_a_message_still_being_written(tmp_path, monkeypatch):
+    """kombu's filesystem transport creates a message's file, then writes it: a worker listing the folder
+    in between took the empty file and stopped on a JSON error. Messages are written to an outbox, and
+    only whole ones are moved where workers take them (jobs.broker_folder)."""
     import builtins
     import contextlib
-    import sys
     from queue import Empty
 
+    import kombu.transport.filesystem
     from kombu import Connection
 
-    options = {"data_folder_in": str(tmp_path), "data_folder_out": str(tmp_path)}
+    from simia_web.jobs.broker_folder import outbox_promote
+
+    outbox, inbox = tmp_path / "outbox", tmp_path / "inbox"
+    outbox.mkdir()
+    inbox.mkdir()
+    options = {"data_folder_in": str(inbox), "data_folder_out": str(outbox)}
     seen = []
-    with Connection("filesystem://", transport=transport_class, transport_options=options) as conn:
+    with Connection("filesystem://", transport_options=options) as conn:
         channel = conn.default_channel
 
         class ProbedFile:
@@ -189,36 +196,25 @@ def _consumer_view_while_writing(tmp_path, monkeypatch, transport_class) -> list
                 self.file = file
 
             def write(self, data):
-                with contextlib.suppress(Empty):  # nothing to take: the message is not visible yet
+                # What a worker would do while the file exists but is still empty.
+                assert outbox_promote(outbox, inbox) == 0
+                with contextlib.suppress(Empty):
                     seen.append(channel._get("celery"))
                 return self.file.write(data)
 
             def __getattr__(self, name):
                 return getattr(self.file, name)
 
-            def __enter__(self):
-                return self
-
-            def __exit__(self, *exc):
-                self.file.close()
-
         def probed_open(*args, **kwargs):
             return ProbedFile(builtins.open(*args, **kwargs))
 
-        module = sys.modules[transport_class.Channel._put.__module__]
-        monkeypatch.setattr(module, "open", probed_open, raising=False)
+        monkeypatch.setattr(kombu.transport.filesystem, "open", probed_open, raising=False)
         channel._put("celery", {"n": 1})
         monkeypatch.undo()
-        seen.append(channel._get("celery"))
-    return seen
-
-
-def test_a_filesystem_consumer_never_takes_a_message_still_being_written(tmp_path, monkeypatch):
-    """kombu's own transport creates the file, then writes it: a worker listing the folder in between
-    took the empty file and stopped on a JSON error. Ours renames a finished file into place."""
-    from simia_web.jobs.transport import FilesystemTransport
-
-    assert _consumer_view_while_writing(tmp_path, monkeypatch, FilesystemTransport) == [{"n": 1}]
+        assert seen == []
+        assert outbox_promote(outbox, inbox) == 1
+        assert channel._get("celery") == {"n": 1}
+    assert list(outbox.iterdir()) == [] and list(inbox.iterdir()) == []
 
 
 def test_the_last_unit_of_a_stage_marks_its_job_finishing(monkeypatch, unit):

@@ -1,9 +1,12 @@
+from pathlib import Path
+
 from celery import shared_task
 from celery.signals import worker_ready
 from django.conf import settings
 from django.db import OperationalError
 
 from . import services
+from .broker_folder import outbox_watch
 
 # The database out of reach (a connection pool exhausted, a restart) fails the task before the unit's own
 # failure can be written: the task is sent again later, instead of its message being acknowledged as
@@ -28,6 +31,9 @@ def unit_execute(unit_id: int, last_of_stage: bool = False) -> None:
 
 
 @worker_ready.connect
-def _recover_on_start(**_kwargs):
+def _on_worker_ready(**_kwargs):
+    options = settings.CELERY_BROKER_TRANSPORT_OPTIONS
+    if settings.CELERY_BROKER_URL.startswith("filesystem://"):
+        outbox_watch(Path(options["data_folder_out"]), Path(options["data_folder_in"]))
     if settings.SIMIA_RECOVER_ON_WORKER_START:
         services.jobs_recover()
