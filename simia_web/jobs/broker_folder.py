@@ -7,12 +7,15 @@ into the inbox its transport reads the files that hold a whole message: a rename
 in place at once. kombu's transport is used as shipped, configured through its documented options.
 """
 
+import logging
 import os
 import threading
 import time
 from pathlib import Path
 
 import orjson
+
+logger = logging.getLogger(__name__)
 
 # How often a worker looks for finished messages (seconds): the transport itself polls every second.
 POLL_SECONDS = 0.05
@@ -27,9 +30,7 @@ def outbox_promote(outbox: Path, inbox: Path) -> int:
         try:
             orjson.loads(Path(entry.path).read_bytes())  # empty or cut short while its sender still writes it
             os.replace(entry.path, inbox / entry.name)
-        except orjson.JSONDecodeError:
-            continue
-        except FileNotFoundError:  # another worker moved it first
+        except (orjson.JSONDecodeError, OSError):  # not whole yet, or another worker moved it first
             continue
         moved += 1
     return moved
@@ -40,7 +41,10 @@ def outbox_watch(outbox: Path, inbox: Path) -> threading.Thread:
 
     def watch():
         while True:
-            outbox_promote(outbox, inbox)
+            try:
+                outbox_promote(outbox, inbox)
+            except OSError:  # the folder gone or unreadable for a moment: without this thread no job would run
+                logger.exception("moving messages from %s to %s failed", outbox, inbox)
             time.sleep(POLL_SECONDS)
 
     thread = threading.Thread(target=watch, name="broker-outbox", daemon=True)
