@@ -32,8 +32,8 @@ def unit_execute(unit_id: int, last_of_stage: bool = False) -> None:
 
 @worker_ready.connect
 def _on_worker_ready(**_kwargs):
-    options = settings.CELERY_BROKER_TRANSPORT_OPTIONS
     if settings.CELERY_BROKER_URL.startswith("filesystem://"):
+        options = settings.CELERY_BROKER_TRANSPORT_OPTIONS
         outbox_watch(Path(options["data_folder_out"]), Path(options["data_folder_in"]))
     if settings.SIMIA_RECOVER_ON_WORKER_START:
         services.jobs_recover()
