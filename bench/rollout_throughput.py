@@ -5,8 +5,12 @@ about 4 LLM calls each reaches at least 95% of the ideal 32 / 0.2 = 160 calls/s,
 --workers 2 (two processes sharing the endpoint's 32, which the server must never see exceeded),
 and one process reaches at least 95% of the practical ceiling: a bare AsyncOpenAI client behind an
 asyncio semaphore sending the job's own requests to the same server, measured in the same run
-after each job. With --concurrency 256 --latency 1 --workers 2, at least 90% of the ideal: give it
---threads 512 --rollouts 1000 (200 rollouts hold at most 200 requests at once) and a database pool
+after each job. Beside it, the same client sending the job's rollouts as they ran, each one's calls
+one after another and as many rollouts at once as the worker has threads: what the job's shape leaves,
+so that the gap between the two ceilings is the shape's and the rest is the worker's own.
+
+With --concurrency 256 --latency 1 --workers 2, at least 90% of the ideal: give it --threads 512
+--rollouts 1000 (200 rollouts hold at most 200 requests at once) and a database pool
 (SIMIA_DB_POOL_SIZE=40: 512 threads would otherwise open more connections than PostgreSQL's 100).
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/simia_bench \
@@ -135,7 +139,10 @@ def main() -> None:
             result = measure(run_job, cpu_seconds, task_count, args.concurrency)
             result["server_cpu"] = sum(psutil.Process(stub.pid).cpu_times()[:2]) - server_cpu
             result["in_flight"] = server_in_flight(stub_url)
-            result["ceiling"] = asyncio_ceiling(stub_url, job_requests(result["job"]), args.concurrency)
+            chains = job_chains(result["job"])
+            requests = [[request] for chain in chains for request in chain]
+            result["ceiling"] = asyncio_ceiling(stub_url, requests, args.concurrency, len(requests))
+            result["chained_ceiling"] = asyncio_ceiling(stub_url, chains, args.concurrency, args.threads)
             results.append(result)
     finally:
         for worker in workers:
@@ -152,6 +159,9 @@ def main() -> None:
             f"whose CPU was {result['server_cpu'] / result['seconds']:.0%} of one core"
             f"\n    {result['losses']}\n    asyncio ceiling (AsyncOpenAI + semaphore, the job's requests): "
             f"{result['ceiling']:.1f} calls/s; the worker reached {result['rate'] / result['ceiling']:.1%} of it"
+            f"\n    the same client sending the job's rollouts, each one call after another, {args.threads} at once: "
+            f"{result['chained_ceiling']:.1f} calls/s; the worker reached "
+            f"{result['rate'] / result['chained_ceiling']:.1%} of it"
         )
     print(
         f"machine speed: a fixed pure-Python loop took {loop_before:.2f} s before the jobs and "
@@ -160,10 +170,12 @@ def main() -> None:
     rates = sorted(r["rate"] for r in results)
     median = statistics.median(rates)
     ceiling = statistics.median(r["ceiling"] for r in results)
+    chained = statistics.median(r["chained_ceiling"] for r in results)
     print(
         f"{args.workers} worker process(es), {args.threads} threads: median {median:.1f} calls/s "
         f"(min {rates[0]:.1f}, max {rates[-1]:.1f}); ideal {ideal:.0f} calls/s; ratio {median / ideal:.1%}; "
-        f"asyncio ceiling median {ceiling:.1f} calls/s, ratio {median / ceiling:.1%}; "
+        f"asyncio ceiling median {ceiling:.1f} calls/s, ratio {median / ceiling:.1%}; the same sending the "
+        f"rollouts {args.threads} at once, median {chained:.1f} calls/s, ratio {median / chained:.1%}; "
         f"at most {max(r['in_flight'] for r in results)} in flight (limit {args.concurrency})"
     )
 
@@ -177,14 +189,22 @@ def server_in_flight(stub_url: str) -> int:
         return json.load(answer)["max_in_flight"]
 
 
-def job_requests(job_id: int) -> list[tuple[str, dict]]:
+def job_chains(job_id: int) -> list[list[tuple[str, dict]]]:
+    """The job's requests (stage, body), one list per rollout in the order the rollout sent them."""
+    from simia_web.curation.models import Trajectory
     from simia_web.llm.models import LLMCall
 
-    return list(LLMCall.objects.filter(job_id=job_id).order_by("id").values_list("stage", "request"))
+    calls = dict(
+        (pk, (stage, request))
+        for pk, stage, request in LLMCall.objects.filter(job_id=job_id).values_list("pk", "stage", "request")
+    )
+    chains = Trajectory.objects.filter(job_id=job_id).values_list("provenance", flat=True)
+    return [[calls[pk] for pk in provenance["llm_calls"]] for provenance in chains]
 
 
-def asyncio_ceiling(stub_url: str, requests: list[tuple[str, dict]], concurrency: int) -> float:
-    """Calls/s of a bare AsyncOpenAI client sending these requests, at most `concurrency` at once."""
+def asyncio_ceiling(stub_url: str, chains: list[list[tuple[str, dict]]], concurrency: int, units: int) -> float:
+    """Calls/s of a bare AsyncOpenAI client sending these chains of requests (each chain's one after
+    another), at most `units` chains and `concurrency` requests at once."""
     import asyncio
 
     import httpx2
@@ -195,15 +215,17 @@ def asyncio_ceiling(stub_url: str, requests: list[tuple[str, dict]], concurrency
         async with openai.AsyncOpenAI(
             base_url=stub_url, api_key="none", max_retries=0, http_client=openai.DefaultAsyncHttpxClient(limits=pool)
         ) as client:
-            gate = asyncio.Semaphore(concurrency)
+            gate, in_flight = asyncio.Semaphore(concurrency), asyncio.Semaphore(units)
 
-            async def send(stage: str, request: dict) -> None:
-                async with gate:
-                    await client.chat.completions.create(**request, extra_headers={"X-Simia-Stage": stage})
+            async def send(chain: list[tuple[str, dict]]) -> None:
+                async with in_flight:
+                    for stage, request in chain:
+                        async with gate:
+                            await client.chat.completions.create(**request, extra_headers={"X-Simia-Stage": stage})
 
             started = time.perf_counter()
-            await asyncio.gather(*(send(stage, request) for stage, request in requests))
-            return len(requests) / (time.perf_counter() - started)
+            await asyncio.gather(*(send(chain) for chain in chains))
+            return sum(map(len, chains)) / (time.perf_counter() - started)
 
     return asyncio.run(send_all())
 

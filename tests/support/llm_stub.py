@@ -266,7 +266,12 @@ def serve_pipeline_script(latency: float) -> None:
 
     from .scripts import pipeline_responder
 
-    stub = StubLLM(responder=pipeline_responder(), latency=latency).start()
+    serve(StubLLM(responder=pipeline_responder(), latency=latency))
+
+
+def serve(stub: StubLLM) -> None:
+    """Serve until the process is stopped, its URL printed first (benchmarks run it apart from the app)."""
+    stub.start()
     print(stub.url, flush=True)
     stub.thread.join()
 
