@@ -18,7 +18,7 @@ from simia_web.core.db import db_connection_give_back
 from simia_web.core.schemas import first_error
 
 from .budget import compact_json
-from .client import _openai_client, parse_json_answer
+from .client import endpoint_client, parse_json_answer
 from .models import EndpointProfile, StructuredMode, ToolMode
 from .selectors import profile_findings
 from .services import profile_capabilities_record, profile_context_window_learn
@@ -191,14 +191,14 @@ def _tool_mode(profile: EndpointProfile) -> tuple[str, list[Probe]]:
 
 
 def _complete(profile: EndpointProfile, messages: list[dict], extra: dict) -> tuple[int, Any]:
-    _client, url = _openai_client(profile)
+    _client, url = endpoint_client(profile)
     body = {"model": profile.model, "messages": messages, "max_tokens": PROBE_MAX_TOKENS, "temperature": 0, **extra}
     return _request(profile, "POST", url, body)
 
 
 def _request(profile: EndpointProfile, method: str, url: str, body: dict | None = None) -> tuple[int, Any]:
     """(status, JSON body or text) of one request to the profile's server; (0, reason) when unreachable."""
-    client, _url = _openai_client(profile)
+    client, _url = endpoint_client(profile)
     try:
         if method == "GET":
             response = client.get(url, cast_to=httpx2.Response)

@@ -139,7 +139,7 @@ _DROPPED_HEADERS = {
 _PER_REQUEST_DROPPED_HEADERS = {"X-Stainless-Retry-Count": openai.Omit(), "X-Stainless-Read-Timeout": openai.Omit()}
 
 
-def _openai_client(profile: EndpointProfile) -> tuple[openai.OpenAI, str]:
+def endpoint_client(profile: EndpointProfile) -> tuple[openai.OpenAI, str]:
     """This thread's client for the profile's endpoint, and the endpoint's chat completions URL.
 
     The profile's limits are shared by all threads (and, through Redis, by every worker). The URL is
@@ -540,7 +540,7 @@ class LLMClient:
             # The raw POST skips the SDK's typed request/response models (a third of a call's CPU) while
             # keeping its timeouts, error classes and auth; the body is plain JSON either way, here written
             # by orjson (several times faster than the SDK's json.dumps).
-            client, url = _openai_client(self.profile)
+            client, url = endpoint_client(self.profile)
             response = client.post(
                 url,
                 content=orjson.dumps(request, option=orjson.OPT_NON_STR_KEYS),
