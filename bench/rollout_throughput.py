@@ -190,14 +190,12 @@ def server_in_flight(stub_url: str) -> int:
 
 
 def job_chains(job_id: int) -> list[list[tuple[str, dict]]]:
-    """The job's requests (stage, body), one list per rollout in the order the rollout sent them."""
+    """The job's requests (stage, body), one list per trajectory in the order its rollout sent them."""
     from simia_web.curation.models import Trajectory
     from simia_web.llm.models import LLMCall
 
-    calls = dict(
-        (pk, (stage, request))
-        for pk, stage, request in LLMCall.objects.filter(job_id=job_id).values_list("pk", "stage", "request")
-    )
+    rows = LLMCall.objects.filter(job_id=job_id).values_list("pk", "stage", "request")
+    calls = {pk: (stage, request) for pk, stage, request in rows}
     chains = Trajectory.objects.filter(job_id=job_id).values_list("provenance", flat=True)
     return [[calls[pk] for pk in provenance["llm_calls"]] for provenance in chains]
 
