@@ -56,6 +56,7 @@ class Job:
 
 
 def async_client(url: str, size: int) -> openai.AsyncOpenAI:
+    """A bare AsyncOpenAI client keeping up to `size` connections, with no retries (the benches' ceiling)."""
     pool = httpx2.Limits(max_connections=size, max_keepalive_connections=size)
     return openai.AsyncOpenAI(
         base_url=url, api_key="none", max_retries=0, http_client=openai.DefaultAsyncHttpxClient(limits=pool)

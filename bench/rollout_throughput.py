@@ -205,14 +205,10 @@ def asyncio_ceiling(stub_url: str, chains: list[list[tuple[str, dict]]], concurr
     another), at most `units` chains and `concurrency` requests at once."""
     import asyncio
 
-    import httpx2
-    import openai
+    from bench.concurrency_models import async_client
 
     async def send_all() -> float:
-        pool = httpx2.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-        async with openai.AsyncOpenAI(
-            base_url=stub_url, api_key="none", max_retries=0, http_client=openai.DefaultAsyncHttpxClient(limits=pool)
-        ) as client:
+        async with async_client(stub_url, concurrency) as client:
             gate, in_flight = asyncio.Semaphore(concurrency), asyncio.Semaphore(units)
 
             async def send(chain: list[tuple[str, dict]]) -> None:
