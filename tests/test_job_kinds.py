@@ -89,7 +89,7 @@ def test_a_new_kind_is_one_module_and_one_registration(echo_kind, eager, users, 
         HTTP_AUTHORIZATION=f"Token {user_token(user=users['curator'])}",
     )
     assert api.status_code == 202, api.content
-    done = {"total": 1, "pending": 0, "done": 1, "failed": 0, "cancelled": 0}
+    done = {"total": 1, "pending": 0, "done": 1, "failed": 0, "cancelled": 0, "errored": 0}
     assert api.json()["kind"] == "echo" and api.json()["progress"] == {"echo": done}
     assert curator.get("/queue/nothing/").status_code == 404
 
@@ -104,7 +104,8 @@ def test_progress_of_a_page_of_jobs_is_one_query_in_each_kinds_stage_order(db, d
     with django_assert_num_queries(1):
         progress = jobs_progress([job.pk for job in jobs])
     assert all(list(p) == ["api_synthesis", "task_synthesis", "rollout"] for p in progress.values())
-    assert progress[jobs[0].pk]["task_synthesis"] == {"total": 1, "pending": 0, "done": 0, "failed": 1, "cancelled": 0}
+    failed = {"total": 1, "pending": 0, "done": 0, "failed": 1, "cancelled": 0, "errored": 0}
+    assert progress[jobs[0].pk]["task_synthesis"] == failed
 
 
 # ---- caps --------------------------------------------------------------------------------------------------

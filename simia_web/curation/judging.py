@@ -2,6 +2,8 @@
 
 Each unit loads one trajectory, calls the judge outside any transaction, and its writer stores the verdict
 for the version it judged; the verdict becomes the trajectory's headline only if that version is still current.
+A judge call that failed is stored as a verdict with its error, and its unit's result names the error (see
+jobs.selectors.ERRORED), so the job's outcome and progress show it.
 """
 
 from simia_web.formats.conversation import message_text
@@ -50,7 +52,10 @@ class JudgePipeline:
 
         def write():
             record = verdict_record(trajectory_id=trajectory.pk, version=version, verdict=verdict)
-            return {"trajectory": trajectory.pk, "verdict": record.pk, "version": version}
+            result = {"trajectory": trajectory.pk, "verdict": record.pk, "version": version}
+            # A failed call is stored beside the verdicts, and the unit counts as ended in an error, not done:
+            # the job fails or finishes with errors instead of claiming a verdict it did not get.
+            return {**result, "error": verdict["error"]} if verdict.get("error") else result
 
         return write
 

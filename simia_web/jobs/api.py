@@ -27,7 +27,10 @@ def drf_validation_error(exc: DjangoValidationError) -> ValidationError:
 class JobSummarySerializer(serializers.ModelSerializer):
     kind = serializers.CharField(read_only=True, help_text="The job kind (see the kinds queued by POST).")
     created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
-    progress = serializers.SerializerMethodField(help_text="{stage: {total, pending, done, failed, cancelled}}")
+    progress = serializers.SerializerMethodField(
+        help_text="{stage: {total, pending, done, failed, cancelled, errored}}: errored units ended having stored "
+        "an error (a trajectory cut short by a failed LLM call, a judge verdict whose call failed), not counted as done"
+    )
 
     class Meta:
         model = Job

@@ -40,7 +40,9 @@ class Pipeline(Protocol):
         The writer runs inside the transaction that marks the unit done, so a unit redelivered
         after a crash or run twice at once writes its result exactly once. A writer may have a
         `discard()` method, called instead when it will not run (cancelled job, unit already done)
-        or when it failed, to release what the slow work left behind (a temporary file).
+        or when it failed, to release what the slow work left behind (a temporary file). A writer that
+        stores a failure instead of raising (a judge verdict whose call failed) puts it in its result
+        under "error": the unit then counts as ended in an error, in the progress and the job's outcome.
         """
 
 

@@ -4,16 +4,24 @@ from itertools import chain
 from urllib.parse import urlsplit, urlunsplit
 
 from django.conf import settings
-from django.db.models import Count, Sum
+from django.db.models import Count, Q, Sum
 
 from simia_web.llm.models import LLMCall
 
 from .models import Job, JobStatus, JobUnit, UnitStatus
 from .pipelines import pipeline_for
 
-UNIT_COUNTS = ("total", *UnitStatus.values)
+# A stage's units by how they ended; "done" counts only those that made what they were for, "errored" those that
+# ended having stored an error (see ERRORED).
+UNIT_COUNTS = ("total", *UnitStatus.values, "errored")
 # Trajectories that an LLM or internal failure cut short: stored, but not the data the job was for.
 BROKEN_TERMINATIONS = ("llm_error", "internal_error")
+# A unit that ended in an error it recorded rather than raised: its result says so (a kind's writer that stores a
+# failure, such as a judge verdict whose call failed, puts it under "error"), or the trajectory it stored was cut
+# short by an LLM or internal error.
+ERRORED = Q(status=UnitStatus.DONE) & (
+    Q(result__has_key="error") | Q(trajectory__termination_reason__in=BROKEN_TERMINATIONS)
+)
 # What to check for each kind of failed LLM call; {url} is the endpoint the call went to.
 LLM_ERROR_HINTS = {
     "connection_error": "could not reach {url} — check OPENAI_BASE_URL or the endpoint profile",
@@ -26,15 +34,16 @@ LLM_ERROR_HINTS = {
 
 
 def jobs_progress(job_ids: list[int]) -> dict[int, dict[str, dict[str, int]]]:
-    """{job id: {stage: {"total", "pending", "done", "failed", "cancelled"}}}, stages in the order their kind
-    runs them, in one query for any number of jobs."""
+    """{job id: {stage: {"total", "pending", "done", "failed", "cancelled", "errored"}}}, stages in the order
+    their kind runs them, in one query for any number of jobs. An errored unit is not counted as done."""
     rows = JobUnit.objects.filter(job_id__in=job_ids).values_list("job_id", "job__kind", "stage", "status")
-    counts = rows.annotate(n=Count("id")).order_by()
+    counts = rows.annotate(n=Count("id"), errored=Count("id", filter=ERRORED)).order_by()
     progress: dict[int, dict[str, dict[str, int]]] = defaultdict(dict)
     kinds = {}
-    for job_id, kind, stage, status, n in counts:
+    for job_id, kind, stage, status, n, errored in counts:
         stage_counts = progress[job_id].setdefault(stage, dict.fromkeys(UNIT_COUNTS, 0))
-        stage_counts[status] += n
+        stage_counts[status] += n - errored
+        stage_counts["errored"] += errored
         stage_counts["total"] += n
         kinds[job_id] = kind
     return {job_id: _in_stage_order(stages, kinds[job_id]) for job_id, stages in progress.items()}
@@ -50,7 +59,7 @@ def _in_stage_order(stages: dict, kind: str) -> dict:
 
 
 def job_progress(job: Job) -> dict[str, dict[str, int]]:
-    """{stage: {"total": n, "pending": n, "done": n, "failed": n, "cancelled": n}} in planning order."""
+    """{stage: {"total", "pending", "done", "failed", "cancelled", "errored"}} in planning order."""
     return jobs_progress([job.pk]).get(job.pk, {})
 
 
@@ -84,8 +93,10 @@ def job_summary(job: Job) -> dict:
     judge_failed = Trajectory.objects.filter(job=job, judge_passed=False).count()
     if judge_failed:
         reasons["judge_fail"] = judge_failed
-    units = dict(JobUnit.objects.filter(job=job).values_list("status").annotate(n=Count("id")).order_by())
-    return {"trajectories": trajectories, "rejection_reasons": reasons, "units": units, **job_usage(job)}
+    units = Counter()
+    for counts in job_progress(job).values():
+        units.update({name: n for name, n in counts.items() if name != "total" and n})
+    return {"trajectories": trajectories, "rejection_reasons": reasons, "units": dict(units), **job_usage(job)}
 
 
 def _endpoint_shown(profile) -> str:
@@ -158,6 +169,7 @@ def job_failure_cause(job: Job) -> tuple[str, str] | None:
 
     failures = chain(
         JobUnit.objects.filter(job=job, status=UnitStatus.FAILED).values_list("error", flat=True).iterator(),
+        _recorded_unit_errors(job).values_list("result__error", flat=True).iterator(),
         RuleViolation.objects.filter(trajectory__job=job, code__in=BROKEN_TERMINATIONS, fixed=False)
         .values_list("detail", flat=True)
         .iterator(),
@@ -170,15 +182,23 @@ def job_failure_cause(job: Job) -> tuple[str, str] | None:
     return _cause_said(job, cause), f"{n} of {causes.total()} failures"
 
 
+def _recorded_unit_errors(job: Job):
+    """Units that ended by storing an error their kind put in the result (e.g. a judge verdict whose call failed)."""
+    return JobUnit.objects.filter(job=job, status=UnitStatus.DONE, result__has_key="error")
+
+
 def job_outcome(job: Job) -> tuple[str, str]:
-    """(status, error) of a job whose work ended at `job.stage`: failed when that stage made nothing, or when
-    every trajectory it stored ended in an LLM or internal error; finished with errors when a unit failed, or a
-    trajectory ended so or was left unjudged because the judge failed; else succeeded."""
+    """(status, error) of a job whose work ended at `job.stage`.
+
+    Failed when that stage made nothing: every unit failed or ended in an error, or there was nothing to run, or
+    every trajectory the job stored ended in an LLM or internal error. Finished with errors when a unit failed or
+    ended in an error, or a trajectory ended so or was left unjudged because the judge failed. Else succeeded.
+    """
     from simia_web.curation.models import JudgeVerdict, Trajectory
 
     progress = job_progress(job)
     stage = progress.get(job.stage, dict.fromkeys(UNIT_COUNTS, 0))
-    if not stage["done"]:
+    if not stage["done"] and not stage["errored"]:
         ended = (
             f"all {stage['total']} units of its {job.stage} stage failed"
             if stage["total"]
@@ -190,6 +210,9 @@ def job_outcome(job: Job) -> tuple[str, str]:
     broken = trajectories.filter(termination_reason__in=BROKEN_TERMINATIONS).count()
     if made and broken == made:
         return JobStatus.FAILED, _with_cause(f"all {made} trajectories ended in an LLM or internal error", job)
+    if not stage["done"]:
+        ended = f"all {stage['total']} units of its {job.stage} stage failed or ended in an error"
+        return JobStatus.FAILED, _with_cause(ended, job)
     unjudged = (
         JudgeVerdict.objects.filter(trajectory__job=job, trajectory__judge_passed=None)
         .exclude(error="")
@@ -197,9 +220,12 @@ def job_outcome(job: Job) -> tuple[str, str]:
         .distinct()
         .count()
     )
+    total = sum(c["total"] for c in progress.values())
     failed_units = sum(counts["failed"] for counts in progress.values())
+    recorded_errors = _recorded_unit_errors(job).count()  # the errored units a broken trajectory does not name
     problems = [
-        f"{failed_units} of {sum(c['total'] for c in progress.values())} units failed" if failed_units else "",
+        f"{failed_units} of {total} units failed" if failed_units else "",
+        f"{recorded_errors} of {total} units ended in an error" if recorded_errors else "",
         f"{broken} of {made} trajectories ended in an LLM or internal error" if broken else "",
         f"{unjudged} trajectories were left unjudged because the judge failed" if unjudged else "",
     ]

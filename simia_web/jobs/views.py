@@ -20,13 +20,36 @@ CALL_PAGE_SIZE = 25
 
 
 def progress_rows(job: Job) -> list[dict]:
-    """Per stage: counts and how to draw the bar (a stage whose units failed is drawn as failed, not as done)."""
+    """Per stage: counts and how to draw the bar. Units that failed or ended in an error are errors: a stage with
+    nothing done is drawn as failed, one with some as partly failed, never as done."""
     rows = []
     for stage, counts in selectors.job_progress(job).items():
-        finished = counts["done"] + counts["failed"] + counts["cancelled"]
-        state = "failed" if counts["failed"] and not counts["done"] else "partial" if counts["failed"] else "ok"
+        finished = counts["done"] + counts["errored"] + counts["failed"] + counts["cancelled"]
+        errors = counts["failed"] + counts["errored"]
+        state = "failed" if errors and not counts["done"] else "partial" if errors else "ok"
         rows.append({"stage": stage, **counts, "finished": finished, "state": state})
     return rows
+
+
+def _live_context(request, job: Job) -> dict:
+    """What the job page shows and keeps up to date while the job runs: status, error, progress, usage (the LLM
+    call rows recorded for the job), what it made, and the calls themselves."""
+    calls = Paginator(
+        LLMCall.objects.filter(job=job).select_related("profile").defer("request", "response").order_by("-id"),
+        CALL_PAGE_SIZE,
+    ).get_page(request.GET.get("page"))
+    summary = selectors.job_summary(job)
+    return {
+        "job": job,
+        "poll": job.is_active,
+        "progress": progress_rows(job),
+        "cause": selectors.job_last_llm_error(job),
+        "snapshot": Snapshot.objects.filter(job=job).first(),
+        "summary": summary,
+        "reasons": sorted(summary["rejection_reasons"].items(), key=lambda kv: -kv[1]),
+        "page": calls,
+        "query": "",
+    }
 
 
 @role_required("annotator")
@@ -57,39 +80,20 @@ def job_list(request):
 @role_required("annotator")
 def job_detail(request, pk: int):
     job = get_object_or_404(Job.objects.select_related("created_by"), pk=pk)
-    calls = Paginator(
-        LLMCall.objects.filter(job=job).select_related("profile").defer("request", "response").order_by("-id"),
-        CALL_PAGE_SIZE,
-    ).get_page(request.GET.get("page"))
-    summary = selectors.job_summary(job)
-    return render(
-        request,
-        "jobs/detail.html",
-        {
-            "job": job,
-            "params_json": pretty_json(job.params),
-            "progress": progress_rows(job),
-            "cause": selectors.job_last_llm_error(job),
-            "snapshot": Snapshot.objects.filter(job=job).first(),
-            "summary": summary,
-            "reasons": sorted(summary["rejection_reasons"].items(), key=lambda kv: -kv[1]),
-            "page": calls,
-            "query": "",
-        },
-    )
+    return render(request, "jobs/detail.html", {**_live_context(request, job), "params_json": pretty_json(job.params)})
 
 
 @role_required("annotator")
 def job_progress(request, pk: int):
-    """The progress block (or, with ?part=head, the job page's whole header: status, buttons, error and bars),
-    polled by htmx every two seconds while the job runs; 286 stops the polling."""
-    job = get_object_or_404(Job, pk=pk)
-    context = {"job": job, "progress": progress_rows(job), "poll": job.is_active}
+    """The progress block (or, with ?part=head, the job page's live part: status, buttons, error, bars, usage, what
+    it made and its LLM calls), polled by htmx every two seconds while the job runs; 286 stops the polling."""
+    job = get_object_or_404(Job.objects.select_related("created_by"), pk=pk)
     if request.GET.get("part") == "head":
-        context["cause"] = selectors.job_last_llm_error(job)
-        response = render(request, "jobs/_head.html", context)
+        response = render(request, "jobs/_head.html", _live_context(request, job))
     else:
-        response = render(request, "jobs/_progress.html", context)
+        response = render(
+            request, "jobs/_progress.html", {"job": job, "progress": progress_rows(job), "poll": job.is_active}
+        )
     if not job.is_active:
         response.status_code = 286
     return response

@@ -264,7 +264,7 @@ def test_post_processing_bug_still_yields_every_trajectory(seed, llm_stub, monke
         assert t.violations.get().detail == "KeyError: 'tool_calls'"
         assert len(t.provenance["llm_calls"]) == 1
     assert job.summary["rejection_reasons"] == {"internal_error": 3}
-    assert job.summary["units"] == {"done": 3}
+    assert job.summary["units"] == {"errored": 3}  # each stored an internal_error trajectory: none is done
 
 
 def test_failure_while_storing_still_yields_every_trajectory(seed, llm_stub, monkeypatch):

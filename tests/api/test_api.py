@@ -229,7 +229,9 @@ def test_job_detail_progress_and_cancel(token_client):
     job.units.create(stage="rollout", key="a")
     job.units.create(stage="rollout", key="b", status="done")
     detail = client.get(f"{API}/jobs/{job.pk}/").json()
-    assert detail["progress"] == {"rollout": {"total": 2, "pending": 1, "done": 1, "failed": 0, "cancelled": 0}}
+    assert detail["progress"] == {
+        "rollout": {"total": 2, "pending": 1, "done": 1, "failed": 0, "cancelled": 0, "errored": 0}
+    }
     assert detail["usage"]["llm_calls"] == 0
     listed = client.get(f"{API}/jobs/?status=running").json()["results"]
     assert listed[0]["progress"] == detail["progress"]
