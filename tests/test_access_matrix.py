@@ -63,6 +63,7 @@ ROUTES: dict[str, Route] = {
     "agreement": page({"GET": ANNOTATOR}),
     "seed-upload": page({"GET": CURATOR, "POST": CURATOR}),
     "export-list": page({"GET": ANNOTATOR, "POST": CURATOR}),
+    "export-detail": page({"GET": ANNOTATOR}, pk="snapshot"),
     # catalog: everyone reads, curators edit (the detail pages take the edit as a POST)
     "domain-list": page({"GET": ANNOTATOR}),
     "domain-detail": page({"GET": ANNOTATOR, "POST": CURATOR}, name="domain"),

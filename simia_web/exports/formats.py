@@ -1,30 +1,43 @@
 """Export writers, one per format, converting canonical trajectories on the way out (the records, their
-rules and repairs are formats/*'s; this module streams them).
+rules and repairs are formats/*'s; this module streams them through the gate and records their provenance).
 
 Every writer streams: it reads trajectories in batches from one cursor (rows_stream) and writes
-each record as soon as it is converted and checked, so memory stays flat at any size. A record
-that breaks its format's rules is never written; it is refused with its reasons, which the
-snapshot keeps.
+each record as soon as it is converted and checked, so memory stays flat at any size.
 
-File layout per format:
-- openai: one JSONL file, `{"messages": [...], "tools": [...]}` per line.
-- sharegpt: a zip holding `data.jsonl` (LLaMA-Factory ShareGPT rows) and `dataset_info.json`
-  naming it, so the unzipped folder can be passed to LLaMA-Factory as `dataset_dir`.
-- tau2: one JSON document `{"timestamp", "info", "tasks": [...], "simulations": [...]}` in the
-  layout of τ²-bench results files.
+The gate: a record is written only when the trajectory's messages and tools pass the strict normaliser
+(formats.conversation.messages_strict and tools_list, the check people's input goes through; the record is
+converted from what it returns) and the record passes its format's validator. A record that fails either is
+left out with its reasons, which the snapshot keeps; nothing else is dropped.
+
+Each record written gets a manifest line (see Manifest) naming its trajectory, version, decision and verdict
+and the sha256 of its bytes as written.
+
+File layout per format (the data file; the manifest and the report sit beside it, see exports.services):
+- openai: one JSONL file, `{"messages": [...], "tools": [...]}` per line and nothing else (OpenAI's
+  fine-tuning upload refuses keys it does not know): line n of the manifest is line n of the data.
+- sharegpt: a zip holding `data.jsonl` (LLaMA-Factory ShareGPT rows, each with its `trajectory_id`, a column
+  LLaMA-Factory leaves alone since dataset_info.json does not name it), `dataset_info.json` naming it, and
+  `manifest.jsonl`, so the unzipped folder is LLaMA-Factory's `dataset_dir` and carries its provenance.
+- tau2: one JSON document `{"timestamp", "info", "tasks": [...], "simulations": [...]}` in the layout of
+  τ²-bench results files; a simulation's id is `simia-<trajectory id>`, entry n of the manifest is simulation n.
 """
 
+import hashlib
 import json
+import re
+import shutil
 import zipfile
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import orjson
 from django.utils import timezone
 
 from simia_web.catalog.models import Domain, Task
 from simia_web.formats import FormatError
+from simia_web.formats.conversation import messages_strict, tools_list
 from simia_web.formats.openai import canonical_to_openai, openai_problems
 from simia_web.formats.sharegpt import canonical_to_sharegpt, sharegpt_dataset_info, sharegpt_problems, sharegpt_repair
 from simia_web.formats.tau2 import (
@@ -36,11 +49,36 @@ from simia_web.formats.tau2 import (
     tau2_task_problems,
 )
 
+from .selectors import export_rows
+
 CHUNK_SIZE = 500
 REFUSALS_KEPT = 1000
-ROW_FIELDS = ("id", "domain_id", "task_id", "messages", "tools", "steps", "status", "created_at")
+ROW_FIELDS = (
+    "id",
+    "domain_id",
+    "task_id",
+    "messages",
+    "tools",
+    "steps",
+    "status",
+    "created_at",
+    "version",
+    "decision",
+    "verdict",
+)
 TASK_FIELDS = ("id", "domain_id", "external_id", "instruction", "user_scenario", "expected_outcome", "expected_actions")
+SEEDLESS_TASK_FIELDS = ("id", "domain_id", "messages")
 SIMULATION_FIELDS = (*ROW_FIELDS, "termination_reason", "reward", "judge_score", "judge_passed", "task__external_id")
+MANIFEST_ENTRY = "manifest.jsonl"  # the manifest's name inside the sharegpt zip
+
+
+def refusal_kind(reason: str) -> str:
+    """A reason without what differs from record to record (positions, quoted values, numbers), so reasons count
+    together: "openai: messages[3].tool_call_id: no open call 'x'" → "openai: messages[].tool_call_id: no open
+    call '…'"."""
+    kind = re.sub(r"\[\d+\]", "[]", reason)
+    kind = re.sub(r"'[^']*'|\"[^\"]*\"", "'…'", kind)
+    return re.sub(r"\b\d+\b", "N", kind)[:160]
 
 
 @dataclass
@@ -53,10 +91,53 @@ class ExportStats:
 
     def refuse(self, trajectory_id: int, reasons: list[str]) -> None:
         self.refused_count += 1
-        for reason in reasons:
-            self.refusal_reasons[reason.split(":", 1)[-1].strip()[:120]] += 1
+        for kind in dict.fromkeys(refusal_kind(reason) for reason in reasons):
+            self.refusal_reasons[kind] += 1
         if len(self.refusals) < REFUSALS_KEPT:
             self.refusals.append({"trajectory": trajectory_id, "reasons": reasons})
+
+
+class Manifest:
+    """`manifest.jsonl`: one line per record written, in the data's order, naming where it came from.
+
+    A line: index (the record's place in the data: JSONL line number - 1, or index into tau2's simulations),
+    trajectory_id, version (the trajectory version exported), status, the human decision in force (decision_id,
+    decision, decided_by, decided_at, decision_version: the version it was made on; null when none), the judge's
+    latest verdict (judge_verdict_id, judge_passed, judge_score, judge_version: the version it judged) and sha256:
+    the hash of the record's bytes exactly as written in the data (a JSONL line without its newline; a tau2
+    simulation as its compact UTF-8 JSON).
+    """
+
+    def __init__(self, stream, path: Path):
+        self.stream, self.path, self.count = stream, path, 0
+
+    def add(self, row: dict, record: bytes) -> None:
+        decision = row["decision"] or {}
+        verdict = row["verdict"] or {}
+        line = {
+            "index": self.count,
+            "trajectory_id": row["id"],
+            "version": row["version"],
+            "status": row["status"],
+            "decision_id": decision.get("id"),
+            "decision": decision.get("decision"),
+            "decided_by": decision.get("by"),
+            "decided_at": decision.get("at"),
+            "decision_version": decision.get("version"),
+            "judge_verdict_id": verdict.get("id"),
+            "judge_passed": verdict.get("passed"),
+            "judge_score": verdict.get("score"),
+            "judge_version": verdict.get("version"),
+            "sha256": hashlib.sha256(record).hexdigest(),
+        }
+        self.stream.write(orjson.dumps(line) + b"\n")
+        self.count += 1
+
+    def copy_into(self, target) -> None:
+        """Write the manifest so far into `target` (an open zip entry), reading it back from its file."""
+        self.stream.flush()
+        with open(self.path, "rb") as written:
+            shutil.copyfileobj(written, target)
 
 
 def rows_stream(queryset, fields=ROW_FIELDS, chunk_size: int = CHUNK_SIZE) -> Iterator[dict]:
@@ -68,25 +149,45 @@ def rows_stream(queryset, fields=ROW_FIELDS, chunk_size: int = CHUNK_SIZE) -> It
     return queryset.order_by("pk").values(*fields).iterator(chunk_size=chunk_size)
 
 
+def record_rows(queryset, fields=ROW_FIELDS) -> Iterator[dict]:
+    """The rows records are made of, each with the decision and verdict its manifest line names."""
+    return rows_stream(export_rows(queryset), fields)
+
+
+def strict_conversation(row: dict, stats: ExportStats) -> tuple[list[dict], list[dict]] | None:
+    """The row's messages and tools as the strict normaliser returns them, or None (the row refused with the
+    field it names) when it refuses them: a tool call without a name, a tool result without its call's id..."""
+    try:
+        return messages_strict(row["messages"]), tools_list(row["tools"])
+    except FormatError as exc:
+        stats.refuse(row["id"], [f"strict: {exc}"])
+        return None
+
+
+def _format_refused(row: dict, stats: ExportStats, format: str, problems: list[str]) -> bool:
+    if problems:
+        stats.refuse(row["id"], [f"{format}: {problem}" for problem in problems])
+    return bool(problems)
+
+
 def _line(record: dict) -> bytes:
-    return orjson.dumps(record) + b"\n"
+    return orjson.dumps(record)
 
 
 # --- OpenAI -------------------------------------------------------------------------------------
 
 
-def write_openai(stream, queryset, stats: ExportStats, label: str) -> None:
-    for row in rows_stream(queryset):
-        try:
-            record = canonical_to_openai(row["messages"], row["tools"])
-        except (FormatError, KeyError, TypeError) as exc:
-            stats.refuse(row["id"], [f"conversion: {exc}"])
+def write_openai(stream, queryset, stats: ExportStats, label: str, manifest: Manifest) -> None:
+    for row in record_rows(queryset):
+        conversation = strict_conversation(row, stats)
+        if conversation is None:
             continue
-        problems = openai_problems(record)
-        if problems:
-            stats.refuse(row["id"], problems)
+        record = canonical_to_openai(*conversation)
+        if _format_refused(row, stats, "openai", openai_problems(record)):
             continue
-        stream.write(_line(record))
+        line = _line(record)
+        stream.write(line + b"\n")
+        manifest.add(row, line)
         stats.count += 1
 
 
@@ -106,25 +207,25 @@ class _ZipTarget:
         self.stream.flush()
 
 
-def write_sharegpt(stream, queryset, stats: ExportStats, label: str) -> None:
+def write_sharegpt(stream, queryset, stats: ExportStats, label: str, manifest: Manifest) -> None:
     with zipfile.ZipFile(_ZipTarget(stream), "w", compression=zipfile.ZIP_DEFLATED) as archive:
         with archive.open("data.jsonl", "w", force_zip64=True) as data:
-            for row in rows_stream(queryset):
-                try:
-                    record = canonical_to_sharegpt(row["messages"], row["tools"])
-                except (FormatError, KeyError, TypeError) as exc:
-                    stats.refuse(row["id"], [f"conversion: {exc}"])
+            for row in record_rows(queryset):
+                conversation = strict_conversation(row, stats)
+                if conversation is None:
                     continue
-                record, repairs = sharegpt_repair(record)
-                problems = sharegpt_problems(record)
-                if problems:
-                    stats.refuse(row["id"], problems)
+                record, repairs = sharegpt_repair(canonical_to_sharegpt(*conversation))
+                if _format_refused(row, stats, "sharegpt", sharegpt_problems(record)):
                     continue
                 stats.repaired_count += bool(repairs)
-                data.write(_line(record))
+                line = _line({**record, "trajectory_id": row["id"]})
+                data.write(line + b"\n")
+                manifest.add(row, line)
                 stats.count += 1
         info = sharegpt_dataset_info(label, "data.jsonl")
         archive.writestr("dataset_info.json", json.dumps(info, indent=2, ensure_ascii=False))
+        with archive.open(MANIFEST_ENTRY, "w", force_zip64=True) as entry:
+            manifest.copy_into(entry)
 
 
 # --- τ²-bench -----------------------------------------------------------------------------------
@@ -137,15 +238,18 @@ class _JsonArray:
         self.stream, self.empty = stream, True
         stream.write(b"," + orjson.dumps(key) + b":[")
 
-    def add(self, record: dict) -> None:
-        self.stream.write((b"" if self.empty else b",\n") + orjson.dumps(record))
+    def add(self, record: dict) -> bytes:
+        """Write the item; returns its bytes as written."""
+        item = orjson.dumps(record)
+        self.stream.write((b"" if self.empty else b",\n") + item)
         self.empty = False
+        return item
 
     def close(self) -> None:
         self.stream.write(b"]")
 
 
-def write_tau2(stream, queryset, stats: ExportStats, label: str) -> None:
+def write_tau2(stream, queryset, stats: ExportStats, label: str, manifest: Manifest) -> None:
     domain_names = dict(Domain.objects.values_list("id", "name"))
     stream.write(b'{"timestamp":' + orjson.dumps(timezone.now().isoformat()))
     stream.write(b',"info":' + orjson.dumps({"source": "simia-web", "dataset": label, "num_trials": 1}))
@@ -156,31 +260,32 @@ def write_tau2(stream, queryset, stats: ExportStats, label: str) -> None:
         record = tau2_task(task, domain_names.get(task["domain_id"], ""))
         problems = tau2_task_problems(record)
         if problems:
-            broken_tasks[task["id"]] = [f"task: {p}" for p in problems]
+            broken_tasks[task["id"]] = [f"tau2: task: {p}" for p in problems]
             continue
         tasks.add(record)
-    for row in rows_stream(queryset.filter(task__isnull=True)):
+    for row in rows_stream(queryset.filter(task__isnull=True), fields=SEEDLESS_TASK_FIELDS):
         tasks.add(tau2_task_from_trajectory(row, domain_names.get(row["domain_id"], "")))
     tasks.close()
     simulations = _JsonArray(stream, "simulations")
-    for row in rows_stream(queryset, fields=SIMULATION_FIELDS):
+    for row in record_rows(queryset, fields=SIMULATION_FIELDS):
         if row["task_id"] in broken_tasks:
             stats.refuse(row["id"], broken_tasks[row["task_id"]])
+            continue
+        conversation = strict_conversation(row, stats)
+        if conversation is None:
             continue
         domain_name = domain_names.get(row["domain_id"], "")
         task_id = tau2_task_id(
             domain_name, task_pk=row["task_id"], external_id=row["task__external_id"] or "", trajectory_id=row["id"]
         )
         try:
-            record = tau2_simulation(row, task_id, domain_name)
-        except (KeyError, TypeError, AttributeError) as exc:
-            stats.refuse(row["id"], [f"conversion: {exc}"])
+            record = tau2_simulation({**row, "messages": conversation[0]}, task_id, domain_name)
+        except (KeyError, TypeError, AttributeError) as exc:  # simulator data beside the messages (steps) is broken
+            stats.refuse(row["id"], [f"conversion: {type(exc).__name__}: {exc}"])
             continue
-        problems = tau2_simulation_problems(record)
-        if problems:
-            stats.refuse(row["id"], problems)
+        if _format_refused(row, stats, "tau2", tau2_simulation_problems(record)):
             continue
-        simulations.add(record)
+        manifest.add(row, simulations.add(record))
         stats.count += 1
     simulations.close()
     stream.write(b"}")

@@ -9,10 +9,18 @@ class ExportFormat(models.TextChoices):
     TAU2 = "tau2", "τ²-bench tasks and simulations JSON"
 
 
-class Snapshot(models.Model):
-    """A built dataset file: what was asked for (format, filters) and what came out (count, bytes, sha256).
+class FileKind(models.TextChoices):
+    DATA = "data", "Data"
+    MANIFEST = "manifest", "Manifest"
+    REPORT = "report", "Report"
 
-    Its status is its job's status. Once `sha256` is set the row and its file never change.
+
+class Snapshot(models.Model):
+    """A built dataset: what was asked for (format, filters) and what came out, a set of files in a folder of its
+    own: the data (`file`, `bytes`, `sha256`), the manifest tracing each record to its review, and the report
+    (counts, what was left out and why, the other files' sizes and sha256). `files` lists all three.
+
+    Its status is its job's status. Once `sha256` is set the row and its files never change.
     """
 
     format = models.CharField(max_length=16, choices=ExportFormat.choices)
@@ -26,7 +34,9 @@ class Snapshot(models.Model):
     repaired_count = models.PositiveIntegerField(default=0)
     bytes = models.PositiveBigIntegerField(default=0)
     sha256 = models.CharField(max_length=64, blank=True)
-    file = models.CharField(max_length=300, blank=True, help_text="Path relative to EXPORTS_DIR.")
+    file = models.CharField(max_length=300, blank=True, help_text="The data file's path relative to EXPORTS_DIR.")
+    # [{"name", "path" (relative to EXPORTS_DIR), "kind", "bytes", "sha256"}]: the data, the manifest, the report.
+    files = models.JSONField(default=list, blank=True)
     error = models.TextField(blank=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -46,3 +56,6 @@ class Snapshot(models.Model):
     @property
     def is_built(self) -> bool:
         return bool(self.sha256)
+
+    def file_entry(self, kind: str) -> dict | None:
+        return next((entry for entry in self.files if entry["kind"] == kind), None)

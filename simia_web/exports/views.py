@@ -1,8 +1,9 @@
-"""The exports page: choose a format and filters, queue a snapshot, see past snapshots and download them."""
+"""The exports pages: choose a format and filters, count what matches, queue a snapshot, see past snapshots, and
+one snapshot's files, checksums and the records it left out."""
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.shortcuts import redirect, render
+from django.shortcuts import get_object_or_404, redirect, render
 
 from simia_web.accounts.permissions import role_required
 from simia_web.catalog.models import Domain
@@ -16,6 +17,9 @@ from .services import snapshot_create
 
 # The queue's filters an export form offers (the names are TrajectoryFilter's).
 FORM_FILTERS = ("domain", "status", "verdict", "min_score", "max_score", "job", "violation", "q")
+# The form's two buttons post to the page: "count" only counts the matches, anything else builds a snapshot.
+COUNT = "count"
+REFUSALS_SHOWN = 50
 
 
 def _posted_filters(data) -> dict:
@@ -30,13 +34,14 @@ def export_list(request):
     if request.method == "POST":
         if not request.user.has_role("curator"):
             raise PermissionDenied("Creating exports needs the curator role.")
-        try:
-            snapshot = snapshot_create(format=request.POST.get("format", ""), filters=filters, actor=request.user)
-        except ValidationError as exc:
-            error = "; ".join(f"{k}: {', '.join(v)}" for k, v in exc.message_dict.items())
-        else:
-            messages.success(request, f"Snapshot {snapshot.pk} is being built (job {snapshot.job_id}).")
-            return redirect("export-list")
+        if request.POST.get("action") != COUNT:
+            try:
+                snapshot = snapshot_create(format=request.POST.get("format", ""), filters=filters, actor=request.user)
+            except ValidationError as exc:
+                error = "; ".join(f"{k}: {', '.join(v)}" for k, v in exc.message_dict.items())
+            else:
+                messages.success(request, f"Snapshot {snapshot.pk} is being built (job {snapshot.job_id}).")
+                return redirect("export-list")
     filterset = TrajectoryFilter(filters, queryset=Trajectory.objects.all(), request=request)
     snapshots = list(snapshot_list()[:50])
     return render(
@@ -54,4 +59,19 @@ def export_list(request):
             "error": error,
         },
         status=400 if error else 200,
+    )
+
+
+@role_required("annotator")
+def export_detail(request, pk: int):
+    snapshot = get_object_or_404(snapshot_list(), pk=pk)
+    return render(
+        request,
+        "exports/detail.html",
+        {
+            "snapshot": snapshot,
+            "reasons": sorted(snapshot.refusal_reasons.items(), key=lambda kv: -kv[1]),
+            "refusals": snapshot.refusals[:REFUSALS_SHOWN],
+            "building": snapshot.job.status in ACTIVE_JOB_STATUSES,
+        },
     )

@@ -53,9 +53,26 @@ def _turns(record: dict) -> tuple[str, list[tuple[str, str, str]]]:
     return system, turns
 
 
+def _function_call_problems(value: str, field: str) -> list[str]:
+    """A function_call value LLaMA-Factory can train on: JSON naming each call, with arguments as an object (it
+    writes them out with json.dumps, so arguments kept as text would be trained as a quoted string)."""
+    try:
+        parsed = json_parse(value)
+    except ValueError as exc:
+        return [f"{field}.value: function_call value is not JSON: {exc}"]
+    problems = []
+    for j, item in enumerate(parsed if isinstance(parsed, list) else [parsed]):
+        if not isinstance(item, dict) or not isinstance(item.get("name"), str) or not item["name"]:
+            problems.append(f"{field}.value: call {j} has no name")
+        elif not isinstance(item.get("arguments"), dict):
+            problems.append(f"{field}.value: call {j} arguments must be a JSON object")
+    return problems
+
+
 def sharegpt_problems(record: dict) -> list[str]:
-    """What LLaMA-Factory would refuse: tags must alternate user-side (human, observation) and
-    assistant-side (gpt, function_call), starting user-side, with an even number of turns."""
+    """What LLaMA-Factory would refuse or mistrain on: tags must alternate user-side (human, observation) and
+    assistant-side (gpt, function_call), starting user-side, with an even number of turns; each function call
+    needs a name and arguments that are an object."""
     try:
         _, turns = _turns(record)
     except FormatError as exc:
@@ -68,6 +85,9 @@ def sharegpt_problems(record: dict) -> list[str]:
         if tag not in expected:
             problems.append(f"{field}: {tag!r} where one of {', '.join(expected)} is expected")
             break
+    for tag, value, field in turns:
+        if tag == "function_call":
+            problems += _function_call_problems(value, field)
     if len(turns) % 2:
         problems.append(f"{len(turns)} turns: ShareGPT needs an even number (the last turn must be the assistant's)")
     return problems

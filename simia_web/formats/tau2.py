@@ -300,12 +300,13 @@ def tau2_messages(row: dict) -> list[dict]:
         if role in {"assistant", "user"}:
             calls = []
             for call in message.get("tool_calls") or []:
-                arguments, _ = parse_arguments(call)
+                arguments, error = parse_arguments(call)
                 calls.append(
                     {
                         "id": call.get("id", ""),
                         "name": call["function"]["name"],
-                        "arguments": arguments if isinstance(arguments, dict) else {},
+                        # Arguments that are not a JSON object stay as they are, for the validator to refuse.
+                        "arguments": arguments if error is None else call["function"].get("arguments"),
                         "requestor": role,
                     }
                 )

@@ -98,7 +98,7 @@ def test_memory_stays_flat_as_rows_grow(tmp_path, fmt):
 def test_a_failed_build_is_recorded_on_the_snapshot(eager, monkeypatch, client_for):
     from simia_web.exports import formats
 
-    def broken(stream, queryset, stats, label):
+    def broken(stream, queryset, stats, label, manifest):
         raise RuntimeError("disk on fire")
 
     monkeypatch.setitem(formats.WRITERS, "openai", broken)
@@ -114,8 +114,10 @@ def test_a_failed_build_is_recorded_on_the_snapshot(eager, monkeypatch, client_f
 
 
 def _files(directory) -> list[str]:
-    """Every file in the exports folder, hidden temporary files included."""
-    return sorted(p.name for p in directory.iterdir()) if directory.exists() else []
+    """Every file under the exports folder (by its path there), hidden temporary folders and files included."""
+    return (
+        sorted(str(p.relative_to(directory)) for p in directory.rglob("*") if p.is_file()) if directory.exists() else []
+    )
 
 
 def _writer_that(monkeypatch, *, after_rows: int, action):
@@ -138,7 +140,9 @@ def _writer_that(monkeypatch, *, after_rows: int, action):
             self.stream.flush()
 
     monkeypatch.setitem(
-        formats.WRITERS, "openai", lambda stream, qs, stats, label: real(Interrupting(stream), qs, stats, label)
+        formats.WRITERS,
+        "openai",
+        lambda stream, qs, stats, label, manifest: real(Interrupting(stream), qs, stats, label, manifest),
     )
 
 
@@ -196,16 +200,20 @@ def test_a_successful_build_leaves_exactly_one_checksummed_file(eager, monkeypat
         trajectory_make(shop, messages=conversation(f"W{i}"))
 
     def crash_debris(snapshot):  # what an earlier delivery killed mid-write left behind
-        settings.EXPORTS_DIR.mkdir(parents=True, exist_ok=True)
-        (settings.EXPORTS_DIR / f".{snapshot_file_name(snapshot)}.dead.part").write_bytes(b'{"messages": [')
+        debris = settings.EXPORTS_DIR / f".snapshot-{snapshot.pk}.dead.part"
+        debris.mkdir(parents=True)
+        (debris / snapshot_file_name(snapshot)).write_bytes(b'{"messages": [')
 
     snapshot = _create_then_build(monkeypatch, crash_debris, format="openai", filters={})
 
     assert snapshot.job.status == JobStatus.SUCCEEDED, snapshot.job.error
     assert snapshot.is_built and snapshot.count == 3
-    assert _files(settings.EXPORTS_DIR) == [snapshot.file]
-    data = snapshot_path(snapshot).read_bytes()
-    assert len(data) == snapshot.bytes and hashlib.sha256(data).hexdigest() == snapshot.sha256
+    assert _files(settings.EXPORTS_DIR) == sorted(entry["path"] for entry in snapshot.files)
+    assert snapshot.file == f"snapshot-{snapshot.pk}/snapshot-{snapshot.pk}-openai.jsonl"
+    for entry in snapshot.files:
+        data = (settings.EXPORTS_DIR / entry["path"]).read_bytes()
+        assert len(data) == entry["bytes"] and hashlib.sha256(data).hexdigest() == entry["sha256"]
+    assert snapshot.file_entry("data")["sha256"] == snapshot.sha256
 
 
 def test_a_redelivered_build_leaves_no_orphans(eager, settings):
@@ -220,8 +228,8 @@ def test_a_redelivered_build_leaves_no_orphans(eager, settings):
     duplicate = snapshot_build(snapshot=snapshot)
     assert duplicate() == {"snapshot": snapshot.pk, "duplicate": True}
     dropped = snapshot_build(snapshot=snapshot)
-    assert len(_files(settings.EXPORTS_DIR)) == 2
+    assert len(_files(settings.EXPORTS_DIR)) == 6  # two sets of data, manifest and report
     dropped.discard()
 
-    assert _files(settings.EXPORTS_DIR) == [snapshot.file]
+    assert _files(settings.EXPORTS_DIR) == sorted(entry["path"] for entry in snapshot.files)
     assert snapshot_path(snapshot).read_bytes() == built

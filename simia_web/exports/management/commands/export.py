@@ -1,5 +1,7 @@
 """Write a dataset file from the command line, with the same writers as snapshot jobs."""
 
+from pathlib import Path
+
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
@@ -18,7 +20,12 @@ class Command(BaseCommand):
         )
         parser.add_argument("--domain", help="Only this domain (by name).")
         parser.add_argument("--job", type=int, help="Only trajectories made by this job.")
-        parser.add_argument("--output", required=True, help="File to write (a .zip for sharegpt).")
+        parser.add_argument(
+            "--output",
+            required=True,
+            help="Data file to write (a .zip for sharegpt); its manifest (NAME.manifest.jsonl) and report "
+            "(NAME.report.json) are written beside it.",
+        )
 
     def handle(self, *args, **options):
         filters = {"status": options["status"]}
@@ -35,9 +42,12 @@ class Command(BaseCommand):
         self.stdout.write(
             f"wrote {stats.count} records to {options['output']} ({result.bytes} bytes, sha256 {result.sha256})"
         )
+        for written in result.files[1:]:
+            beside = Path(options["output"]).with_name(written.name)
+            self.stdout.write(f"wrote the {written.kind} {beside} ({written.bytes} bytes, sha256 {written.sha256})")
         if stats.repaired_count:
             self.stdout.write(f"repaired {stats.repaired_count} records (consecutive same-side turns merged)")
         if stats.refused_count:
-            self.stdout.write(f"refused {stats.refused_count} records:")
+            self.stdout.write(f"left out {stats.refused_count} records that failed the gate:")
             for reason, n in stats.refusal_reasons.most_common():
                 self.stdout.write(f"  {n:>6}  {reason}")
