@@ -101,6 +101,8 @@ ROUTES: dict[str, Route] = {
     "api-seed-upload": api({"POST": CURATOR}),
     "api-trajectory-list": api({"GET": ANNOTATOR}),
     "api-trajectory-detail": api({"GET": ANNOTATOR}, pk="trajectory"),
+    "api-trajectory-reviews": api({"POST": ANNOTATOR}, pk="trajectory"),
+    "api-trajectory-revert": api({"POST": ANNOTATOR}, pk="trajectory"),
     "api-job-list": api({"GET": ANNOTATOR, "POST": CURATOR}),
     "api-job-detail": api({"GET": ANNOTATOR}, pk="job"),
     "api-job-cancel": api({"POST": CURATOR}, pk="job"),
