@@ -3,7 +3,7 @@
 // It also keeps the annotator's work: a draft saved on the server a moment after each change, a question before
 // leaving with unsaved changes, and the hold on the item renewed while the page is open (let go when it is left,
 // unless for the review page of the stream). Keys: Alt+Down / Alt+Up move to the next / previous message,
-// Ctrl+Enter (or Cmd+Enter) saves and accepts.
+// Alt+End / Alt+Home to the last / first, Ctrl+Enter (or Cmd+Enter) saves and accepts.
 (function () {
   var list = document.getElementById("editor-messages");
   var form = document.getElementById("editor");
@@ -110,21 +110,24 @@
     return args && text && !text.value.trim() ? args : text;
   }
   function moveTo(step) {
+    // step: +1 / -1 from the message being edited, or Infinity / -Infinity to the last / first.
     var blocks = Array.prototype.slice.call(list.querySelectorAll(".edit-msg"));
     var current = blocks.indexOf(document.activeElement && document.activeElement.closest(".edit-msg"));
-    var next = blocks[current < 0 ? 0 : Math.max(0, Math.min(blocks.length - 1, current + step))];
+    var next = blocks[Math.max(0, Math.min(blocks.length - 1, (current < 0 ? 0 : current) + step))];
     var field = next && mainField(next);
     if (field) {
       field.focus();
+      field.setSelectionRange(field.value.length, field.value.length);  // typing goes on from the end
       field.scrollIntoView({ block: "center" });
     }
   }
+  var MOVES = { ArrowDown: 1, ArrowUp: -1, End: Infinity, Home: -Infinity };
   document.addEventListener("keydown", function (event) {
     if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) {
       var save = document.getElementById("save-fix");
       if (save && !save.disabled) form.requestSubmit(save);
-    } else if (event.altKey && (event.key === "ArrowDown" || event.key === "ArrowUp")) {
-      moveTo(event.key === "ArrowDown" ? 1 : -1);
+    } else if (event.altKey && event.key in MOVES) {
+      moveTo(MOVES[event.key]);
     } else {
       return;
     }

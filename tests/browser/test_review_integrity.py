@@ -138,3 +138,56 @@ def test_a_draft_is_kept_as_you_type_and_restored_after_a_reload(login):
     expect(page.locator(".messages")).to_contain_text(f"Trajectory {t.pk}: fix and accept")
     t.refresh_from_db()
     assert t.messages[4]["content"].endswith("five days.") and not t.drafts.exists()
+
+
+class Keys:
+    """The page's keyboard, counting the keys pressed (typing is counted apart)."""
+
+    def __init__(self, page):
+        self.page, self.pressed, self.typed = page, 0, 0
+
+    def press(self, key: str, times: int = 1):
+        for _ in range(times):
+            self.page.keyboard.press(key)
+            self.pressed += 1
+
+    def type(self, text: str):
+        self.page.keyboard.type(text)
+        self.typed += len(text)
+
+
+def test_keys_per_accepted_item_and_per_fix_in_the_stream(login):
+    from tests.pages.factories import conversation
+
+    messages = conversation()
+    for turn in range(4):  # a 13-message conversation; the fix is to its last message
+        messages[-1:-1] = [{"role": "assistant", "content": "One moment."}, {"role": "user", "content": f"And {turn}?"}]
+    first = make_trajectory(judge=verdict(passed=False, confidence=0.9), messages=messages)
+    second = make_trajectory(judge=verdict(passed=False, confidence=0.5), messages=messages)
+    third = make_trajectory(judge=verdict(passed=True))
+    page = login("annotator")
+    page.goto("/review/")
+    page.click("#start-reviewing")
+    expect(page.locator("h1")).to_contain_text(f"Trajectory {first.pk}")
+
+    accept = Keys(page)
+    accept.press("a")
+    expect(page.locator("h1")).to_contain_text(f"Trajectory {second.pk}")
+    assert accept.pressed == 1
+
+    fix = Keys(page)
+    page.wait_for_load_state("load")
+    fix.press("e")
+    page.wait_for_url(f"**/trajectories/{second.pk}/edit/**")
+    page.wait_for_load_state("load")
+    fix.press("Alt+End")
+    expect(page.locator(f"textarea[name='content-{len(messages) - 1}']")).to_be_focused()
+    fix.press("Alt+ArrowUp", times=2)  # and back down to it, message by message
+    fix.press("Alt+ArrowDown", times=2)
+    fix.type(" Your refund follows.")
+    fix.press("Control+Enter")
+    expect(page.locator("h1")).to_contain_text(f"Trajectory {third.pk}")
+    fixed = Trajectory.objects.get(pk=second.pk)
+    assert fixed.status == TrajectoryStatus.ACCEPTED and fixed.messages[-1]["content"].endswith("Your refund follows.")
+    # e, Alt+End, Ctrl+Enter: three keys and the typing (the walk up and back is four more, to show the keys work).
+    assert fix.pressed - 4 == 3
