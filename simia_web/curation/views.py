@@ -494,6 +494,8 @@ def _editor_save(request, trajectory: Trajectory, context: dict) -> HttpResponse
                 trajectory_edit(
                     trajectory=trajectory, editor=request.user, messages=edited, expected_version=expected, note=reason
                 )
+                if not context["stream"]:  # in the stream the review page keeps holding it; elsewhere the work is done
+                    trajectory_release(trajectory_id=trajectory.pk, user=request.user)
                 messages.success(
                     request, f"Trajectory {trajectory.pk}: saved as version {trajectory.version}, not decided."
                 )

@@ -293,3 +293,19 @@ def test_bulk_counts_are_said_in_the_singular_when_there_is_one(client_for, user
     body = client_for("curator").post("/review/bulk/", {"action": "accept", "scope": "all"}).content.decode()
     assert "1</strong> is being reviewed by someone" in body and "are being reviewed" not in body
     assert free.pk
+
+
+def test_saving_without_deciding_makes_a_decided_item_undecided(client_for, users, trajectory):
+    decide(client_for("curator"), trajectory, decision="accept")
+    trajectory.refresh_from_db()
+    client = client_for("annotator")
+    response = client.post(
+        f"/trajectories/{trajectory.pk}/edit/",
+        {**editor_post(trajectory, **{"content-4": "Reworded."}), "then": "edit"},
+    )
+    assert response["Location"] == f"/trajectories/{trajectory.pk}/"
+    trajectory.refresh_from_db()
+    assert (trajectory.version, trajectory.text_version, trajectory.status) == (3, 3, TrajectoryStatus.JUDGED_FAIL)
+    assert trajectory.reserved_by is None  # outside the stream the work is done: the hold goes
+    accept = Review.objects.get()
+    assert accept.superseded_by == users["annotator"] and not accept.standing
