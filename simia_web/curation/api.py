@@ -126,8 +126,12 @@ class TrajectoryDetailSerializer(TrajectorySummarySerializer):
         return ReviewSerializer(review).data if review else None
 
 
+DECISIONS = {"accept": Decision.ACCEPT, "reject": Decision.REJECT, "fix": Decision.FIX_ACCEPT}
+REQUESTED_DECISIONS = list(DECISIONS)
+
+
 class ReviewRequestSerializer(serializers.Serializer):
-    decision = serializers.ChoiceField(choices=["accept", "reject", "fix"], help_text="fix: fix and accept.")
+    decision = serializers.ChoiceField(choices=REQUESTED_DECISIONS, help_text="fix: fix and accept.")
     version = serializers.IntegerField(
         min_value=1, max_value=2**31 - 1, help_text="The version you reviewed (`version` of GET): a stale one is 409."
     )
@@ -189,7 +193,6 @@ class ConflictSerializer(serializers.Serializer):
     changes = ChangeSerializer(many=True, help_text="What changed after the version you named, and by whom.")
 
 
-DECISIONS = {"accept": Decision.ACCEPT, "reject": Decision.REJECT, "fix": Decision.FIX_ACCEPT}
 REFUSALS = {
     400: OpenApiResponse(description="A field is wrong, named with its path: {field: [messages]}."),
     409: OpenApiResponse(ConflictSerializer, "Refused: the version is stale, or someone else holds the item."),
