@@ -156,6 +156,10 @@ class HeldByOther(ReviewError):
     """Someone else holds the trajectory: nothing lands on it until they decide, release it or leave."""
 
 
+# A write's fields that let go of the hold: the work on the item is done.
+RELEASED = {"reserved_by": None, "reserved_until": None}
+
+
 def _reservation_until():
     return timezone.now() + timedelta(seconds=settings.SIMIA_RESERVATION_SECONDS)
 
@@ -180,17 +184,20 @@ def trajectory_reserve(*, trajectory: Trajectory, user) -> bool:
 
 
 def trajectory_hold(*, trajectory: Trajectory, user) -> bool:
-    """Work on this item now (the editor, an undo, "start reviewing from here"): `user` lets go of any other item
-    and holds this one, unless someone else does. Returns True when `user` holds it."""
-    Trajectory.objects.filter(reserved_by=user).exclude(pk=trajectory.pk).update(reserved_by=None, reserved_until=None)
+    """Work on this item now (the editor, "start reviewing from here"): `user` lets go of any other item and holds
+    this one, unless someone else does. Returns True when `user` holds it."""
+    _release_others(user, trajectory.pk)
     return trajectory_reserve(trajectory=trajectory, user=user)
+
+
+def _release_others(user, keep_id: int) -> None:
+    """A person works on one item at a time: their holds on any other go."""
+    Trajectory.objects.filter(reserved_by=user).exclude(pk=keep_id).update(**RELEASED)
 
 
 def trajectory_release(*, trajectory_id: int, user) -> bool:
     """Give up `user`'s hold on a trajectory (the Release button, or the page being left)."""
-    return bool(
-        Trajectory.objects.filter(pk=trajectory_id, reserved_by=user).update(reserved_by=None, reserved_until=None)
-    )
+    return bool(Trajectory.objects.filter(pk=trajectory_id, reserved_by=user).update(**RELEASED))
 
 
 def trajectory_claim_next(*, queue, user, after_id: int | None = None, sort: str | None = None) -> Trajectory | None:
@@ -199,7 +206,7 @@ def trajectory_claim_next(*, queue, user, after_id: int | None = None, sort: str
     `queue` is an ordered queryset (selectors.review_queue). Another annotator may claim the same row between
     the read and the conditional UPDATE; then the next free one is tried.
     """
-    Trajectory.objects.filter(reserved_by=user).update(reserved_by=None, reserved_until=None)
+    Trajectory.objects.filter(reserved_by=user).update(**RELEASED)
     candidates = queue.filter(_free_for(user), reviewable=True)
     if after_id is not None:
         candidates = queue_after(candidates, after_id, sort)
@@ -224,13 +231,6 @@ def _hold_check(locked: Trajectory, user) -> None:
     holder = reservation_holder(locked, user)
     if holder is not None:
         raise HeldByOther(f"{holder} is reviewing trajectory {locked.pk} right now.")
-
-
-def _hold_fields(user) -> dict:
-    """A write's own fields for the hold: kept for `user`, or let go (None) once the work on it is done."""
-    if user is None:
-        return {"reserved_by": None, "reserved_until": None}
-    return {"reserved_by": user, "reserved_until": _reservation_until()}
 
 
 # ---------------------------------------------------------------- changes to one trajectory
@@ -322,12 +322,12 @@ def review_decide(
                 action=Change.FIX_ACCEPT,
                 note=reason or "fixed",
                 status=status,
-                **_hold_fields(None),
+                **RELEASED,
             )
         else:
             if decision == Decision.ACCEPT and not locked.reviewable:
                 raise ReviewError(NOT_REVIEWABLE, field="decision")
-            version_advance(locked, actor=reviewer, action=decision, status=status, **_hold_fields(None))
+            version_advance(locked, actor=reviewer, action=decision, status=status, **RELEASED)
         review = Review.objects.create(
             trajectory=locked,
             reviewer=reviewer,
@@ -411,7 +411,7 @@ def review_undo(*, review: Review, actor) -> Trajectory:
             raise ReviewError("This decision no longer stands: it was undone or the trajectory changed since.")
         _hold_check(locked, actor)
         previous = locked.status
-        hold = _hold_fields(actor)
+        hold = {"reserved_by": actor, "reserved_until": _reservation_until()}
         if review.decision == Decision.FIX_ACCEPT:
             before = revision_list(obj=locked).filter(version__lt=review.trajectory_version).first()
             _text_write(
@@ -425,7 +425,7 @@ def review_undo(*, review: Review, actor) -> Trajectory:
             )
         else:
             version_advance(locked, actor=actor, action=Change.UNDO, status=_undecided(locked), **hold)
-        Trajectory.objects.filter(reserved_by=actor).exclude(pk=locked.pk).update(reserved_by=None, reserved_until=None)
+        _release_others(actor, locked.pk)
         Review.objects.filter(pk=review.pk).update(undone_at=timezone.now(), undone_by=actor)
         audit_record(
             actor=actor,
@@ -454,13 +454,12 @@ def bulk_preview(*, trajectories, reviewer, decision: str) -> BulkOutcome:
 
 
 def _bulk_split(trajectories, reviewer, decision, *, lock: bool):
-    now = timezone.now()
     qs = Trajectory.objects.filter(pk__in=trajectories.values("pk"))
     if lock:
         qs = qs.select_for_update()
     individual = Review.objects.filter(STANDING, trajectory=OuterRef("pk"), bulk=False)
     rows = qs.annotate(
-        held=~(Q(reserved_by__isnull=True) | Q(reserved_until__lt=now) | Q(reserved_by=reviewer)),
+        held=~_free_for(reviewer),
         decided=Exists(individual) & Q(status__in=HUMAN_STATUSES),
     ).values_list("pk", "version", "status", "reviewable", "held", "decided")
     outcome, ready = BulkOutcome(0, 0, 0, 0), []
@@ -498,7 +497,7 @@ def reviews_bulk(*, trajectories, reviewer, decision: str, reason: str = "") -> 
     ids = [pk for pk, _, _ in rows]
     Review.objects.filter(STANDING, trajectory_id__in=ids).update(superseded_at=timezone.now(), superseded_by=reviewer)
     Trajectory.objects.filter(pk__in=ids).update(
-        status=status, version=F("version") + 1, updated_at=timezone.now(), **_hold_fields(None)
+        status=status, version=F("version") + 1, updated_at=timezone.now(), **RELEASED
     )
     TrajectoryChange.objects.bulk_create(
         TrajectoryChange(trajectory_id=pk, version=version + 1, action=decision, actor=reviewer, detail="bulk")
