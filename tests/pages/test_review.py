@@ -6,8 +6,8 @@ import pytest
 from django.utils import timezone
 
 from simia_web.core.models import AuditEvent, Revision
-from simia_web.core.services import versioned_update
 from simia_web.curation.models import Review, Trajectory, TrajectoryStatus
+from simia_web.curation.services import trajectory_edit
 from tests.pages.factories import make_trajectory, verdict
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
@@ -118,16 +118,16 @@ def test_inline_tool_call_check(client_for, trajectory):
     assert "order_id" in body and 'data-for="call-2-0-args"' in body
 
 
-def test_stale_version_is_refused_and_nothing_is_overwritten(client_for, trajectory):
+def test_stale_version_is_refused_and_nothing_is_overwritten(client_for, users, trajectory):
     client = client_for("annotator")
     data = editor_post(trajectory, **{"content-4": "mine"})
     edited = [dict(m) for m in trajectory.messages]
     edited[4]["content"] = "someone else's fix"
-    versioned_update(obj=trajectory, expected_version=1, fields={"messages": edited})
+    trajectory_edit(trajectory=trajectory, editor=users["curator"], messages=edited, expected_version=1)
     response = client.post(f"/trajectories/{trajectory.pk}/edit/", data)
     body = response.content.decode()
     assert response.status_code == 409 and "someone else changed this trajectory" in body
-    assert "it is now\n  version 2" in body or "version 2" in body
+    assert "v2: edited by <strong>curator</strong>" in body
     assert ">mine</textarea>" in body  # what the annotator typed is still there to copy
     trajectory.refresh_from_db()
     assert trajectory.messages[4]["content"] == "someone else's fix"
