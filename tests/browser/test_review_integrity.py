@@ -99,6 +99,7 @@ def test_a_write_based_on_a_stale_view_is_refused_naming_who_changed_what(browse
 
     # In the editor: the hold Alice took lapsed while she typed, and the curator decided meanwhile.
     alice.goto(f"/trajectories/{t.pk}/edit/")
+    alice.wait_for_load_state("networkidle")  # the editor has renewed its hold
     alice.locator("textarea[name='content-4']").fill("Alice's fix, typed on version 2")
     Trajectory.objects.filter(pk=t.pk).update(reserved_by=None, reserved_until=None)
     review_decide(trajectory=t, reviewer=users["curator"], decision="accept", expected_version=2)
@@ -169,6 +170,7 @@ def test_keys_per_accepted_item_and_per_fix_in_the_stream(login):
     page.goto("/review/")
     page.click("#start-reviewing")
     expect(page.locator("h1")).to_contain_text(f"Trajectory {first.pk}")
+    page.wait_for_load_state("load")  # the page's keys listen from here on
 
     accept = Keys(page)
     accept.press("a")

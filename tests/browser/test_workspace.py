@@ -150,6 +150,7 @@ def test_editor_refuses_a_stale_version_and_keeps_the_text(login, users):
     t = make_trajectory(judge=verdict(passed=False))
     page = login("annotator")
     page.goto(f"/trajectories/{t.pk}/edit/")
+    page.wait_for_load_state("networkidle")  # the editor has renewed its hold
     edited = [dict(m) for m in t.messages]
     edited[4]["content"] = "their fix"
     Trajectory.objects.filter(pk=t.pk).update(reserved_by=None)  # the annotator's hold lapsed
@@ -219,6 +220,7 @@ def test_bulk_accept_asks_for_confirmation_naming_the_count(login, users):
     page.keyboard.press("u")  # the notice's undo takes the bulk decision back
     expect(page.locator(".messages")).to_contain_text("Undone: 2 trajectories wait for review again")
     assert Trajectory.objects.filter(status=TrajectoryStatus.ACCEPTED).count() == 0
+    page.wait_for_load_state("load")  # the queue's keys listen from here on
     page.keyboard.press("j")
     page.keyboard.press("x")
     page.check(f"input[name=ids][value='{rows[1].pk}']")
