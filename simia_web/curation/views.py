@@ -6,6 +6,7 @@ from django.conf import settings
 from django.contrib import messages
 from django.http import HttpResponse, JsonResponse, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
+from django.template.defaultfilters import pluralize
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.datastructures import MultiValueDict
@@ -274,29 +275,17 @@ def _bulk_summary(outcome, action: str) -> str:
     noun = "trajectory" if outcome.changed == 1 else "trajectories"
     parts = [f"{outcome.changed} {noun} {action}ed."]
     if outcome.decided:
-        them = "it" if outcome.decided == 1 else "them"
+        n = outcome.decided
         parts.append(
-            f"{outcome.decided} left as {_were(outcome.decided)}: a person had already decided {them} one by one."
+            f"{n} left as {pluralize(n, 'it was,they were')}: a person had already decided "
+            f"{pluralize(n, 'it,them')} one by one."
         )
     if outcome.held:
-        parts.append(f"{outcome.held} skipped: someone is reviewing {_them(outcome.held)} right now.")
+        parts.append(f"{outcome.held} skipped: someone is reviewing {pluralize(outcome.held, 'it,them')} right now.")
     if outcome.unreviewable:
-        parts.append(
-            f"{outcome.unreviewable} skipped: empty or errored, {_they(outcome.unreviewable)} cannot be accepted."
-        )
+        n = outcome.unreviewable
+        parts.append(f"{n} skipped: empty or errored, {pluralize(n, 'it,they')} cannot be accepted.")
     return " ".join(parts)
-
-
-def _were(n: int) -> str:
-    return "it was" if n == 1 else "they were"
-
-
-def _them(n: int) -> str:
-    return "it" if n == 1 else "them"
-
-
-def _they(n: int) -> str:
-    return "it" if n == 1 else "they"
 
 
 @role_required("curator")
@@ -306,19 +295,23 @@ def review_bulk_undo(request):
     back = _with_query(reverse("review-queue"), request.POST.get("query", ""))
     try:
         batch = uuid.UUID(request.POST.get("batch", ""))
-        outcome = reviews_bulk_undo(batch=batch, actor=request.user)
     except ValueError:
         messages.error(request, "Not undone: that is not a bulk decision.")
         return redirect(back)
+    try:
+        outcome = reviews_bulk_undo(batch=batch, actor=request.user)
     except ReviewError as exc:
         messages.error(request, f"Not undone: {exc}")
         return redirect(back)
-    noun = "trajectory waits" if outcome.undone == 1 else "trajectories wait"
-    parts = [f"Undone: {outcome.undone} {noun} for review again."]
+    parts = [
+        f"Undone: {outcome.undone} {pluralize(outcome.undone, 'trajectory waits,trajectories wait')} for review again."
+    ]
     if outcome.moved_on:
-        parts.append(f"{outcome.moved_on} left as {_were(outcome.moved_on)}: changed since the bulk decision.")
+        n = outcome.moved_on
+        parts.append(f"{n} left as {pluralize(n, 'it was,they were')}: changed since the bulk decision.")
     if outcome.held:
-        parts.append(f"{outcome.held} left as {_were(outcome.held)}: someone is reviewing {_them(outcome.held)}.")
+        n = outcome.held
+        parts.append(f"{n} left as {pluralize(n, 'it was,they were')}: someone is reviewing {pluralize(n, 'it,them')}.")
     messages.success(request, " ".join(parts))
     return redirect(back)
 
