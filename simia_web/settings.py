@@ -239,6 +239,8 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "TrajectoryKindEnum": "simia_web.curation.models.TrajectoryKind",
         "TrajectoryStatusEnum": "simia_web.curation.models.TrajectoryStatus",
+        "DecisionEnum": "simia_web.curation.models.Decision",
+        "RequestedDecisionEnum": "simia_web.curation.api.REQUESTED_DECISIONS",
         "ApiKindEnum": "simia_web.catalog.models.ApiKind",
         "TaskStatusEnum": "simia_web.catalog.models.TaskStatus",
         "SeedFormatEnum": "simia_web.catalog.models.SeedFormat",

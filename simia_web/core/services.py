@@ -31,11 +31,14 @@ def audit_record(*, actor, action: str, target: models.Model, data: dict | None 
     )
 
 
-def revision_record(*, obj: models.Model, data: dict[str, Any], author=None, note: str = "") -> Revision:
-    """Store `data` as revision `obj.version`, with the JSON Patch from the previous revision."""
+def revision_record(
+    *, obj: models.Model, data: dict[str, Any], author=None, note: str = "", version: int | None = None
+) -> Revision:
+    """Store `data` as revision `version` (by default `obj.version`), with the JSON Patch from the previous one."""
     content_type = ContentType.objects.get_for_model(obj)
+    version = obj.version if version is None else version
     previous = (
-        Revision.objects.filter(content_type=content_type, object_id=obj.pk, version__lt=obj.version)
+        Revision.objects.filter(content_type=content_type, object_id=obj.pk, version__lt=version)
         .order_by("-version")
         .first()
     )
@@ -43,7 +46,7 @@ def revision_record(*, obj: models.Model, data: dict[str, Any], author=None, not
     return Revision.objects.create(
         content_type=content_type,
         object_id=obj.pk,
-        version=obj.version,
+        version=version,
         data=data,
         changes=changes,
         author=author if getattr(author, "pk", None) else None,

@@ -1,10 +1,20 @@
-"""REST endpoints of trajectories: summaries in lists; messages, verdicts, reviews and violations in detail."""
+"""REST endpoints of trajectories: summaries in lists; messages, verdicts, reviews and violations in detail; review
+(accept, reject, fix) and revert through the same services and rules as the pages."""
 
 from django.db.models import Prefetch
-from rest_framework import serializers, viewsets
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_field
+from rest_framework import serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError
+from rest_framework.response import Response
+
+from simia_web.formats import FormatError
 
 from .filters import TrajectoryFilter
-from .models import JudgeVerdict, Review, RuleViolation, Trajectory
+from .models import Decision, JudgeVerdict, Review, RuleViolation, Trajectory, TrajectoryChange
+from .selectors import standing_review
+from .services import HeldByOther, ReviewError, review_decide, trajectory_revert
+from .versions import StaleVersion
 
 # Large JSON columns a list row never shows.
 HEAVY_FIELDS = ("messages", "tools", "steps", "initial_state", "final_state", "provenance")
@@ -37,10 +47,25 @@ class JudgeVerdictSerializer(serializers.ModelSerializer):
 
 class ReviewSerializer(serializers.ModelSerializer):
     reviewer = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    standing = serializers.BooleanField(
+        read_only=True, help_text="Neither undone nor superseded: the trajectory is still at `trajectory_version`."
+    )
 
     class Meta:
         model = Review
-        fields = ["id", "reviewer", "decision", "reason", "trajectory_version", "created_at"]
+        fields = [
+            "id",
+            "reviewer",
+            "decision",
+            "reason",
+            "based_on_version",
+            "trajectory_version",
+            "bulk",
+            "standing",
+            "undone_at",
+            "superseded_at",
+            "created_at",
+        ]
 
 
 class TrajectorySummarySerializer(serializers.ModelSerializer):
@@ -73,10 +98,15 @@ class TrajectoryDetailSerializer(TrajectorySummarySerializer):
     verdicts = JudgeVerdictSerializer(many=True, read_only=True)
     reviews = ReviewSerializer(many=True, read_only=True)
     violations = RuleViolationSerializer(many=True, read_only=True)
+    decision = serializers.SerializerMethodField(
+        help_text="The decision that stands (made on `based_on_version`, it made `trajectory_version`), or null."
+    )
 
     class Meta(TrajectorySummarySerializer.Meta):
         fields = [
             *TrajectorySummarySerializer.Meta.fields,
+            "text_version",
+            "decision",
             "seed_version",
             "unit",
             "messages",
@@ -89,6 +119,103 @@ class TrajectoryDetailSerializer(TrajectorySummarySerializer):
             "reviews",
             "violations",
         ]
+
+    @extend_schema_field(ReviewSerializer(allow_null=True))
+    def get_decision(self, trajectory) -> dict | None:
+        review = standing_review(trajectory.reviews.all())
+        return ReviewSerializer(review).data if review else None
+
+
+DECISIONS = {"accept": Decision.ACCEPT, "reject": Decision.REJECT, "fix": Decision.FIX_ACCEPT}
+REQUESTED_DECISIONS = list(DECISIONS)
+
+
+class ReviewRequestSerializer(serializers.Serializer):
+    decision = serializers.ChoiceField(choices=REQUESTED_DECISIONS, help_text="fix: fix and accept.")
+    version = serializers.IntegerField(
+        min_value=1, max_value=2**31 - 1, help_text="The version you reviewed (`version` of GET): a stale one is 409."
+    )
+    reason = serializers.CharField(
+        required=False, allow_blank=True, default="", max_length=2000, help_text="Required to reject."
+    )
+    messages = serializers.ListField(
+        child=serializers.DictField(),
+        required=False,
+        help_text="fix only: the whole corrected conversation (OpenAI chat messages), checked as the editor checks it.",
+    )
+
+    def validate(self, data):
+        if data["decision"] == "fix" and "messages" not in data:
+            raise ValidationError({"messages": ["fix needs the corrected messages"]})
+        if data["decision"] != "fix" and "messages" in data:
+            raise ValidationError({"messages": ["only a fix sends messages"]})
+        return data
+
+
+class RevertRequestSerializer(serializers.Serializer):
+    to_version = serializers.IntegerField(min_value=1, max_value=2**31 - 1, help_text="The version whose text returns.")
+    version = serializers.IntegerField(
+        min_value=1, max_value=2**31 - 1, help_text="The version you were looking at: a stale one is 409."
+    )
+
+
+class ReviewCreatedSerializer(ReviewSerializer):
+    status = serializers.CharField(source="trajectory.status", help_text="The trajectory's status now.")
+    version = serializers.IntegerField(
+        source="trajectory.version", help_text="The trajectory's version now: name it in your next write."
+    )
+
+    class Meta(ReviewSerializer.Meta):
+        fields = [*ReviewSerializer.Meta.fields, "status", "version"]
+
+
+class TrajectoryVersionSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Trajectory
+        fields = ["id", "version", "text_version", "status"]
+
+
+class ChangeSerializer(serializers.ModelSerializer):
+    actor = serializers.SlugRelatedField(slug_field="username", read_only=True)
+
+    class Meta:
+        model = TrajectoryChange
+        fields = ["version", "action", "detail", "actor", "created_at"]
+
+
+class ConflictSerializer(serializers.Serializer):
+    detail = serializers.CharField()
+    code = serializers.ChoiceField(
+        choices=["stale_version", "held"],
+        help_text="stale_version: the trajectory changed after the version you named; held: someone is reviewing it.",
+    )
+    version = serializers.IntegerField(help_text="The trajectory's version now.")
+    changes = ChangeSerializer(many=True, help_text="What changed after the version you named, and by whom.")
+
+
+REFUSALS = {
+    400: OpenApiResponse(description="A field is wrong, named with its path: {field: [messages]}."),
+    409: OpenApiResponse(ConflictSerializer, "Refused: the version is stale, or someone else holds the item."),
+}
+
+
+def _refusal(exc: Exception, trajectory: Trajectory) -> Response:
+    """A refused write as the answer that says why: 409 for a stale version or a hold, else 400 naming the field."""
+    if isinstance(exc, StaleVersion):
+        body = {
+            "detail": str(exc),
+            "code": "stale_version",
+            "version": exc.obj.version,
+            "changes": ChangeSerializer(exc.changes, many=True).data,
+        }
+        return Response(body, status=status.HTTP_409_CONFLICT)
+    if isinstance(exc, HeldByOther):
+        trajectory.refresh_from_db(fields=["version"])
+        body = {"detail": str(exc), "code": "held", "version": trajectory.version, "changes": []}
+        return Response(body, status=status.HTTP_409_CONFLICT)
+    if isinstance(exc, FormatError):
+        raise ValidationError({exc.field or "messages": [exc.message]})
+    raise ValidationError({exc.field: [str(exc)]})
 
 
 class TrajectoryViewSet(viewsets.ReadOnlyModelViewSet):
@@ -104,6 +231,49 @@ class TrajectoryViewSet(viewsets.ReadOnlyModelViewSet):
         qs = Trajectory.objects.select_related("domain")
         if self.action == "list":
             return qs.defer(*HEAVY_FIELDS)
+        if self.action in ("reviews", "revert"):
+            return Trajectory.objects.all()
         return qs.prefetch_related(
             "verdicts", "violations", Prefetch("reviews", queryset=Review.objects.select_related("reviewer"))
         )
+
+    @extend_schema(request=ReviewRequestSerializer, responses={201: ReviewCreatedSerializer, **REFUSALS})
+    @action(detail=True, methods=["post"], filter_backends=[])
+    def reviews(self, request, pk=None):
+        """Accept, reject, or fix and accept the version you reviewed (same rules as the review pages: a decision
+        never lands on an item someone else is reviewing, and fixed messages go through the editor's checks)."""
+        trajectory = self.get_object()
+        body = ReviewRequestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        try:
+            review = review_decide(
+                trajectory=trajectory,
+                reviewer=request.user,
+                decision=DECISIONS[data["decision"]],
+                expected_version=data["version"],
+                reason=data["reason"],
+                messages=data.get("messages"),
+            )
+        except (StaleVersion, ReviewError, FormatError) as exc:
+            return _refusal(exc, trajectory)
+        return Response(ReviewCreatedSerializer(review).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=RevertRequestSerializer, responses={200: TrajectoryVersionSerializer, **REFUSALS})
+    @action(detail=True, methods=["post"], filter_backends=[])
+    def revert(self, request, pk=None):
+        """Make the text version `to_version` had the current text again, as the next version; the item waits for
+        a decision again (the decision made on the text it replaces no longer stands)."""
+        trajectory = self.get_object()
+        body = RevertRequestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        try:
+            trajectory_revert(
+                trajectory=trajectory,
+                to_version=body.validated_data["to_version"],
+                expected_version=body.validated_data["version"],
+                actor=request.user,
+            )
+        except (StaleVersion, ReviewError, FormatError) as exc:
+            return _refusal(exc, trajectory)
+        return Response(TrajectoryVersionSerializer(trajectory).data)

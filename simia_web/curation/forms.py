@@ -1,4 +1,5 @@
 import json
+import re
 
 from django import forms
 from django.contrib.auth import get_user_model
@@ -155,6 +156,32 @@ def editor_blocks(messages: list[dict]) -> list[dict]:
     return blocks
 
 
+# A field of a conversation as the gate names it: messages[3].role, messages[2].tool_calls[0].function.name, ...
+_MESSAGE_FIELD = re.compile(
+    r"messages\[(\d+)\] (?: \.(role|content|tool_call_id) | \.tool_calls\[(\d+)\] (?:\.(?:function\.)?(\w+))? )? .*",
+    re.VERBOSE,
+)
+
+
+def editor_error_field(data, field: str) -> str:
+    """The editor's form field a gate refusal names (`messages[3].tool_calls[0].function.name` is the name field of
+    that call's block), so the error shows beside it; `messages` (the top of the form) when it names none."""
+    found = _MESSAGE_FIELD.fullmatch(field or "")
+    keys = data.getlist("msg")
+    if found is None or int(found[1]) >= len(keys):
+        return "messages"
+    key = keys[int(found[1])]
+    part, call, call_part = found[2], found[3], found[4]
+    if call is not None:
+        call_keys = data.getlist(f"call-{key}")
+        if int(call) >= len(call_keys):
+            return f"message-{key}"
+        return f"call-{key}-{call_keys[int(call)]}-{'name' if call_part == 'name' else 'args'}"
+    if part in ("role", "tool_call_id"):
+        return f"{part}-{key}"
+    return f"message-{key}"
+
+
 def editor_blocks_posted(data, errors: dict[str, str]) -> list[dict]:
     """The blocks as the annotator left them after a refused save (nothing typed is lost), errors beside fields."""
     blocks = []
@@ -178,6 +205,8 @@ def editor_blocks_posted(data, errors: dict[str, str]) -> list[dict]:
                 "tool_call_id": data.get(f"tool_call_id-{key}", ""),
                 "calls": calls,
                 "role_error": errors.get(f"role-{key}", ""),
+                "tool_call_id_error": errors.get(f"tool_call_id-{key}", ""),
+                "error": errors.get(f"message-{key}", ""),
             }
         )
     return blocks

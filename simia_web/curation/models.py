@@ -30,6 +30,16 @@ PENDING_STATUSES = (
     TrajectoryStatus.JUDGED_FAIL,
 )
 
+
+def pipeline_status(*, violation_count: int, judge_passed: bool | None) -> str:
+    """The status the rules and the judge give a trajectory nobody has decided: rules first, then the verdict."""
+    if violation_count:
+        return TrajectoryStatus.RULES_FAILED
+    if judge_passed is None:
+        return TrajectoryStatus.GENERATED
+    return TrajectoryStatus.JUDGED_PASS if judge_passed else TrajectoryStatus.JUDGED_FAIL
+
+
 # Review priority, most useful first: confident judge failures, judge-vs-human disagreements, rule failures, the rest.
 # A stored generated column, so the queue's order is an index scan rather than a sort of every pending row.
 PRIORITY = Case(
@@ -96,7 +106,10 @@ class Trajectory(models.Model):
     reviewable = models.BooleanField(default=True)
     provenance = models.JSONField(default=dict, blank=True)
     content_hash = models.CharField(max_length=64, blank=True, db_index=True)
+    # Every change a person makes (edit, fix, revert, decision, undo) advances `version`; a write names the version
+    # it was based on. `text_version` is the version whose messages are current: verdicts older than it are stale.
     version = models.PositiveIntegerField(default=1)
+    text_version = models.PositiveIntegerField(default=1)
     assigned_to = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="assigned_trajectories"
     )
@@ -174,23 +187,91 @@ class Decision(models.TextChoices):
     FIX_ACCEPT = "fix_accept", "Fix and accept"
 
 
+# A decision that stands: neither undone nor superseded by a later change.
+STANDING = Q(undone_at__isnull=True, superseded_at__isnull=True)
+
+
 class Review(models.Model):
+    """A person's decision. It stands while the trajectory stays at `trajectory_version`, the version the decision
+    made; an undo (undone_at) or a later change to the text (superseded_at) ends it, and the row stays as history."""
+
     trajectory = models.ForeignKey(Trajectory, on_delete=models.CASCADE, related_name="reviews")
     reviewer = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT)
     decision = models.CharField(max_length=16, choices=Decision.choices)
     reason = models.TextField(blank=True)
-    trajectory_version = models.PositiveIntegerField()
+    trajectory_version = models.PositiveIntegerField(help_text="The version this decision made.")
+    based_on_version = models.PositiveIntegerField(
+        null=True, blank=True, help_text="The version the reviewer was looking at (when the decision recorded it)."
+    )
     # Part of a bulk action: shown apart, and not counted as an individual judgement in agreement.
     bulk = models.BooleanField(default=False)
-    previous_status = models.CharField(max_length=16, blank=True, help_text="The status an undo restores.")
+    batch = models.UUIDField(null=True, blank=True, db_index=True, help_text="The bulk action it was part of.")
     undone_at = models.DateTimeField(null=True, blank=True)
     undone_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="undone_reviews"
+    )
+    superseded_at = models.DateTimeField(null=True, blank=True)
+    superseded_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="superseded_reviews"
     )
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
 
     class Meta:
         ordering = ["-id"]
+        indexes = [
+            # The decision that stands on a trajectory (at most one).
+            models.Index(fields=["trajectory"], name="review_standing", condition=STANDING)
+        ]
 
     def __str__(self):
         return f"{self.decision} on {self.trajectory_id}"
+
+    @property
+    def standing(self) -> bool:
+        return self.undone_at is None and self.superseded_at is None
+
+
+class Change(models.TextChoices):
+    EDIT = "edit", "edited"
+    FIX_ACCEPT = "fix_accept", "fixed and accepted"
+    ACCEPT = "accept", "accepted"
+    REJECT = "reject", "rejected"
+    REVERT = "revert", "reverted"
+    UNDO = "undo", "undid a decision"
+
+
+class TrajectoryChange(models.Model):
+    """What made each version after the generated one (version 1), and who: the record a refused write names."""
+
+    trajectory = models.ForeignKey(Trajectory, on_delete=models.CASCADE, related_name="changes")
+    version = models.PositiveIntegerField()
+    action = models.CharField(max_length=16, choices=Change.choices)
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    detail = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["trajectory_id", "version"]
+        constraints = [
+            models.UniqueConstraint(fields=["trajectory", "version"], name="trajectory_change_unique_version")
+        ]
+
+    def __str__(self):
+        return f"{self.trajectory_id} v{self.version} {self.action}"
+
+
+class EditorDraft(models.Model):
+    """The editor's unsaved work of one person on one trajectory, saved as they type: the form's fields as posted
+    ({name: [values]}), and the version they were editing."""
+
+    trajectory = models.ForeignKey(Trajectory, on_delete=models.CASCADE, related_name="drafts")
+    author = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="editor_drafts")
+    based_on_version = models.PositiveIntegerField()
+    fields = models.JSONField(default=dict)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["trajectory", "author"], name="editor_draft_one_per_author")]
+
+    def __str__(self):
+        return f"draft of {self.trajectory_id} by {self.author_id}"

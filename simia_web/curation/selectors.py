@@ -27,7 +27,17 @@ from simia_web.core.display import messages_side_by_side, pretty_json, state_dif
 from simia_web.core.selectors import revision_list
 from simia_web.formats.conversation import message_text, parse_arguments
 
-from .models import QUEUE_ORDER_KEYS, Decision, JudgeVerdict, Review, RuleViolation, Trajectory, TrajectoryStatus
+from .models import (
+    QUEUE_ORDER_KEYS,
+    STANDING,
+    Decision,
+    EditorDraft,
+    JudgeVerdict,
+    Review,
+    RuleViolation,
+    Trajectory,
+    TrajectoryStatus,
+)
 
 
 @dataclass(frozen=True)
@@ -219,12 +229,31 @@ def trajectory_detail_queryset() -> QuerySet[Trajectory]:
     ).prefetch_related(
         "violations",
         Prefetch("verdicts", queryset=JudgeVerdict.objects.select_related("profile")),
-        Prefetch("reviews", queryset=Review.objects.select_related("reviewer", "undone_by")),
+        Prefetch("reviews", queryset=Review.objects.select_related("reviewer", "undone_by", "superseded_by")),
     )
 
 
 def trajectory_detail(pk: int) -> Trajectory:
     return trajectory_detail_queryset().get(pk=pk)
+
+
+def standing_review(reviews) -> Review | None:
+    """The decision that stands on a trajectory, from its (prefetched) reviews: at most one does."""
+    return next((review for review in reviews if review.standing), None)
+
+
+def verdicts_split(verdicts) -> tuple[JudgeVerdict | None, list[JudgeVerdict], list[JudgeVerdict]]:
+    """(the standing verdict: the latest that is not a failed call; the failed calls since it; the earlier verdicts)
+    of a trajectory's verdicts, newest first. A failed call never replaces a verdict, it is shown beside it."""
+    standing = next((v for v in verdicts if not v.error), None)
+    if standing is None:
+        return None, [v for v in verdicts if v.error], []
+    position = verdicts.index(standing)
+    return standing, verdicts[:position], [v for v in verdicts[position + 1 :] if not v.error]
+
+
+def draft_for(trajectory: Trajectory, user) -> EditorDraft | None:
+    return EditorDraft.objects.filter(trajectory=trajectory, author=user).first()
 
 
 def reservation_holder(trajectory: Trajectory, user):
@@ -373,7 +402,7 @@ def revision_history(trajectory: Trajectory, limit: int = 20) -> list[dict]:
                 "revision": revision,
                 "rows": [{"old": _row_clipped(r["old"]), "new": _row_clipped(r["new"])} for r in rows[:REVISION_ROWS]],
                 "more_rows": max(len(rows) - REVISION_ROWS, 0),
-                "current": revision.version == trajectory.version,
+                "current": revision.version == trajectory.text_version,
             }
         )
     return history
@@ -399,13 +428,13 @@ def cohen_kappa(matrix: dict[tuple[bool, bool], int]) -> float | None:
 
 
 def individual_reviews() -> QuerySet[Review]:
-    """Decisions a person made one item at a time and did not take back: the only ones agreement counts."""
-    return Review.objects.filter(bulk=False, undone_at__isnull=True)
+    """Decisions a person made one item at a time that still stand: the only ones agreement counts."""
+    return Review.objects.filter(STANDING, bulk=False)
 
 
 def _reviewed(domain=None, job=None, profile=None) -> QuerySet[Trajectory]:
     latest_review = individual_reviews().filter(trajectory=OuterRef("pk")).order_by("-id")
-    latest_verdict = JudgeVerdict.objects.filter(trajectory=OuterRef("pk")).order_by("-id")
+    latest_verdict = JudgeVerdict.objects.filter(trajectory=OuterRef("pk"), error="").order_by("-id")
     qs = Trajectory.objects.filter(judge_passed__isnull=False).annotate(
         human=Subquery(latest_review.values("decision")[:1], output_field=CharField()),
         verdict_id=Subquery(latest_verdict.values("id")[:1]),
@@ -428,7 +457,7 @@ def agreement(*, domain=None, job=None, profile=None, criteria: bool = True) -> 
     """
     reviewed = _reviewed(domain, job, profile)
     only_bulk = Trajectory.objects.filter(
-        Exists(Review.objects.filter(trajectory=OuterRef("pk"), bulk=True, undone_at__isnull=True)),
+        Exists(Review.objects.filter(STANDING, trajectory=OuterRef("pk"), bulk=True)),
         ~Exists(individual_reviews().filter(trajectory=OuterRef("pk"))),
     )
     if domain:

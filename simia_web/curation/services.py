@@ -1,31 +1,50 @@
-"""Writes to trajectories: creation by the pipelines, verdicts, status changes and human reviews."""
+"""Writes to trajectories: creation by the pipelines, verdicts, and people's work on them (holds, decisions,
+edits, reverts, undo, bulk actions, editor drafts).
 
+Every change a person makes advances the trajectory's version and names the version it was based on
+(curation.versions); a decision stands only while the trajectory stays at the version it made, so an item is
+accepted only while its current text is the one a person accepted.
+"""
+
+import uuid
 from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Exists, F, OuterRef, Q
 from django.utils import timezone
 
-from simia_web.core.jsonutil import content_hash
+from simia_web.core.jsonutil import canonical_bytes, content_hash
 from simia_web.core.models import AuditEvent
 from simia_web.core.selectors import revision_list
-from simia_web.core.services import VersionConflict, audit_record, revision_record, versioned_update
+from simia_web.core.services import audit_record, revision_record
 from simia_web.jobs.models import Job
 from simia_web.jobs.services import job_create
 
-from .models import Decision, JudgeVerdict, Review, RuleViolation, Trajectory, TrajectoryStatus
-from .selectors import queue_after
+from .gate import messages_restored, messages_written
+from .models import (
+    STANDING,
+    Change,
+    Decision,
+    EditorDraft,
+    JudgeVerdict,
+    Review,
+    RuleViolation,
+    Trajectory,
+    TrajectoryChange,
+    TrajectoryStatus,
+    pipeline_status,
+)
+from .selectors import queue_after, reservation_holder
+from .versions import decision_supersede, trajectory_locked, version_advance
 
 
 def trajectory_status_for(*, violations: list, verdict: dict | None) -> str:
     """Rules first: any unfixed violation fails; then the judge decides; no verdict means generated."""
-    if any(not v.fixed for v in violations):
-        return TrajectoryStatus.RULES_FAILED
-    if verdict is None or verdict.get("passed") is None:
-        return TrajectoryStatus.GENERATED
-    return TrajectoryStatus.JUDGED_PASS if verdict["passed"] else TrajectoryStatus.JUDGED_FAIL
+    return pipeline_status(
+        violation_count=sum(1 for v in violations if not v.fixed), judge_passed=(verdict or {}).get("passed")
+    )
 
 
 @transaction.atomic(savepoint=False)
@@ -90,17 +109,23 @@ def _verdict_headline(verdict: dict | None) -> dict:
 
 
 def verdict_record(*, trajectory_id: int, version: int, verdict: dict) -> JudgeVerdict:
-    """Store a judge verdict on `version` of a trajectory (Judge again). It becomes the headline (queue filters,
-    agreement) only while that version is current, and moves a pipeline status; a person's decision stays."""
+    """Store a judge verdict on `version` of a trajectory (Judge again).
+
+    A failed call (a verdict with `error`) is kept beside the standing verdict and changes nothing else. A verdict
+    becomes the headline (queue filters, agreement) only while the text it judged is current, and moves a pipeline
+    status; a person's decision stays.
+    """
     with transaction.atomic():
         trajectory = Trajectory.objects.select_for_update().get(pk=trajectory_id)
         record = JudgeVerdict.objects.create(trajectory=trajectory, trajectory_version=version, **verdict)
-        if trajectory.version == version:
-            fields = _verdict_headline(verdict)
-            if trajectory.status not in HUMAN_STATUSES:
-                violations = list(trajectory.violations.filter(fixed=False))
-                fields["status"] = trajectory_status_for(violations=violations, verdict=verdict)
-            Trajectory.objects.filter(pk=trajectory.pk).update(**fields)
+        if verdict.get("error") or version < trajectory.text_version:
+            return record
+        fields = _verdict_headline(verdict)
+        if trajectory.status not in HUMAN_STATUSES:
+            fields["status"] = pipeline_status(
+                violation_count=trajectory.violation_count, judge_passed=verdict.get("passed")
+            )
+        Trajectory.objects.filter(pk=trajectory.pk).update(**fields)
     return record
 
 
@@ -116,35 +141,23 @@ def trajectory_judge_again(*, trajectory: Trajectory, actor) -> Job:
 HUMAN_STATUSES = frozenset({TrajectoryStatus.ACCEPTED, TrajectoryStatus.REJECTED})
 
 
-def status_transition_check(*, previous: str, status: str) -> None:
-    """Pipeline statuses may be replaced by anything; a human decision only by another human decision."""
-    if status not in TrajectoryStatus.values:
-        raise ReviewError(f"unknown status {status!r}")
-    if previous in HUMAN_STATUSES and status not in HUMAN_STATUSES:
-        raise ReviewError(f"a trajectory a person {previous} cannot go back to {status}")
-
-
-def trajectory_status_set(*, trajectory: Trajectory, status: str, actor=None, reason: str = "") -> Trajectory:
-    """Change a status (checked against the legal transitions) with an audit event in the same transaction."""
-    status_transition_check(previous=trajectory.status, status=status)
-    with transaction.atomic():
-        previous = trajectory.status
-        Trajectory.objects.filter(pk=trajectory.pk).update(status=status)
-        trajectory.status = status
-        audit_record(
-            actor=actor,
-            action="trajectory.status",
-            target=trajectory,
-            data={"from": previous, "to": status, "reason": reason},
-        )
-    return trajectory
-
-
-# ---------------------------------------------------------------- human review
+# ---------------------------------------------------------------- holds
 
 
 class ReviewError(Exception):
-    """A review that cannot be applied (missing reason, invalid edit, reserved by someone else)."""
+    """A review that cannot be applied (missing reason, invalid edit); `field` names the input at fault."""
+
+    def __init__(self, message: str, field: str = "detail"):
+        super().__init__(message)
+        self.field = field
+
+
+class HeldByOther(ReviewError):
+    """Someone else holds the trajectory: nothing lands on it until they decide, release it or leave."""
+
+
+# A write's fields that let go of the hold: the work on the item is done.
+RELEASED = {"reserved_by": None, "reserved_until": None}
 
 
 def _reservation_until():
@@ -159,7 +172,7 @@ def trajectory_reserve(*, trajectory: Trajectory, user) -> bool:
     """Hold (or keep holding) the trajectory for `user` for SIMIA_RESERVATION_SECONDS unless someone else does.
 
     Returns True when `user` now holds it. A single conditional UPDATE, so two annotators cannot both win;
-    the open review page calls it again before the time runs out.
+    the open review page and the editor call it again before the time runs out.
     """
     until = _reservation_until()
     won = Trajectory.objects.filter(_free_for(user), pk=trajectory.pk).update(reserved_by=user, reserved_until=until)
@@ -170,11 +183,21 @@ def trajectory_reserve(*, trajectory: Trajectory, user) -> bool:
     return bool(won)
 
 
+def trajectory_hold(*, trajectory: Trajectory, user) -> bool:
+    """Work on this item now (the editor, "start reviewing from here"): `user` lets go of any other item and holds
+    this one, unless someone else does. Returns True when `user` holds it."""
+    _release_others(user, trajectory.pk)
+    return trajectory_reserve(trajectory=trajectory, user=user)
+
+
+def _release_others(user, keep_id: int) -> None:
+    """A person works on one item at a time: their holds on any other go."""
+    Trajectory.objects.filter(reserved_by=user).exclude(pk=keep_id).update(**RELEASED)
+
+
 def trajectory_release(*, trajectory_id: int, user) -> bool:
     """Give up `user`'s hold on a trajectory (the Release button, or the page being left)."""
-    return bool(
-        Trajectory.objects.filter(pk=trajectory_id, reserved_by=user).update(reserved_by=None, reserved_until=None)
-    )
+    return bool(Trajectory.objects.filter(pk=trajectory_id, reserved_by=user).update(**RELEASED))
 
 
 def trajectory_claim_next(*, queue, user, after_id: int | None = None, sort: str | None = None) -> Trajectory | None:
@@ -183,7 +206,7 @@ def trajectory_claim_next(*, queue, user, after_id: int | None = None, sort: str
     `queue` is an ordered queryset (selectors.review_queue). Another annotator may claim the same row between
     the read and the conditional UPDATE; then the next free one is tried.
     """
-    Trajectory.objects.filter(reserved_by=user).update(reserved_by=None, reserved_until=None)
+    Trajectory.objects.filter(reserved_by=user).update(**RELEASED)
     candidates = queue.filter(_free_for(user), reviewable=True)
     if after_id is not None:
         candidates = queue_after(candidates, after_id, sort)
@@ -196,27 +219,57 @@ def trajectory_claim_next(*, queue, user, after_id: int | None = None, sort: str
     return None
 
 
-def _held_by_other(trajectory: Trajectory, user) -> bool:
-    return bool(
-        trajectory.reserved_by_id
-        and trajectory.reserved_by_id != user.pk
-        and trajectory.reserved_until
-        and trajectory.reserved_until > timezone.now()
-    )
+def next_free(*, queue, user, after_id: int, sort: str | None = None) -> int | None:
+    """The id of the first item of `queue` after `after_id` (or from the head, when it left the queue) that
+    nobody else holds: where a decision made outside the stream leads, without claiming it."""
+    free = queue.filter(_free_for(user)).exclude(pk=after_id)
+    after = queue_after(free, after_id, sort) if queue.filter(pk=after_id).exists() else free
+    return after.values_list("pk", flat=True).first() or free.values_list("pk", flat=True).first()
 
 
-def _trajectory_snapshot(trajectory: Trajectory) -> dict:
+def _hold_check(locked: Trajectory, user) -> None:
+    holder = reservation_holder(locked, user)
+    if holder is not None:
+        raise HeldByOther(f"{holder} is reviewing trajectory {locked.pk} right now.")
+
+
+# ---------------------------------------------------------------- changes to one trajectory
+
+
+def _snapshot(trajectory: Trajectory) -> dict:
     return {"messages": trajectory.messages, "tools": trajectory.tools}
 
 
-def _messages_problems(messages) -> list[str]:
-    if not isinstance(messages, list) or not messages:
-        return ["messages must be a non-empty JSON list"]
-    problems = []
-    for i, message in enumerate(messages):
-        if not isinstance(message, dict) or message.get("role") not in {"system", "user", "assistant", "tool"}:
-            problems.append(f"message {i} needs a role of system, user, assistant or tool")
-    return problems
+def _text_write(locked: Trajectory, messages: list, *, actor, action: str, note: str, detail: str = "", **fields):
+    """Write new messages as the next version and its revision (the generated text is kept as a revision first,
+    at the version it was current from, so the change shows as a diff)."""
+    if not revision_list(obj=locked).exists():
+        revision_record(obj=locked, data=_snapshot(locked), note="as generated", version=locked.text_version)
+    version_advance(
+        locked,
+        actor=actor,
+        action=action,
+        detail=detail,
+        messages=messages,
+        content_hash=content_hash({"messages": messages, "tools": locked.tools}),
+        text_version=locked.version + 1,
+        **conversation_summary(messages=messages, termination_reason=locked.termination_reason),
+        **fields,
+    )
+    revision_record(obj=locked, data=_snapshot(locked), author=actor, note=note)
+
+
+def _undecided(locked: Trajectory) -> str:
+    return pipeline_status(violation_count=locked.violation_count, judge_passed=locked.judge_passed)
+
+
+def _status_audit(*, actor, trajectory: Trajectory, previous: str, reason: str = "", **data) -> None:
+    audit_record(
+        actor=actor,
+        action="trajectory.status",
+        target=trajectory,
+        data={"from": previous, "to": trajectory.status, "reason": reason, **data},
+    )
 
 
 STATUS_FOR_DECISION = {
@@ -238,127 +291,152 @@ def review_decide(
     reason: str = "",
     messages: list | None = None,
 ) -> Review:
-    """Record a human decision: a Review row, the new status and an audit event, in one transaction.
+    """Record a human decision on the version the reviewer saw, as the next version: a Review row, the new status
+    and an audit event, in one transaction.
 
-    Fix and accept stores the edited messages as a new revision and bumps the version. A decision
-    based on a stale version raises VersionConflict and writes nothing.
+    Fix and accept stores the edited messages (through the gate) as the new version's text. A decision based on a
+    stale version raises StaleVersion, one on an item someone else holds HeldByOther; neither writes anything.
+    The decision lets go of the reviewer's hold: the item is done.
     """
     if decision not in STATUS_FOR_DECISION:
-        raise ReviewError(f"unknown decision {decision!r}")
+        raise ReviewError(f"unknown decision {decision!r}", field="decision")
     reason = (reason or "").strip()
     if decision == Decision.REJECT and not reason:
-        raise ReviewError("A rejection needs a reason.")
-    if decision == Decision.FIX_ACCEPT:
-        problems = _messages_problems(messages)
-        if problems:
-            raise ReviewError("; ".join(problems))
+        raise ReviewError("A rejection needs a reason.", field="reason")
+    if decision == Decision.FIX_ACCEPT and messages is None:
+        raise ReviewError("Fix and accept needs the fixed messages.", field="messages")
     with transaction.atomic():
-        locked = Trajectory.objects.select_for_update().get(pk=trajectory.pk)
-        if locked.version != expected_version:
-            raise VersionConflict(locked, expected_version)
-        if _held_by_other(locked, reviewer):
-            raise ReviewError(f"{locked.reserved_by} is reviewing this trajectory right now.")
-        summary = None
+        locked = trajectory_locked(trajectory.pk, expected_version)
+        _hold_check(locked, reviewer)
+        previous = locked.status
+        status = STATUS_FOR_DECISION[decision]
+        decision_supersede(locked, reviewer)
         if decision == Decision.FIX_ACCEPT:
-            summary = conversation_summary(messages=messages, termination_reason=locked.termination_reason)
-        if decision == Decision.ACCEPT and not locked.reviewable or summary and not summary["reviewable"]:
-            raise ReviewError(NOT_REVIEWABLE)
-        previous_status = locked.status
-        if decision == Decision.FIX_ACCEPT:
-            _messages_replace(
-                trajectory=locked,
-                messages=messages,
-                expected_version=expected_version,
-                author=reviewer,
+            fixed = messages_written(messages, locked.tools)
+            if not conversation_summary(messages=fixed, termination_reason=locked.termination_reason)["reviewable"]:
+                raise ReviewError(NOT_REVIEWABLE, field="messages")
+            _text_write(
+                locked,
+                fixed,
+                actor=reviewer,
+                action=Change.FIX_ACCEPT,
                 note=reason or "fixed",
+                status=status,
+                **RELEASED,
             )
+        else:
+            if decision == Decision.ACCEPT and not locked.reviewable:
+                raise ReviewError(NOT_REVIEWABLE, field="decision")
+            version_advance(locked, actor=reviewer, action=decision, status=status, **RELEASED)
         review = Review.objects.create(
             trajectory=locked,
             reviewer=reviewer,
             decision=decision,
             reason=reason,
             trajectory_version=locked.version,
-            previous_status=previous_status,
+            based_on_version=expected_version,
         )
-        trajectory_status_set(trajectory=locked, status=STATUS_FOR_DECISION[decision], actor=reviewer, reason=reason)
-        Trajectory.objects.filter(pk=locked.pk).update(reserved_by=None, reserved_until=None)
+        _status_audit(actor=reviewer, trajectory=locked, previous=previous, reason=reason)
+        EditorDraft.objects.filter(trajectory=locked, author=reviewer).delete()
     trajectory.refresh_from_db()
     return review
 
 
-def _messages_replace(*, trajectory: Trajectory, messages: list, expected_version: int, author, note: str) -> None:
-    """Write new messages as the next version and revision (the generated text is kept as revision 1)."""
-    if not revision_list(obj=trajectory).exists():
-        # Keep the generated text as the first revision so the edit shows as a diff.
-        revision_record(obj=trajectory, data=_trajectory_snapshot(trajectory), author=None, note="as generated")
-    versioned_update(
-        obj=trajectory,
-        expected_version=expected_version,
-        fields={
-            "messages": messages,
-            "content_hash": content_hash({"messages": messages, "tools": trajectory.tools}),
-            **conversation_summary(messages=messages, termination_reason=trajectory.termination_reason),
-        },
-    )
-    revision_record(obj=trajectory, data=_trajectory_snapshot(trajectory), author=author, note=note)
+def trajectory_edit(
+    *, trajectory: Trajectory, editor, messages: list, expected_version: int, note: str = ""
+) -> Trajectory:
+    """Save edited messages as the next version without deciding: the item waits for a person's decision again
+    (a decision standing on the old text no longer does). The editor keeps holding it."""
+    with transaction.atomic():
+        locked = trajectory_locked(trajectory.pk, expected_version)
+        _hold_check(locked, editor)
+        edited = messages_written(messages, locked.tools)
+        previous = locked.status
+        decision_supersede(locked, editor)
+        _text_write(
+            locked, edited, actor=editor, action=Change.EDIT, note=note.strip() or "edited", status=_undecided(locked)
+        )
+        if previous != locked.status:
+            _status_audit(actor=editor, trajectory=locked, previous=previous, reason="edited")
+        EditorDraft.objects.filter(trajectory=locked, author=editor).delete()
+    trajectory.refresh_from_db()
+    return trajectory
 
 
 def trajectory_revert(*, trajectory: Trajectory, to_version: int, expected_version: int, actor) -> Trajectory:
-    """Make an earlier revision's messages the current text again, as a new version (history is kept)."""
+    """Make the text an earlier version had the current text again, as the next version (history is kept).
+
+    The item is undecided again: a decision made on the text it replaces no longer stands.
+    """
     with transaction.atomic():
-        locked = Trajectory.objects.select_for_update().get(pk=trajectory.pk)
-        if locked.version != expected_version:
-            raise VersionConflict(locked, expected_version)
-        revision = revision_list(obj=locked).filter(version=to_version).first()
-        if revision is None or to_version == locked.version:
-            raise ReviewError(f"There is no earlier version {to_version} to go back to.")
-        _messages_replace(
-            trajectory=locked,
-            messages=revision.data["messages"],
-            expected_version=expected_version,
-            author=actor,
+        locked = trajectory_locked(trajectory.pk, expected_version)
+        _hold_check(locked, actor)
+        revision = revision_list(obj=locked).filter(version__lte=to_version).first() if to_version >= 1 else None
+        if revision is None or to_version > locked.version:
+            raise ReviewError(f"There is no version {to_version} to go back to.", field="to_version")
+        if revision.version == locked.text_version:
+            raise ReviewError(f"Version {to_version}'s text is the current text.", field="to_version")
+        restored = messages_restored(revision.data["messages"])
+        previous = locked.status
+        decision_supersede(locked, actor)
+        _text_write(
+            locked,
+            restored,
+            actor=actor,
+            action=Change.REVERT,
             note=f"reverted to v{to_version}",
+            detail=f"to v{to_version}",
+            status=_undecided(locked),
         )
         audit_record(actor=actor, action="trajectory.revert", target=locked, data={"to_version": to_version})
+        if previous != locked.status:
+            _status_audit(actor=actor, trajectory=locked, previous=previous, reason=f"reverted to v{to_version}")
     trajectory.refresh_from_db()
     return trajectory
 
 
 def review_undo(*, review: Review, actor) -> Trajectory:
-    """Take back a decision: the status before it returns, and a fix's edit is reverted as a new version.
+    """Take back the decision standing on a trajectory, as the next version: the item waits for a decision again,
+    and a fix's text goes back to the text it replaced.
 
-    Only the latest decision on a trajectory can be undone, by the person who made it or a curator, and only
-    while nothing has changed the trajectory since; the Review row stays, marked undone.
+    Only by the person who made it or a curator, and only while nothing has changed the trajectory since; the
+    Review row stays, marked undone. The person undoing holds the item (they are about to decide it again).
     """
     if review.reviewer_id != actor.pk and not actor.has_role("curator"):
         raise ReviewError("Only the reviewer or a curator can undo this decision.")
     with transaction.atomic():
-        locked = Trajectory.objects.select_for_update().get(pk=review.trajectory_id)
-        latest = Review.objects.filter(trajectory=locked, undone_at__isnull=True).order_by("-id").first()
-        if latest is None or latest.pk != review.pk:
-            raise ReviewError("Only the latest decision on a trajectory can be undone.")
-        if locked.version != review.trajectory_version:
-            raise ReviewError(f"The trajectory changed after this decision (it is now version {locked.version}).")
-        if review.decision == Decision.FIX_ACCEPT and review.trajectory_version > 1:
-            _messages_replace(
-                trajectory=locked,
-                messages=revision_list(obj=locked).get(version=review.trajectory_version - 1).data["messages"],
-                expected_version=locked.version,
-                author=actor,
-                note=f"undo of the fix in v{review.trajectory_version}",
-            )
+        locked = trajectory_locked(review.trajectory_id, review.trajectory_version)
+        review = Review.objects.get(pk=review.pk)
+        if not review.standing:
+            raise ReviewError("This decision no longer stands: it was undone or the trajectory changed since.")
+        _hold_check(locked, actor)
         previous = locked.status
-        restored = review.previous_status or TrajectoryStatus.GENERATED
-        Trajectory.objects.filter(pk=locked.pk).update(status=restored)
+        hold = {"reserved_by": actor, "reserved_until": _reservation_until()}
+        if review.decision == Decision.FIX_ACCEPT:
+            before = revision_list(obj=locked).filter(version__lt=review.trajectory_version).first()
+            _text_write(
+                locked,
+                before.data["messages"],
+                actor=actor,
+                action=Change.UNDO,
+                note=f"undo of the fix in v{review.trajectory_version}",
+                status=_undecided(locked),
+                **hold,
+            )
+        else:
+            version_advance(locked, actor=actor, action=Change.UNDO, status=_undecided(locked), **hold)
+        _release_others(actor, locked.pk)
         Review.objects.filter(pk=review.pk).update(undone_at=timezone.now(), undone_by=actor)
         audit_record(
             actor=actor,
             action="trajectory.undo",
             target=locked,
-            data={"from": previous, "to": restored, "review": review.pk},
+            data={"from": previous, "to": locked.status, "review": review.pk},
         )
-    locked.refresh_from_db()
     return locked
+
+
+# ---------------------------------------------------------------- bulk
 
 
 @dataclass
@@ -367,6 +445,7 @@ class BulkOutcome:
     held: int  # reserved by someone else right now
     decided: int  # already carry an individual person's decision, left as they are
     unreviewable: int  # empty or errored, which cannot be accepted
+    batch: uuid.UUID | None = None  # names the action for its undo
 
 
 def bulk_preview(*, trajectories, reviewer, decision: str) -> BulkOutcome:
@@ -375,13 +454,12 @@ def bulk_preview(*, trajectories, reviewer, decision: str) -> BulkOutcome:
 
 
 def _bulk_split(trajectories, reviewer, decision, *, lock: bool):
-    now = timezone.now()
     qs = Trajectory.objects.filter(pk__in=trajectories.values("pk"))
     if lock:
         qs = qs.select_for_update()
-    individual = Review.objects.filter(trajectory=OuterRef("pk"), bulk=False, undone_at__isnull=True)
+    individual = Review.objects.filter(STANDING, trajectory=OuterRef("pk"), bulk=False)
     rows = qs.annotate(
-        held=~(Q(reserved_by__isnull=True) | Q(reserved_until__lt=now) | Q(reserved_by=reviewer)),
+        held=~_free_for(reviewer),
         decided=Exists(individual) & Q(status__in=HUMAN_STATUSES),
     ).values_list("pk", "version", "status", "reviewable", "held", "decided")
     outcome, ready = BulkOutcome(0, 0, 0, 0), []
@@ -400,47 +478,114 @@ def _bulk_split(trajectories, reviewer, decision, *, lock: bool):
 
 @transaction.atomic
 def reviews_bulk(*, trajectories, reviewer, decision: str, reason: str = "") -> BulkOutcome:
-    """Accept or reject every trajectory of a queryset at its current version.
+    """Accept or reject every trajectory of a queryset at its current version, each as its next version.
 
     Never touches items another annotator holds, items a person already decided individually, or (when
-    accepting) empty and errored ones; the outcome counts each group so the page can say so.
+    accepting) empty and errored ones; the outcome counts each group so the page can say so, and names the
+    batch its undo takes back.
     """
     if decision not in (Decision.ACCEPT, Decision.REJECT):
-        raise ReviewError("Bulk actions can accept or reject, not edit.")
+        raise ReviewError("Bulk actions can accept or reject, not edit.", field="action")
     reason = (reason or "").strip()
     if decision == Decision.REJECT and not reason:
-        raise ReviewError("A rejection needs a reason.")
+        raise ReviewError("A rejection needs a reason.", field="reason")
     outcome, rows = _bulk_split(trajectories, reviewer, decision, lock=True)
     if not rows:
         return outcome
+    outcome.batch = uuid.uuid4()
     status = STATUS_FOR_DECISION[decision]
-    for _, _, previous in rows:
-        status_transition_check(previous=previous, status=status)
+    ids = [pk for pk, _, _ in rows]
+    Review.objects.filter(STANDING, trajectory_id__in=ids).update(superseded_at=timezone.now(), superseded_by=reviewer)
+    Trajectory.objects.filter(pk__in=ids).update(
+        status=status, version=F("version") + 1, updated_at=timezone.now(), **RELEASED
+    )
+    TrajectoryChange.objects.bulk_create(
+        TrajectoryChange(trajectory_id=pk, version=version + 1, action=decision, actor=reviewer, detail="bulk")
+        for pk, version, _ in rows
+    )
     Review.objects.bulk_create(
         Review(
             trajectory_id=pk,
             reviewer=reviewer,
             decision=decision,
             reason=reason,
-            trajectory_version=version,
+            trajectory_version=version + 1,
+            based_on_version=version,
             bulk=True,
-            previous_status=previous,
+            batch=outcome.batch,
         )
-        for pk, version, previous in rows
+        for pk, version, _ in rows
     )
-    Trajectory.objects.filter(pk__in=[pk for pk, _, _ in rows]).update(
-        status=status, reserved_by=None, reserved_until=None
-    )
+    _audit_bulk(reviewer, "trajectory.status", [(pk, previous, status) for pk, _, previous in rows], reason=reason)
+    return outcome
+
+
+def _audit_bulk(actor, action: str, changes: list[tuple[int, str, str]], **data) -> None:
     AuditEvent.objects.bulk_create(
         AuditEvent(
-            actor=reviewer,
-            action="trajectory.status",
+            actor=actor,
+            action=action,
             target_type=Trajectory._meta.label_lower,
             target_id=str(pk),
-            data={"from": previous, "to": status, "reason": reason, "bulk": True},
+            data={"from": previous, "to": status, "bulk": True, **data},
         )
-        for pk, _, previous in rows
+        for pk, previous, status in changes
     )
+
+
+# A bulk action this large is undone at once; a larger one item by item, from each item's history.
+BULK_UNDO_MAX = 50
+
+
+@dataclass
+class BulkUndoOutcome:
+    undone: int
+    moved_on: int  # changed since the bulk decision (decided again, edited, reverted, undone): left as they are
+    held: int  # someone else is reviewing them right now
+
+
+def reviews_bulk_undo(*, batch: uuid.UUID, actor) -> BulkUndoOutcome:
+    """Take back a bulk decision of up to BULK_UNDO_MAX items: each item still at the version the bulk decision
+    made, and not held by someone else, waits for a decision again (as its next version)."""
+    with transaction.atomic():
+        reviews = list(Review.objects.filter(batch=batch).select_for_update()[: BULK_UNDO_MAX + 1])
+        if not reviews:
+            raise ReviewError("There is no such bulk decision.", field="batch")
+        if len(reviews) > BULK_UNDO_MAX:
+            raise ReviewError(
+                f"Bulk decisions of more than {BULK_UNDO_MAX} items are undone item by item, from each one's history."
+            )
+        if reviews[0].reviewer_id != actor.pk and not actor.has_role("curator"):
+            raise ReviewError("Only the reviewer or a curator can undo this decision.")
+        standing = {r.trajectory_id: r for r in reviews if r.standing}
+        now = timezone.now()
+        rows = (
+            Trajectory.objects.select_for_update()
+            .filter(pk__in=[r.trajectory_id for r in reviews])
+            .annotate(held=~_free_for(actor))
+            .values_list("pk", "version", "status", "violation_count", "judge_passed", "held")
+        )
+        outcome, undone = BulkUndoOutcome(0, 0, 0), []
+        for pk, version, status, violation_count, judge_passed, held in rows:
+            review = standing.get(pk)
+            if review is None or review.trajectory_version != version:
+                outcome.moved_on += 1
+            elif held:
+                outcome.held += 1
+            else:
+                restored = pipeline_status(violation_count=violation_count, judge_passed=judge_passed)
+                undone.append((pk, version, status, restored))
+        for restored in {status for *_, status in undone}:
+            Trajectory.objects.filter(pk__in=[pk for pk, *_, s in undone if s == restored]).update(
+                status=restored, version=F("version") + 1, updated_at=now
+            )
+        TrajectoryChange.objects.bulk_create(
+            TrajectoryChange(trajectory_id=pk, version=version + 1, action=Change.UNDO, actor=actor, detail="bulk")
+            for pk, version, _, _ in undone
+        )
+        Review.objects.filter(pk__in=[standing[pk].pk for pk, *_ in undone]).update(undone_at=now, undone_by=actor)
+        _audit_bulk(actor, "trajectory.undo", [(pk, previous, status) for pk, _, previous, status in undone])
+        outcome.undone = len(undone)
     return outcome
 
 
@@ -460,3 +605,24 @@ def trajectories_assign(*, trajectories, assignee, actor) -> int:
         for pk in ids
     )
     return len(ids)
+
+
+# ---------------------------------------------------------------- editor drafts
+
+
+# A draft repeats the editor's form; the editor opens documents up to EDIT_MAX_BYTES, so twice that is plenty.
+DRAFT_MAX_BYTES = 1024 * 1024
+
+
+def draft_save(*, trajectory: Trajectory, author, based_on_version: int, fields: dict[str, list[str]]) -> EditorDraft:
+    """Keep the editor's form as `author` left it (saved as they type), tied to the version they were editing."""
+    if len(canonical_bytes(fields)) > DRAFT_MAX_BYTES:
+        raise ReviewError(f"A draft holds at most {DRAFT_MAX_BYTES // 1024} KiB.", field="draft")
+    draft, _ = EditorDraft.objects.update_or_create(
+        trajectory=trajectory, author=author, defaults={"based_on_version": based_on_version, "fields": fields}
+    )
+    return draft
+
+
+def draft_discard(*, trajectory_id: int, author) -> bool:
+    return bool(EditorDraft.objects.filter(trajectory_id=trajectory_id, author=author).delete()[0])

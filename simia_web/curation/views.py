@@ -1,11 +1,15 @@
 """Pages of the annotators' workspace: dashboard, review queue and stream, trajectory review and editor, agreement."""
 
+import uuid
+
 from django.conf import settings
 from django.contrib import messages
 from django.http import HttpResponse, JsonResponse, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
+from django.template.defaultfilters import pluralize
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.datastructures import MultiValueDict
 from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
@@ -20,7 +24,7 @@ from simia_web.core.clipping import (
     too_large_to_edit,
 )
 from simia_web.core.display import pretty_json
-from simia_web.core.services import VersionConflict
+from simia_web.formats import FormatError
 from simia_web.formats.conversation import tool_schemas
 from simia_web.jobs.models import ACTIVE_JOB_STATUSES, Job
 from simia_web.llm.models import EndpointProfile
@@ -32,23 +36,33 @@ from .forms import (
     BulkForm,
     editor_blocks,
     editor_blocks_posted,
+    editor_error_field,
     editor_messages,
     tool_call_check,
 )
-from .models import PENDING_STATUSES, Decision, Review, Trajectory, TrajectoryStatus
+from .models import PENDING_STATUSES, STANDING, Decision, Review, Trajectory, TrajectoryStatus
 from .services import (
+    BULK_UNDO_MAX,
+    HeldByOther,
     ReviewError,
     bulk_preview,
+    draft_discard,
+    draft_save,
+    next_free,
     review_decide,
     review_undo,
     reviews_bulk,
+    reviews_bulk_undo,
     trajectories_assign,
     trajectory_claim_next,
+    trajectory_edit,
+    trajectory_hold,
     trajectory_judge_again,
     trajectory_release,
     trajectory_reserve,
     trajectory_revert,
 )
+from .versions import StaleVersion, changes_since
 
 QUEUE_PAGE_SIZE = 50
 # A text search counts its matches up to here ("500+", ten pages): counting a common word matches every row.
@@ -147,6 +161,7 @@ def review_queue(request):
         "violation_codes": selectors.violation_codes(),
         "bulk_form": BulkForm() if request.user.has_role("curator") else None,
         "last_review": _last_review(request),
+        "last_bulk": request.session.pop("undo_bulk", None),
     }
     return render(request, "curation/queue.html", context)
 
@@ -160,10 +175,16 @@ def _without(params, name):
 @role_required("annotator")
 @require_POST
 def review_next(request):
-    """The review stream: claim the next free item of the filtered queue (after `after`) and open it."""
+    """The review stream: claim the next free item of the filtered queue (after `after`) and open it; with `here`,
+    the item being viewed when it is free ("Start reviewing from here")."""
     query = _filter_query(request)
     _, qs, sort = _queue(request)
-    claimed = trajectory_claim_next(queue=qs, user=request.user, after_id=_int(request.POST.get("after")), sort=sort)
+    here = qs.filter(pk=_int(request.POST.get("here")) or 0, reviewable=True).only("pk").first()
+    if here is not None and trajectory_hold(trajectory=here, user=request.user):
+        claimed = here
+    else:
+        after = _int(request.POST.get("after"))
+        claimed = trajectory_claim_next(queue=qs, user=request.user, after_id=after, sort=sort)
     if claimed is None:
         messages.info(request, "Nothing left to review with these filters: every item is decided or held by someone.")
         target = _with_query(reverse("review-queue"), query)
@@ -195,11 +216,11 @@ def trajectory_reservation(request, pk: int):
 
 
 def _last_review(request):
-    """The decision just made, for the toast that offers to undo it (shown once)."""
+    """The decision just made, for the toast that offers to undo it (shown once, while it stands)."""
     review_id = request.session.pop("undo_review", None)
     if review_id is None:
         return None
-    return Review.objects.filter(pk=review_id, undone_at__isnull=True).select_related("trajectory").first()
+    return Review.objects.filter(STANDING, pk=review_id).first()
 
 
 @role_required("curator")
@@ -225,14 +246,23 @@ def review_bulk(request):
             return render(
                 request,
                 "curation/bulk_confirm.html",
-                {"preview": preview, "data": data, "query": query, "changed_since": data.get("confirmed") is not None},
+                {
+                    "preview": preview,
+                    "data": data,
+                    "query": query,
+                    "changed_since": data.get("confirmed") is not None,
+                    "bulk_undo_max": BULK_UNDO_MAX,
+                },
             )
         try:
             outcome = reviews_bulk(trajectories=qs, reviewer=request.user, decision=action, reason=data["reason"])
         except ReviewError as exc:
             messages.error(request, str(exc))
             return redirect(back)
-        messages.success(request, _bulk_summary(outcome, action))
+        if outcome.batch and outcome.changed <= BULK_UNDO_MAX:
+            request.session["undo_bulk"] = {"batch": str(outcome.batch), "summary": _bulk_summary(outcome, action)}
+        else:
+            messages.success(request, _bulk_summary(outcome, action))
     else:
         assignee = data["assignee"] if action == "assign" else None
         n = trajectories_assign(trajectories=qs, assignee=assignee, actor=request.user)
@@ -245,23 +275,56 @@ def _bulk_summary(outcome, action: str) -> str:
     noun = "trajectory" if outcome.changed == 1 else "trajectories"
     parts = [f"{outcome.changed} {noun} {action}ed."]
     if outcome.decided:
-        parts.append(f"{outcome.decided} left as they were: a person had already decided them one by one.")
+        n = outcome.decided
+        parts.append(
+            f"{n} left as {pluralize(n, 'it was,they were')}: a person had already decided "
+            f"{pluralize(n, 'it,them')} one by one."
+        )
     if outcome.held:
-        parts.append(f"{outcome.held} skipped: someone is reviewing them right now.")
+        parts.append(f"{outcome.held} skipped: someone is reviewing {pluralize(outcome.held, 'it,them')} right now.")
     if outcome.unreviewable:
-        parts.append(f"{outcome.unreviewable} skipped: empty or errored, they cannot be accepted.")
+        n = outcome.unreviewable
+        parts.append(f"{n} skipped: empty or errored, {pluralize(n, 'it,they')} cannot be accepted.")
     return " ".join(parts)
 
 
+@role_required("curator")
+@require_POST
+def review_bulk_undo(request):
+    """Take back the bulk decision just made (its toast's Undo), item by item where nothing changed since."""
+    back = _with_query(reverse("review-queue"), request.POST.get("query", ""))
+    try:
+        batch = uuid.UUID(request.POST.get("batch", ""))
+    except ValueError:
+        messages.error(request, "Not undone: that is not a bulk decision.")
+        return redirect(back)
+    try:
+        outcome = reviews_bulk_undo(batch=batch, actor=request.user)
+    except ReviewError as exc:
+        messages.error(request, f"Not undone: {exc}")
+        return redirect(back)
+    parts = [
+        f"Undone: {outcome.undone} {pluralize(outcome.undone, 'trajectory waits,trajectories wait')} for review again."
+    ]
+    if outcome.moved_on:
+        n = outcome.moved_on
+        parts.append(f"{n} left as {pluralize(n, 'it was,they were')}: changed since the bulk decision.")
+    if outcome.held:
+        n = outcome.held
+        parts.append(f"{n} left as {pluralize(n, 'it was,they were')}: someone is reviewing {pluralize(n, 'it,them')}.")
+    messages.success(request, " ".join(parts))
+    return redirect(back)
+
+
 def _trajectory_context(request, trajectory: Trajectory, **extra) -> dict:
-    verdicts = list(trajectory.verdicts.all())
-    latest = verdicts[0] if verdicts else None
-    cited = set(latest.cited_messages or []) if latest else set()
+    verdict, failed_verdicts, older_verdicts = selectors.verdicts_split(list(trajectory.verdicts.all()))
+    cited = set(verdict.cited_messages or []) if verdict else set()
     _, qs, sort = _queue(request)
     previous_id, next_id, position = selectors.queue_neighbours(qs, trajectory.pk, sort)
     holder = selectors.reservation_holder(trajectory, request.user)
     query = _filter_query(request)
     reviews = list(trajectory.reviews.all())
+    standing = selectors.standing_review(reviews)
     page = message_page(request, trajectory.messages or [])
     page_query = _without(_without(request.GET, "page"), "full").urlencode()
     violations = list(trajectory.violations.all())
@@ -281,12 +344,13 @@ def _trajectory_context(request, trajectory: Trajectory, **extra) -> dict:
         "items": selectors.chat_items(
             trajectory, cited, start=max(page.start_index() - 1, 0), stop=page.end_index(), full=shown_in_full(request)
         ),
-        "verdict": latest,
-        "verdict_stale": latest is not None and latest.trajectory_version != trajectory.version,
-        "verdict_scores": sorted((latest.scores or {}).items()) if latest else [],
-        "older_verdicts": verdicts[1:],
+        "verdict": verdict,
+        "verdict_stale": verdict is not None and verdict.trajectory_version < trajectory.text_version,
+        "verdict_scores": sorted((verdict.scores or {}).items()) if verdict else [],
+        "failed_verdicts": failed_verdicts,
+        "older_verdicts": older_verdicts,
         "reviews": reviews,
-        "undoable_id": next((r.pk for r in reviews if r.undone_at is None), None),
+        "undoable_id": standing.pk if standing else None,
         "holder": holder,
         "stream": request.GET.get("stream") == "1" and holder is None,
         "pending": trajectory.status in PENDING_STATUSES and trajectory.reviewable,
@@ -298,6 +362,7 @@ def _trajectory_context(request, trajectory: Trajectory, **extra) -> dict:
         "revisions": selectors.revision_history(trajectory),
         "tools_json": clipped(pretty_json(trajectory.tools), limit=TOOLS_CHARS),
         "last_review": _last_review(request),
+        "draft": selectors.draft_for(trajectory, request.user),
     }
     context.update(extra)
     return context
@@ -311,7 +376,8 @@ def trajectory_page(request, pk: int):
 
 
 def _after_decision(request, pk: int) -> str:
-    """Where a decision leads: in the stream, the next free item (claimed); otherwise the queue's head."""
+    """Where a decision leads: in the stream, the next free item (claimed); otherwise the next item nobody else
+    holds, to view."""
     query = _filter_query(request)
     _, qs, sort = _queue(request)
     if request.GET.get("stream") == "1":
@@ -321,7 +387,7 @@ def _after_decision(request, pk: int) -> str:
             return _with_query(reverse("trajectory", args=[claimed.pk]), query, stream="1")
         messages.info(request, "That was the last free item with these filters.")
         return _with_query(reverse("review-queue"), query)
-    next_id = qs.exclude(pk=pk).values_list("pk", flat=True).first()
+    next_id = next_free(queue=qs, user=request.user, after_id=pk, sort=sort)
     target = reverse("trajectory", args=[next_id]) if next_id else reverse("review-queue")
     return _with_query(target, query)
 
@@ -334,13 +400,17 @@ def _decided(request, review: Review) -> HttpResponse:
     return HttpResponseClientRedirect(target) if request.htmx else redirect(target)
 
 
+# A refused write: the page says why, with this status (htmx swaps it too: see static/js/review.js).
+CONFLICT = 409
+
+
 @role_required("annotator")
 @require_POST
 def trajectory_decide(request, pk: int):
     trajectory = get_object_or_404(Trajectory, pk=pk)
     decision = request.POST.get("decision", "")
     if decision == Decision.FIX_ACCEPT:
-        return redirect(reverse("trajectory-edit", args=[pk]))
+        return redirect(_with_query(reverse("trajectory-edit", args=[pk]), request.GET.urlencode()))
     try:
         review = review_decide(
             trajectory=trajectory,
@@ -349,32 +419,37 @@ def trajectory_decide(request, pk: int):
             expected_version=_int(request.POST.get("version")) or -1,
             reason=request.POST.get("reason", ""),
         )
-    except (VersionConflict, ReviewError) as exc:
+    except (StaleVersion, ReviewError) as exc:
         trajectory = get_object_or_404(selectors.trajectory_detail_queryset(), pk=pk)
+        refused = isinstance(exc, StaleVersion | HeldByOther)
         context = _trajectory_context(
             request,
             trajectory,
-            conflict=exc if isinstance(exc, VersionConflict) else None,
-            edit_error=str(exc) if isinstance(exc, ReviewError) else None,
+            conflict=exc if isinstance(exc, StaleVersion) else None,
+            edit_error=None if isinstance(exc, StaleVersion) else str(exc),
             posted_reason=request.POST.get("reason", ""),
         )
         template = "curation/_decision.html" if request.htmx else "curation/trajectory.html"
-        return render(request, template, context, status=200 if request.htmx else 409)
+        return render(request, template, context, status=CONFLICT if refused else 400)
     return _decided(request, review)
 
 
 @role_required("annotator")
-def trajectory_edit(request, pk: int):
+def trajectory_editor(request, pk: int):
     """The full-width editor: every message, tool-call names and arguments (checked against the tool's
-    schema), messages added, removed and reordered; saving is fix and accept."""
+    schema), messages added, removed and reordered; saving is fix and accept, or an edit that leaves the item
+    undecided. Entering it holds the item (the page renews the hold, and lets it go when left); the annotator's
+    unsaved work is kept as a draft as they type, and restored when they come back."""
     trajectory = get_object_or_404(selectors.trajectory_detail_queryset(), pk=pk)
     if too_large_to_edit(trajectory.messages or [], trajectory.tools or []):
         # Every message would be a form field in the page and again in the POST: refuse, and say why.
         context = {"t": trajectory, "edit_max_kib": EDIT_MAX_BYTES // 1024}
         return render(request, "curation/editor_too_large.html", context, status=413)
+    trajectory_hold(trajectory=trajectory, user=request.user)
     context = {
         "t": trajectory,
         "query": _filter_query(request),
+        "stream": request.GET.get("stream") == "1",
         "holder": selectors.reservation_holder(trajectory, request.user),
         "blocks": editor_blocks(trajectory.messages or []),
         "errors": {},
@@ -383,33 +458,95 @@ def trajectory_edit(request, pk: int):
         "blank": {"key": "__key__", "role": "assistant", "content": "", "tool_call_id": "", "calls": []},
         "blank_call": {"key": "__call__", "id": "", "name": "", "args": "{}"},
         "version": trajectory.version,
+        "reservation_seconds": settings.SIMIA_RESERVATION_SECONDS,
     }
     if request.method == "POST":
-        edited, errors = editor_messages(request.POST, trajectory.messages or [], trajectory.tools or [])
-        expected = _int(request.POST.get("version")) or -1
-        if not errors:
-            try:
-                review = review_decide(
-                    trajectory=trajectory,
-                    reviewer=request.user,
-                    decision=Decision.FIX_ACCEPT,
-                    expected_version=expected,
-                    reason=request.POST.get("reason", ""),
-                    messages=edited,
-                )
-                return _decided(request, review)
-            except VersionConflict as exc:
-                context["conflict"] = exc
-            except ReviewError as exc:
-                errors["messages"] = str(exc)
+        return _editor_save(request, trajectory, context)
+    draft = selectors.draft_for(trajectory, request.user)
+    if draft is not None:
+        fields = MultiValueDict(draft.fields)
         context.update(
-            blocks=editor_blocks_posted(request.POST, errors),
-            errors=errors,
-            version=expected,
-            posted_reason=request.POST.get("reason", ""),
+            draft=draft,
+            draft_changes=changes_since(pk, draft.based_on_version),
+            blocks=editor_blocks_posted(fields, {}),
+            version=draft.based_on_version,
+            posted_reason=fields.get("reason", ""),
         )
-        return render(request, "curation/editor.html", context, status=409 if "conflict" in context else 200)
     return render(request, "curation/editor.html", context)
+
+
+def _editor_save(request, trajectory: Trajectory, context: dict) -> HttpResponse:
+    """Save and accept (the default), or save without deciding (`then=edit`); a refusal keeps every typed field."""
+    edited, errors = editor_messages(request.POST, trajectory.messages or [], trajectory.tools or [])
+    expected = _int(request.POST.get("version")) or -1
+    reason = request.POST.get("reason", "")
+    status = 200
+    if not errors:
+        try:
+            if request.POST.get("then") == "edit":
+                trajectory_edit(
+                    trajectory=trajectory, editor=request.user, messages=edited, expected_version=expected, note=reason
+                )
+                if not context["stream"]:  # in the stream the review page keeps holding it; elsewhere the work is done
+                    trajectory_release(trajectory_id=trajectory.pk, user=request.user)
+                messages.success(
+                    request, f"Trajectory {trajectory.pk}: saved as version {trajectory.version}, not decided."
+                )
+                return redirect(_with_query(reverse("trajectory", args=[trajectory.pk]), request.GET.urlencode()))
+            review = review_decide(
+                trajectory=trajectory,
+                reviewer=request.user,
+                decision=Decision.FIX_ACCEPT,
+                expected_version=expected,
+                reason=reason,
+                messages=edited,
+            )
+            return _decided(request, review)
+        except StaleVersion as exc:
+            context["conflict"], status = exc, CONFLICT
+            draft_save(
+                trajectory=trajectory, author=request.user, based_on_version=expected, fields=_draft_fields(request)
+            )
+        except HeldByOther as exc:
+            errors["messages"], status = str(exc), CONFLICT
+        except FormatError as exc:
+            errors[editor_error_field(request.POST, exc.field)] = exc.message
+        except ReviewError as exc:
+            errors["messages"] = str(exc)
+    context.update(
+        blocks=editor_blocks_posted(request.POST, errors),
+        errors=errors,
+        version=expected,
+        posted_reason=reason,
+    )
+    return render(request, "curation/editor.html", context, status=status)
+
+
+@role_required("annotator")
+@require_POST
+def trajectory_draft(request, pk: int):
+    """Keep the editor's form as typed (the page posts it a moment after each change), or discard it."""
+    trajectory = get_object_or_404(Trajectory.objects.only("pk", "version"), pk=pk)
+    if request.POST.get("action") == "discard":
+        draft_discard(trajectory_id=pk, author=request.user)
+        messages.info(request, "Draft discarded: the editor shows the current version.")
+        return redirect(_with_query(reverse("trajectory-edit", args=[pk]), request.GET.urlencode()))
+    based_on = _int(request.POST.get("version")) or trajectory.version
+    try:
+        draft = draft_save(
+            trajectory=trajectory, author=request.user, based_on_version=based_on, fields=_draft_fields(request)
+        )
+    except ReviewError as exc:
+        return JsonResponse({"saved": False, "error": str(exc)}, status=413)
+    return JsonResponse({"saved": True, "at": draft.updated_at.isoformat(), "version": based_on})
+
+
+# Form fields a draft does not keep: the token, and what the page sets itself.
+DRAFT_SKIPPED = ("csrfmiddlewaretoken", "version", "then", "action")
+
+
+def _draft_fields(request) -> dict[str, list[str]]:
+    return {name: values for name, values in request.POST.lists() if name not in DRAFT_SKIPPED}
 
 
 @role_required("annotator")
@@ -432,9 +569,12 @@ def trajectory_revert_view(request, pk: int):
             expected_version=_int(request.POST.get("version")) or -1,
             actor=request.user,
         )
-        messages.success(request, f"Trajectory {pk}: version {to_version}'s text is now version {trajectory.version}.")
-    except (VersionConflict, ReviewError) as exc:
-        messages.error(request, str(exc))
+        messages.success(
+            request,
+            f"Trajectory {pk}: version {to_version}'s text is now version {trajectory.version}; undecided again.",
+        )
+    except (StaleVersion, ReviewError, FormatError) as exc:
+        messages.error(request, f"Not reverted: {exc}")
     return redirect(_with_query(reverse("trajectory", args=[pk]), _filter_query(request)))
 
 
@@ -451,13 +591,16 @@ def trajectory_judge_again_view(request, pk: int):
 @role_required("annotator")
 @require_POST
 def review_undo_view(request, pk: int):
+    """Undo keeps the annotator in the stream, on the item they took the decision back from (they hold it)."""
     review = get_object_or_404(Review, pk=pk)
+    query = _filter_query(request)
     try:
         review_undo(review=review, actor=request.user)
-        messages.success(request, f"Undone: trajectory {review.trajectory_id} is back to waiting for review.")
-    except ReviewError as exc:
+    except (StaleVersion, ReviewError) as exc:
         messages.error(request, f"Not undone: {exc}")
-    return redirect(_with_query(reverse("trajectory", args=[review.trajectory_id]), _filter_query(request)))
+        return redirect(_with_query(reverse("trajectory", args=[review.trajectory_id]), query))
+    messages.success(request, f"Undone: trajectory {review.trajectory_id} waits for your decision again.")
+    return redirect(_with_query(reverse("trajectory", args=[review.trajectory_id]), query, stream="1"))
 
 
 @role_required("annotator")

@@ -1,5 +1,5 @@
 // Review queue: whole-row click, j/k to move, Enter to open, x to select, s to start reviewing, / to search,
-// select-all, and the bulk bar's count of selected rows.
+// u to undo the decision (or bulk decision) its notice offers, select-all, and the bulk bar's count of selected rows.
 (function () {
   var rows = Array.prototype.slice.call(document.querySelectorAll("table.queue tr.row"));
   var current = -1;
@@ -54,6 +54,11 @@
       case "s": {
         var start = document.getElementById("start-stream");
         if (start) start.requestSubmit();
+        break;
+      }
+      case "u": {
+        var undo = document.getElementById("undo-btn");
+        if (undo) undo.form.requestSubmit();
         break;
       }
       case "/": {

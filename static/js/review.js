@@ -1,5 +1,6 @@
 // Trajectory page: keyboard (a accept, r reject, e editor, u undo, j/k next/previous, ? help) and, in the
-// review stream, keeping the item held while the page is open and letting it go when the page is left.
+// review stream, keeping the item held while the page is open and letting it go when the page is left (not when
+// the editor opens: the hold follows the work there).
 (function () {
   function typing(target) {
     return target && (target.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(target.tagName));
@@ -19,6 +20,36 @@
     return input ? input.value : "";
   }
 
+  // A refused decision (a stale version, someone else's hold, a missing reason) comes back as the decision card
+  // with the reason, under a 4xx status that htmx would otherwise not show.
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    var status = event.detail.xhr.status;
+    if (status === 400 || status === 409) {
+      event.detail.shouldSwap = true;
+      event.detail.isError = false;
+    }
+  });
+  function showWhyOff() {
+    var reason = document.getElementById("disabled-reason");
+    if (!reason) return;
+    reason.setAttribute("role", "alert");
+    reason.classList.remove("flash");
+    void reason.offsetWidth;  // restart the animation
+    reason.classList.add("flash");
+  }
+
+  var keepHold = false;
+  function toEditor() {
+    var edit = document.getElementById("edit-link");
+    if (!edit) return false;
+    keepHold = true;
+    window.location.href = edit.href;
+    return true;
+  }
+  document.addEventListener("click", function (event) {
+    if (event.target.closest("#edit-link")) keepHold = true;
+  });
+
   var bar = document.getElementById("stream-bar");
   if (bar) {
     var url = bar.dataset.renewUrl;
@@ -35,6 +66,7 @@
     window.setInterval(renew, Math.max(5, Number(bar.dataset.renewSeconds) / 3) * 1000);
     window.addEventListener("pagehide", function () {
       leaving = true;
+      if (keepHold) return;
       var body = new FormData();
       body.append("action", "release");
       body.append("csrfmiddlewaretoken", csrfToken());
@@ -53,17 +85,17 @@
     switch (event.key) {
       case "a":
         if (accept && !accept.disabled) submit("decide-accept");
+        else showWhyOff();
         break;
       case "r": {
         var reason = document.getElementById("reject-reason");
         if (reason && !reason.disabled) reason.focus();
+        else showWhyOff();
         break;
       }
-      case "e": {
-        var edit = document.getElementById("edit-link");
-        if (edit) window.location.href = edit.href;
+      case "e":
+        if (!toEditor()) showWhyOff();
         break;
-      }
       case "u": {
         var undo = document.getElementById("undo-btn");
         if (undo) undo.form.requestSubmit();

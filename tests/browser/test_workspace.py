@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
-from simia_web.core.services import versioned_update
 from simia_web.curation.models import Review, Trajectory, TrajectoryStatus
+from simia_web.curation.services import trajectory_edit
 from simia_web.jobs.models import JobStatus, JobUnit, UnitStatus
 from tests.pages.factories import make_job, make_trajectory, verdict
 
@@ -146,16 +146,19 @@ def test_editor_with_tool_call_arguments(login):
     expect(page.locator("#history table.sidebyside")).to_contain_text("Thank you!")
 
 
-def test_editor_refuses_a_stale_version_and_keeps_the_text(login):
+def test_editor_refuses_a_stale_version_and_keeps_the_text(login, users):
     t = make_trajectory(judge=verdict(passed=False))
     page = login("annotator")
     page.goto(f"/trajectories/{t.pk}/edit/")
+    page.wait_for_load_state("networkidle")  # the editor has renewed its hold
     edited = [dict(m) for m in t.messages]
     edited[4]["content"] = "their fix"
-    versioned_update(obj=t, expected_version=1, fields={"messages": edited})
+    Trajectory.objects.filter(pk=t.pk).update(reserved_by=None)  # the annotator's hold lapsed
+    trajectory_edit(trajectory=t, editor=users["curator"], messages=edited, expected_version=1)
     page.locator("textarea[name='content-4']").fill("my fix")
     page.click("#save-fix")
     expect(page.locator("#conflict")).to_contain_text("someone else changed this trajectory")
+    expect(page.locator("#conflict")).to_contain_text("v2: edited by curator")
     expect(page.locator("textarea[name='content-4']")).to_have_value("my fix")
     t.refresh_from_db()
     assert t.messages[4]["content"] == "their fix" and not Review.objects.exists()
@@ -212,8 +215,17 @@ def test_bulk_accept_asks_for_confirmation_naming_the_count(login, users):
     page.check(f"input[name=ids][value='{rows[1].pk}']")
     expect(page.locator("[data-selected-count]")).to_have_text("2")
     page.click(".bulkbar button[type=submit]")
-    expect(page.locator(".messages")).to_contain_text("2 trajectories accepted")
+    expect(page.locator("#bulk-toast")).to_contain_text("2 trajectories accepted")
     assert Trajectory.objects.filter(status=TrajectoryStatus.ACCEPTED).count() == 2
+    page.keyboard.press("u")  # the notice's undo takes the bulk decision back
+    expect(page.locator(".messages")).to_contain_text("Undone: 2 trajectories wait for review again")
+    assert Trajectory.objects.filter(status=TrajectoryStatus.ACCEPTED).count() == 0
+    page.wait_for_load_state("load")  # the queue's keys listen from here on
+    page.keyboard.press("j")
+    page.keyboard.press("x")
+    page.check(f"input[name=ids][value='{rows[1].pk}']")
+    page.click(".bulkbar button[type=submit]")
+    expect(page.locator("#bulk-toast")).to_contain_text("2 trajectories accepted")
     page.goto("/review/?status=all")
     page.select_option("#bulk-action", "reject")
     page.select_option("#bulk-scope", "all")
@@ -222,7 +234,7 @@ def test_bulk_accept_asks_for_confirmation_naming_the_count(login, users):
     expect(page.locator("#bulk-confirm h1")).to_have_text("Reject 3 trajectories?")
     shot(page, "bulk-confirm")
     page.click("#confirm-bulk")
-    expect(page.locator(".messages")).to_contain_text("3 trajectories rejected")
+    expect(page.locator("#bulk-toast")).to_contain_text("3 trajectories rejected")
     assert Trajectory.objects.filter(status=TrajectoryStatus.REJECTED).count() == 3
     page.goto("/agreement/")
     expect(page.locator("#bulk-apart")).to_contain_text("decided only in bulk")
@@ -277,11 +289,11 @@ def test_export_and_download(login, eager):
     assert json.loads(Path(path).read_text().splitlines()[0])["messages"]
 
 
-def test_judge_again_after_a_fix(login, eager, llm_stub):
+def test_judge_again_after_a_fix(login, users, eager, llm_stub):
     t = make_trajectory(judge=verdict(passed=False, score=0.2))
     edited = [dict(m) for m in t.messages]
     edited[4]["content"] = "Order W1 is cancelled; a confirmation email is on its way."
-    versioned_update(obj=t, expected_version=1, fields={"messages": edited})
+    trajectory_edit(trajectory=t, editor=users["annotator"], messages=edited, expected_version=1)
     page = login("curator")
     page.goto(f"/trajectories/{t.pk}/")
     expect(page.locator("#verdict-stale")).to_contain_text("the text is now version 2")

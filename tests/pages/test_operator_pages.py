@@ -114,14 +114,14 @@ def test_styled_error_pages(client_for, settings):
     assert response.status_code == 403 and "You don't have access" in response.content.decode()
 
 
-def test_judge_again_scores_the_current_version(client_for, eager, llm_stub):
-    from simia_web.core.services import versioned_update
+def test_judge_again_scores_the_current_version(client_for, users, eager, llm_stub):
     from simia_web.curation.models import JudgeVerdict
+    from simia_web.curation.services import trajectory_edit
 
     t = make_trajectory(judge=verdict(passed=False, score=0.2))
     edited = [dict(m) for m in t.messages]
     edited[4]["content"] = "Order W1 is cancelled; you will get an email."
-    versioned_update(obj=t, expected_version=1, fields={"messages": edited})
+    trajectory_edit(trajectory=t, editor=users["annotator"], messages=edited, expected_version=1)
     client = client_for("curator")
     assert 'id="verdict-stale"' in client.get(f"/trajectories/{t.pk}/").content.decode()
     response = client.post(f"/trajectories/{t.pk}/judge/", follow=True)

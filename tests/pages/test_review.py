@@ -6,8 +6,8 @@ import pytest
 from django.utils import timezone
 
 from simia_web.core.models import AuditEvent, Revision
-from simia_web.core.services import versioned_update
 from simia_web.curation.models import Review, Trajectory, TrajectoryStatus
+from simia_web.curation.services import trajectory_edit
 from tests.pages.factories import make_trajectory, verdict
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
@@ -26,7 +26,9 @@ def test_accept_writes_review_status_and_audit(client_for, users, trajectory):
     trajectory.refresh_from_db()
     assert trajectory.status == TrajectoryStatus.ACCEPTED
     review = Review.objects.get(trajectory=trajectory)
-    assert (review.decision, review.reviewer, review.trajectory_version) == ("accept", users["annotator"], 1)
+    # A decision is a version of its own: made on version 1, it made version 2.
+    assert (review.decision, review.reviewer, review.based_on_version) == ("accept", users["annotator"], 1)
+    assert review.trajectory_version == trajectory.version == 2
     event = AuditEvent.objects.get(action="trajectory.status", target_id=str(trajectory.pk))
     assert event.data["to"] == "accepted" and event.actor == users["annotator"]
 
@@ -116,16 +118,16 @@ def test_inline_tool_call_check(client_for, trajectory):
     assert "order_id" in body and 'data-for="call-2-0-args"' in body
 
 
-def test_stale_version_is_refused_and_nothing_is_overwritten(client_for, trajectory):
+def test_stale_version_is_refused_and_nothing_is_overwritten(client_for, users, trajectory):
     client = client_for("annotator")
     data = editor_post(trajectory, **{"content-4": "mine"})
     edited = [dict(m) for m in trajectory.messages]
     edited[4]["content"] = "someone else's fix"
-    versioned_update(obj=trajectory, expected_version=1, fields={"messages": edited})
+    trajectory_edit(trajectory=trajectory, editor=users["curator"], messages=edited, expected_version=1)
     response = client.post(f"/trajectories/{trajectory.pk}/edit/", data)
     body = response.content.decode()
     assert response.status_code == 409 and "someone else changed this trajectory" in body
-    assert "it is now\n  version 2" in body or "version 2" in body
+    assert "v2: edited by <strong>curator</strong>" in body
     assert ">mine</textarea>" in body  # what the annotator typed is still there to copy
     trajectory.refresh_from_db()
     assert trajectory.messages[4]["content"] == "someone else's fix"
@@ -160,7 +162,7 @@ def test_the_stream_claims_renews_and_releases(client, users, trajectory, settin
     renewal = client.post(f"/trajectories/{trajectory.pk}/reservation/", {"action": "renew"}).json()
     assert (renewal["held"], renewal["holder"]) == (False, "annotator")
     response = decide(client, trajectory, decision="accept")
-    assert "is reviewing this trajectory" in response.content.decode()
+    assert response.status_code == 409 and "annotator is reviewing trajectory" in response.content.decode()
     assert not Review.objects.exists()
     assert client.post("/review/next/")["Location"] == f"/trajectories/{second.pk}/?stream=1"
     assert "annotator" in client.get("/review/").content.decode()  # shown in the queue
@@ -219,10 +221,13 @@ def test_undo_from_the_toast_and_from_history(client_for, users, trajectory):
     trajectory.refresh_from_db()
     fix = Review.objects.get(undone_at__isnull=True)
     assert f"/reviews/{fix.pk}/undo/" in client.get(f"/trajectories/{trajectory.pk}/").content.decode()  # history
-    client.post(f"/reviews/{fix.pk}/undo/")
+    response = client.post(f"/reviews/{fix.pk}/undo/")
+    assert response["Location"] == f"/trajectories/{trajectory.pk}/?stream=1"  # back in the stream, holding it
     trajectory.refresh_from_db()
-    assert trajectory.version == 3 and trajectory.messages[4]["content"] == "Order W1 is cancelled."
-    assert trajectory.status == TrajectoryStatus.JUDGED_FAIL
+    # accept (v2), undo (v3), fix (v4), undo (v5)
+    assert trajectory.version == 5 and trajectory.messages[4]["content"] == "Order W1 is cancelled."
+    assert trajectory.status == TrajectoryStatus.JUDGED_FAIL and trajectory.reserved_by == users["annotator"]
+    client.post(f"/trajectories/{trajectory.pk}/reservation/", {"action": "release"})
     # Someone else's decision is not an annotator's to undo.
     decide(client_for("curator"), trajectory, decision="accept")
     client_for("annotator").post(f"/reviews/{Review.objects.latest('id').pk}/undo/")
@@ -356,9 +361,9 @@ def test_bulk_never_overwrites_an_individual_decision_silently(client_for, users
     client = client_for("curator")
     bulk = {"action": "reject", "scope": "all", "query": "status=all", "reason": "batch"}
     body = client.post("/review/bulk/", bulk).content.decode()
-    assert "Reject 1 trajectory?" in body and "1</strong> already carry a decision a person made" in body
+    assert "Reject 1 trajectory?" in body and "1</strong> already carries a decision a person made" in body
     response = client.post("/review/bulk/", {**bulk, "confirmed": 1}, follow=True)
-    assert "left as they were" in response.content.decode()
+    assert "1 left as it was" in response.content.decode()
     careful.refresh_from_db()
     other.refresh_from_db()
     assert careful.status == TrajectoryStatus.ACCEPTED and other.status == TrajectoryStatus.REJECTED
