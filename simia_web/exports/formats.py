@@ -102,7 +102,8 @@ class Manifest:
 
     A line: index (the record's place in the data: JSONL line number - 1, or index into tau2's simulations),
     trajectory_id, version (the trajectory version exported), status, the human decision in force (decision_id,
-    decision, decided_by, decided_at, decision_version: the version it was made on; null when none), the judge's
+    decision, decided_by, decided_at, decision_made_on: the version the person was looking at, decision_version: the
+    version the decision made, which is the exported one; null when none stands), the judge's
     latest verdict (judge_verdict_id, judge_passed, judge_score, judge_version: the version it judged) and sha256:
     the hash of the record's bytes exactly as written in the data (a JSONL line without its newline; a tau2
     simulation as its compact UTF-8 JSON).
@@ -123,6 +124,7 @@ class Manifest:
             "decision": decision.get("decision"),
             "decided_by": decision.get("by"),
             "decided_at": decision.get("at"),
+            "decision_made_on": decision.get("made_on_version"),
             "decision_version": decision.get("version"),
             "judge_verdict_id": verdict.get("id"),
             "judge_passed": verdict.get("passed"),

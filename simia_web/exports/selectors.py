@@ -5,7 +5,7 @@ from django.db.models import JSONField, OuterRef, Subquery
 from django.db.models.functions import JSONObject
 
 from simia_web.curation.filters import TrajectoryFilter
-from simia_web.curation.models import JudgeVerdict, Review, Trajectory, TrajectoryStatus
+from simia_web.curation.models import STANDING, JudgeVerdict, Review, Trajectory, TrajectoryStatus
 
 from .models import Snapshot
 
@@ -44,15 +44,20 @@ def export_queryset(filters: dict):
 
 
 def export_rows(queryset):
-    """The trajectories with what a manifest line names beside each record: `decision`, the human decision in
-    force (the latest not undone: id, decision, by, at, the version it was made on), and `verdict`, the judge's
+    """The trajectories with what a manifest line names beside each record: `decision`, the human decision that
+    stands (id, decision, by, at, the version it was made on and the version it made), and `verdict`, the judge's
     latest verdict on the newest version it judged (id, passed, score, version). One index lookup each per row."""
     decision = (
-        Review.objects.filter(trajectory=OuterRef("pk"), undone_at__isnull=True)
+        Review.objects.filter(STANDING, trajectory=OuterRef("pk"))
         .order_by("-id")
         .values(
             json=JSONObject(
-                id="id", decision="decision", by="reviewer__username", at="created_at", version="trajectory_version"
+                id="id",
+                decision="decision",
+                by="reviewer__username",
+                at="created_at",
+                made_on_version="based_on_version",
+                version="trajectory_version",
             )
         )[:1]
     )

@@ -49,9 +49,13 @@ def _manifest(path) -> list[dict]:
     return [json.loads(line) for line in path.read_bytes().splitlines()]
 
 
-def _accepted_by(trajectory: Trajectory, reviewer, decision=Decision.ACCEPT) -> Review:
+def _accepted_by(trajectory: Trajectory, reviewer, decision=Decision.ACCEPT, based_on=None) -> Review:
     review = Review.objects.create(
-        trajectory=trajectory, reviewer=reviewer, decision=decision, trajectory_version=trajectory.version
+        trajectory=trajectory,
+        reviewer=reviewer,
+        decision=decision,
+        trajectory_version=trajectory.version,
+        based_on_version=based_on,
     )
     Trajectory.objects.filter(pk=trajectory.pk).update(status=TrajectoryStatus.ACCEPTED)
     return review
@@ -115,7 +119,9 @@ def test_each_manifest_line_names_its_record_review_and_verdict_and_hashes_its_b
     JudgeVerdict.objects.create(trajectory=reviewed, passed=None, error="connection_error", trajectory_version=3)
     undone = _accepted_by(reviewed, users["curator"])
     Review.objects.filter(pk=undone.pk).update(undone_at=undone.created_at)
-    decision = _accepted_by(reviewed, users["annotator"], decision=Decision.FIX_ACCEPT)
+    decision = _accepted_by(reviewed, users["annotator"], decision=Decision.FIX_ACCEPT, based_on=2)
+    superseded = _accepted_by(reviewed, users["curator"])  # a later text replaced what it accepted
+    Review.objects.filter(pk=superseded.pk).update(superseded_at=superseded.created_at)
     trajectory_make(shop, messages=_broken("empty_tool_name"))  # left out: no manifest line
 
     result = export_write(format=fmt, filters=export_filters_clean({}), path=tmp_path / "data.out")
@@ -132,6 +138,7 @@ def test_each_manifest_line_names_its_record_review_and_verdict_and_hashes_its_b
     assert second["version"] == 3 and second["status"] == "accepted"
     assert second["decision_id"] == decision.pk and second["decision"] == "fix_accept"
     assert second["decided_by"] == "annotator" and second["decision_version"] == 3 and second["decided_at"]
+    assert second["decision_made_on"] == 2
     assert second["judge_verdict_id"] == judged.pk and second["judge_passed"] is True
     assert second["judge_score"] == pytest.approx(0.85) and second["judge_version"] == 3
     # The record itself traces back too where its format has room for it (see test_trajectory_ids_in_records).
