@@ -16,7 +16,8 @@ from tests.support.scripts import agent_reply
 LOGPROB = -0.5
 
 
-def _body(message: dict) -> str:
+def turn_text(message: dict) -> str:
+    """A message as rendered after its role marker: content, calls, end marker (an assistant's: what it generated)."""
     calls = "".join(
         f"<call>{call['function']['name']} {call['function']['arguments']}" for call in message.get("tool_calls") or []
     )
@@ -26,7 +27,7 @@ def _body(message: dict) -> str:
 def render_prompt(messages: list[dict], tools: list[dict]) -> str:
     """The conversation as the model reads it, ending where the assistant's next turn starts."""
     names = ",".join(tool["function"]["name"] for tool in tools)
-    turns = "".join(f"<|{m['role']}|>{_body(m)}" for m in messages)
+    turns = "".join(f"<|{m['role']}|>{turn_text(m)}" for m in messages)
     return f"<|tools|>{names}<|end|>{turns}<|assistant|>"
 
 
@@ -57,7 +58,7 @@ def policy(request: Request) -> Reply:
         "usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110},
     }
     if request.body.get("return_token_ids"):
-        generated = tokens(_body(message))
+        generated = tokens(turn_text(message))
         completion["prompt_token_ids"] = tokens(render_prompt(request.messages, request.body.get("tools") or []))
         choice["token_ids"] = generated
         choice["logprobs"] = {

@@ -12,7 +12,8 @@ from simia_client import ApiError
 
 
 class SimiaEnvConfig(vf.EnvConfig):
-    agent: vf.AgentConfig = vf.AgentConfig()
+    # The policy's program runs in this process and executes nothing: no sandbox to provision.
+    agent: vf.AgentConfig = vf.AgentConfig(runtime=vf.SubprocessConfig())
     """The policy's seat (`--env.agent.*`)."""
 
 
@@ -46,6 +47,7 @@ class SimiaEnv(vf.Env[SimiaEnvConfig]):
                         observation = (await session.step(message_to_wire(replies[-1]))).observation
                     if not session.done:  # stopped by this side's limits: leave nothing open
                         await session.abandon()
+                    interaction.trace.stop(session.result.termination_reason)
             except BaseException:
                 if not session.done:
                     with contextlib.suppress(ApiError):

@@ -3,10 +3,10 @@
 import json
 import os
 from collections.abc import Iterator
-from typing import Any, Self
+from typing import Any
 
 import verifiers.v1 as vf
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from simia_client import SimiaClient
 
@@ -60,12 +60,6 @@ class SimiaTasksetConfig(vf.TasksetConfig):
     limits: dict[str, int] = Field(default_factory=dict)
     """Session limits sent with every reset: max_steps, max_errors, token_budget, max_tool_calls_per_step."""
 
-    @model_validator(mode="after")
-    def _something_to_play(self) -> Self:
-        if not self.tasks and not self.domain:
-            raise ValueError("give Simia task ids (tasks) or a domain to sample (domain)")
-        return self
-
 
 class SimiaTaskset(vf.Taskset[SimiaTask, SimiaTasksetConfig]):
     def load(self) -> Iterator[SimiaTask]:
@@ -73,6 +67,8 @@ class SimiaTaskset(vf.Taskset[SimiaTask, SimiaTasksetConfig]):
         resets = [{"task": task} for task in config.tasks]
         if config.domain:
             resets += [{"domain": config.domain, "seed": seed} for seed in range(config.seeds)]
+        if not resets:
+            raise ValueError("nothing to play: give Simia task ids (--env.taskset.tasks) or --env.taskset.domain")
         for reset in resets:
             data = SimiaTaskData(
                 name=json.dumps(reset), url=config.url, token_var=config.token_var, reset={**reset, **config.limits}
