@@ -18,6 +18,9 @@ class SimiaHarness(vf.Harness[vf.HarnessConfig]):
     async def launch(self, ctx, trace, runtime, endpoint, secret, mcp_urls, data) -> vf.ProgramResult:
         system, prompt = self.resolve_prompt(data)
         messages = [message_to_wire(message) for message in prompt or []]
+        for message in messages:  # a tool-call turn: some servers refuse `content: null` (llama.cpp's)
+            if message["role"] == "assistant" and message["content"] is None:
+                message["content"] = ""
         if system:
             messages.insert(0, {"role": "system", "content": system})
         body = {"model": ctx.model, "messages": messages}
