@@ -32,43 +32,52 @@ def trainer_run(argv: list[str], simia: dict, cwd: Path) -> str:
     return done.stdout
 
 
-def test_a_verifiers_eval_reports_simia_session_rewards(simia, llm_stub, tmp_path):
+def vf_eval(simia: dict, llm_stub, tmp_path: Path, *options: str) -> list[dict]:
+    """`vf-eval` of the Simia environment on the shop domain; the traces it wrote."""
     trainer_run(
         [
             str(TRAINER_BIN / "vf-eval"),
             "simia-verifiers",
             "--env.taskset.url", simia["url"],
             "--env.taskset.domain", "shop",
-            "--env.taskset.seeds", "2",
             "--model", "policy",
             "--client.base-url", llm_stub.url,
             "--client.api-key-var", "POLICY_API_KEY",
-            "--num-rollouts", "2",
             "--no-push",
             "--no-rich",
             "--output-dir", str(tmp_path),
             "--run.name", "simia",
+            *options,
         ],
         simia,
         tmp_path,
     )  # fmt: skip
-    traces = [
-        trace
-        for line in (tmp_path / "simia" / "traces.jsonl").read_text().splitlines()
-        for trace in json.loads(line)["traces"]
-    ]
+    episodes = (tmp_path / "simia" / "traces.jsonl").read_text().splitlines()
+    return [trace for line in episodes for trace in json.loads(line)["traces"]]
+
+
+def test_a_verifiers_eval_reports_simia_session_rewards(simia, llm_stub, tmp_path):
+    traces = vf_eval(simia, llm_stub, tmp_path, "--env.taskset.seeds", "2", "--num-rollouts", "2")
     assert len(traces) == 4  # 2 tasks x 2 rollouts
     sessions = {str(session.pk): session for session in EnvSession.objects.all()}
     assert set(sessions) == {trace["task"]["data"]["session"] for trace in traces}
     for trace in traces:
         session = sessions[trace["task"]["data"]["session"]]
         assert trace["rewards"]["simia_reward"]["score"] == pytest.approx(session.reward) == 0.9
-        assert session.done and session.termination_reason == "user_done"
+        assert session.done and session.termination_reason == trace["stop_condition"] == "user_done"
     # The rollouts of a task form one Simia group, which plays one task.
     groups = {}
     for session in sessions.values():
         groups.setdefault(session.group_id, set()).add(session.task_id)
     assert len(groups) == 2 and all(len(tasks) == 1 for tasks in groups.values())
+
+
+def test_an_episode_cut_by_a_verifiers_limit_is_abandoned_and_not_scored(simia, llm_stub, tmp_path):
+    [trace] = vf_eval(simia, llm_stub, tmp_path, "--env.taskset.seeds", "1", "--env.agent.max-turns", "1")
+    session = EnvSession.objects.get()
+    assert (session.done, session.termination_reason, session.reward) == (True, "abandoned", None)
+    assert trace["task"]["data"]["session"] == str(session.pk) and not trace["ok"]
+    assert "without a judged reward" in trace["errors"][-1]["message"]
 
 
 def test_the_trl_rollout_function_returns_episodes_and_simia_session_rewards(simia, llm_stub, tmp_path):

@@ -164,7 +164,7 @@ class Session:
             while not self.done:
                 await self.step(await policy(self.messages, self.tools))
         except BaseException:
-            with contextlib.suppress(ApiError):  # 409: it ended meanwhile
+            with contextlib.suppress(ApiError, httpx.HTTPError):  # it ended meanwhile, or the server is gone
                 await self.abandon()
             raise
         return self.result

@@ -5,6 +5,7 @@ import hashlib
 import os
 import uuid
 
+import httpx
 import verifiers.v1 as vf
 from verifiers.v1.dialects.chat import message_to_wire
 
@@ -50,6 +51,6 @@ class SimiaEnv(vf.Env[SimiaEnvConfig]):
                     interaction.trace.stop(session.result.termination_reason)
             except BaseException:
                 if not session.done:
-                    with contextlib.suppress(ApiError):
+                    with contextlib.suppress(ApiError, httpx.HTTPError):  # the error at hand is the one to raise
                         await session.abandon()
                 raise

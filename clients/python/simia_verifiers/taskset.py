@@ -26,7 +26,10 @@ class SimiaTaskData(vf.TaskData):
     """The session's tools (OpenAI function format), offered to the policy on every turn."""
 
     def client(self) -> SimiaClient:
-        return SimiaClient(self.url, os.environ.get(self.token_var))
+        token = os.environ.get(self.token_var)
+        if not token:
+            raise ValueError(f"set {self.token_var} to the token of a Simia curator or admin")
+        return SimiaClient(self.url, token)
 
 
 class SimiaTask(vf.Task[SimiaTaskData]):
