@@ -10,17 +10,31 @@ PYTHON ?= $(shell for p in python3.13 python3.12 python3 $(wildcard $(HOME)/.pye
 	$$p -c 'import sys; sys.exit(sys.version_info < (3, 12))' >/dev/null 2>&1 && { echo $$p; break; }; done)
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/simia
 TEST_BROKER_URL ?= redis://127.0.0.1:6379/14
+# The trainer client's integration tests run verifiers and TRL in a venv of their own: verifiers needs openai<3
+# (the app pins 3) and TRL needs torch, whose CPU wheel on this machine's find-links is built for CPython 3.11.
+TRAINER_VENV := .venv-trainer
+TRAINER_PYTHON ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.11*/bin/python3) $(shell command -v python3.11))
 
-.PHONY: install run worker chromium test lint bench clean
+.PHONY: install trainer-venv run worker chromium test lint bench clean
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml clients/python/pyproject.toml
 	@test -n "$(PYTHON)" || { echo "Python 3.12 or newer is required"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip
 	$(VENV)/bin/pip install --quiet -e '.[test]'
+	$(VENV)/bin/pip install --quiet -e ./clients/python
 	touch $@
 
 install: $(VENV)/.installed
+
+$(TRAINER_VENV)/.installed: tests/trainer_client/requirements.txt clients/python/pyproject.toml
+	@test -n "$(TRAINER_PYTHON)" || { echo "Python 3.11 is required for the trainer client's tests"; exit 1; }
+	$(TRAINER_PYTHON) -m venv $(TRAINER_VENV)
+	$(TRAINER_VENV)/bin/pip install --quiet -r tests/trainer_client/requirements.txt
+	$(TRAINER_VENV)/bin/pip install --quiet --no-deps -e ./clients/python
+	touch $@
+
+trainer-venv: $(TRAINER_VENV)/.installed
 
 run: install
 	$(MANAGE) migrate --noinput --verbosity 0
@@ -42,7 +56,7 @@ chromium:
 lint: install
 	$(VENV)/bin/ruff check .
 
-test: install chromium
+test: install trainer-venv chromium
 	$(VENV)/bin/ruff check .
 	DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) $(VENV)/bin/pytest -p no:cacheprovider $(PYTEST_ARGS)
 
@@ -53,4 +67,4 @@ bench: install
 	DATABASE_URL=postgres://postgres@127.0.0.1:5432/simia_bench $(PY) bench/export_throughput.py
 
 clean:
-	rm -rf $(VENV) var
+	rm -rf $(VENV) $(TRAINER_VENV) var
