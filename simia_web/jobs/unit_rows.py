@@ -1,13 +1,17 @@
-"""The statements the job runner makes on a unit's row around every run.
+"""The statements the job runner makes on a unit's row around every run, and on the rows of many units
+for the leases that say which worker holds them (see jobs.leases).
 
-Each unit runs five of them (read, mark started, lock, mark finished, "is the stage still open?"),
-each a single-row query on an indexed column; the LLM calls between them take seconds.
+Each unit runs five of them (read, claim, lock, mark finished, "is the stage still open?"), each a
+single-row query on an indexed column; the LLM calls between them take seconds. A worker's leases are
+renewed in one statement per heartbeat for all the units it holds, never one per unit or per call.
 """
 
-from django.db.models import F
+from datetime import timedelta
+
+from django.db.models import F, Q
 from django.utils import timezone
 
-from .models import JobUnit, UnitStatus
+from .models import JobUnit, UnitStatus, WatchdogTurn
 
 # The fields a run reads (others stay deferred).
 _RUN_FIELDS = ("id", "job_id", "stage", "key", "params", "status", "job__id", "job__kind", "job__params", "job__status")
@@ -18,8 +22,23 @@ def unit_for_run(unit_id: int) -> JobUnit | None:
     return JobUnit.objects.select_related("job").only(*_RUN_FIELDS).filter(pk=unit_id).first()
 
 
-def unit_mark_started(unit_id: int) -> None:
-    JobUnit.objects.filter(pk=unit_id).update(attempts=F("attempts") + 1, started_at=timezone.now())
+def _free_for(holder: str, now):
+    """Units no other worker holds: no lease, a lease run out, or a lease of `holder`'s own."""
+    return Q(lease_until__isnull=True) | Q(lease_until__lt=now) | Q(lease_holder=holder)
+
+
+def unit_claim(unit_id: int, *, holder: str, lease_seconds: float, new_attempt: bool = True) -> bool:
+    """Mark a pending unit started by `holder`, unless another worker holds it; True when claimed.
+
+    A run interrupted by an outage and started again claims without counting an attempt: the attempt
+    was the outage's, not the unit's.
+    """
+    now = timezone.now()
+    changes = {"started_at": now, "lease_holder": holder, "lease_until": now + timedelta(seconds=lease_seconds)}
+    if new_attempt:
+        changes["attempts"] = F("attempts") + 1
+    claimed = JobUnit.objects.filter(_free_for(holder, now), pk=unit_id, status=UnitStatus.PENDING)
+    return claimed.update(**changes) == 1
 
 
 def unit_status_locked(unit_id: int) -> str:
@@ -36,8 +55,37 @@ def unit_mark_finished(unit_id: int, *, error: str, result: dict) -> None:
         error=error[:8000],
         result=result,
         finished_at=timezone.now(),
+        lease_holder="",
+        lease_until=None,
     )
 
 
 def stage_has_pending_units(job_id: int, stage: str) -> bool:
     return JobUnit.objects.filter(job_id=job_id, stage=stage, status=UnitStatus.PENDING).exists()
+
+
+def units_lease_renew(unit_ids: list[int], *, holder: str, lease_seconds: float) -> int:
+    """Extend (or take) the leases of pending units `holder` holds, where no other worker holds them."""
+    now = timezone.now()
+    held = JobUnit.objects.filter(_free_for(holder, now), pk__in=unit_ids, status=UnitStatus.PENDING)
+    return held.update(lease_holder=holder, lease_until=now + timedelta(seconds=lease_seconds))
+
+
+def units_mark_dispatched(unit_ids: list[int]) -> None:
+    JobUnit.objects.filter(pk__in=unit_ids).update(dispatched_at=timezone.now())
+
+
+def units_unheld(job_id: int, stage: str, now):
+    """The stage's pending units that no worker holds: their message is in the broker, or lost."""
+    pending = JobUnit.objects.filter(job_id=job_id, stage=stage, status=UnitStatus.PENDING)
+    return pending.filter(Q(lease_until__isnull=True) | Q(lease_until__lt=now))
+
+
+def watchdog_turn_take(*, holder: str, period: float) -> bool:
+    """Whether `holder` looks for lost work now: no other worker has looked within the last period."""
+    now = timezone.now()
+    turn = WatchdogTurn.objects.filter(name="jobs", looked_at__lt=now - timedelta(seconds=period))
+    if turn.update(looked_at=now, looked_by=holder):
+        return True
+    _, created = WatchdogTurn.objects.get_or_create(name="jobs", defaults={"looked_at": now, "looked_by": holder})
+    return created
