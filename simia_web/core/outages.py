@@ -80,18 +80,22 @@ class OutagePauses:
         if self.tries == 0 or now - self._logged_at >= 60:
             logger.warning("%s waits for a server out of reach (%.0f s so far): %s", self.what, now - self.since, exc)
             self._logged_at = now
-        delay = min(_LONGEST_PAUSE, _FIRST_PAUSE * 2**self.tries)
+        delay = min(_LONGEST_PAUSE, _FIRST_PAUSE * 2 ** min(self.tries, 10))
         self.tries += 1
         time.sleep(delay * (0.5 + random.random() / 2))
         connections_reset()
 
 
 def connections_reset() -> None:
-    """Drop this thread's database connections that an error left unusable, so the next query opens a new one."""
-    try:
-        db.close_old_connections()
-    except db.Error:  # closing a connection the server already dropped
-        logger.debug("closing a dead database connection failed", exc_info=True)
+    """Drop this thread's database connections that an error left unusable, so the next query opens a new one
+    (as Django does between requests; a connection inside a transaction is its owner's to end)."""
+    for connection in db.connections.all(initialized_only=True):
+        if connection.in_atomic_block:
+            continue
+        try:
+            connection.close_if_unusable_or_obsolete()
+        except db.Error:  # closing a connection the server already dropped
+            logger.debug("closing a dead database connection failed", exc_info=True)
 
 
 def through_outages(action, *, what: str):

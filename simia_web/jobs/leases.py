@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from django.conf import settings
+from django.db import Error as DatabaseError
 
 from simia_web.core.db import db_connection_check, db_connection_give_back
 from simia_web.core.outages import connections_reset, is_outage
@@ -102,7 +103,7 @@ def _beat_forever(watch: Callable[[], object] | None) -> None:
 
 
 def beat(*, watch: Callable[[], object] | None = None) -> bool:
-    """Renew this process's leases, then call `watch`; False when a server was out of reach."""
+    """Renew this process's leases, then call `watch`; False when the database was out of reach."""
     try:
         db_connection_check()
         if held := held_units():
@@ -115,7 +116,7 @@ def beat(*, watch: Callable[[], object] | None = None) -> bool:
             return True
         logger.warning("unit heartbeat: a server is out of reach (%s)", exc)
         connections_reset()
-        return False
+        return not isinstance(exc, DatabaseError)  # the broker's outage leaves the leases as they were
     finally:
         db_connection_give_back()
     return True

@@ -176,10 +176,10 @@ class EndpointLimiter:
         keys = self._keys("leases", "cap", "cool-down")
         ttl_ms = int((self.limits.exchange_timeout + _LEASE_MARGIN) * 1000)
         while True:
+            self._give_back_late()
             excused = int(self._excused())
             answer = self._redis_call(self._acquire, keys=keys, args=[lease, self.limits.concurrency, ttl_ms, excused])
             if answer == 0:
-                self._give_back_late()
                 return lease
             if answer > 0:
                 time.sleep(answer / 1000)
@@ -203,17 +203,18 @@ class EndpointLimiter:
                 self._unreleased.append(lease)
 
     def _give_back_late(self) -> None:
-        """Give back the leases an outage kept (Redis answered just now)."""
+        """Give back the leases an outage kept, before taking another (they would hold its place)."""
+        if not self._unreleased:
+            return
         with self._lock:
             unreleased, self._unreleased = self._unreleased, []
-        if unreleased:
-            try:
-                self._redis.zrem(self._keys("leases")[0], *unreleased)
-            except Exception as exc:
-                if not is_outage(exc):
-                    raise
-                with self._lock:
-                    self._unreleased.extend(unreleased)
+        try:
+            self._redis.zrem(self._keys("leases")[0], *unreleased)
+        except Exception as exc:
+            if not is_outage(exc):
+                raise
+            with self._lock:  # still out of reach: the next request tries again
+                self._unreleased.extend(unreleased)
 
     # -- per process: the embedded default -------------------------------------------------------
 
