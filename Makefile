@@ -51,6 +51,7 @@ bench: install
 		$(PY) bench/rollout_throughput.py
 	DATABASE_URL=$(TEST_DATABASE_URL) $(PY) bench/env_step_overhead.py
 	DATABASE_URL=postgres://postgres@127.0.0.1:5432/simia_bench $(PY) bench/export_throughput.py
+	$(PY) bench/fault_healing.py
 
 clean:
 	rm -rf $(VENV) var

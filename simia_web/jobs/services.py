@@ -323,9 +323,10 @@ def jobs_heal() -> int:
     A pending unit of a running job's current stage is in the broker, held by a worker (which renews
     its lease, see jobs.leases), or lost. The broker is asked only how many messages it holds, never
     which (that would take its internals): when the units that no worker holds outnumber the messages
-    waiting, some were lost, and those of them sent more than a lease ago are sent again. Those still
-    queued then have two messages, and the second finds the unit done or held: it costs a read. Units
-    queued behind thousands of others are not sent again, since the messages waiting outnumber them.
+    waiting, some were lost, and those of them sent more than two beats ago are sent again (a worker
+    that has just taken a message leases its unit within a beat). Those still queued then have two
+    messages, and the second finds the unit done or held: it costs a read. Units queued behind
+    thousands of others are not sent again, since the messages waiting outnumber them.
 
     A queued job whose start message was lost is started the same way; a running job whose stage has
     no pending unit left (its last unit's worker died before it could plan the next) is moved on.
@@ -337,7 +338,7 @@ def jobs_heal() -> int:
     if not unit_rows.watchdog_turn_take(holder=leases.lease_holder(), period=0.8 * period):
         return 0
     now = timezone.now()
-    sent_before = now - timedelta(seconds=leases.lease_seconds())
+    sent_before = now - timedelta(seconds=2 * period)
     unheld_count, unheld = 0, []
     for job in Job.objects.filter(status=JobStatus.RUNNING).only("id", "stage"):
         units = unit_rows.units_unheld(job.pk, job.stage, now)

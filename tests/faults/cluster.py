@@ -28,7 +28,7 @@ from tests.support.scripts import pipeline_responder
 
 PORTS = range(16300, 16400)
 USERNAME, PASSWORD = "ops", "fault-suite-password-9"
-TASKS = 15  # a job's units: TASKS x 2 rollouts
+TASKS = 15  # a job's units: its tasks x 2 rollouts
 
 
 def servers_missing() -> str | None:
@@ -137,7 +137,7 @@ def manage(env: dict, *args: str, timeout: float = 300) -> str:
     return result.stdout
 
 
-SEED = f"""
+SEED = """
 from simia_web.accounts.services import user_create
 from simia_web.catalog.services import apis_store, domain_ensure, tasks_store
 from rest_framework.authtoken.models import Token
@@ -145,14 +145,14 @@ from tests.support.scripts import SHOP, tasks_answer
 
 domain = domain_ensure(name="shop")
 apis_store(domain=domain, apis=SHOP["apis"], state_schema=SHOP["state_schema"], initial_state=SHOP["initial_state"])
-tasks_store(domain=domain, tasks=tasks_answer({TASKS})["tasks"][:{TASKS}])
-user = user_create(username="{USERNAME}", role="admin", password="{PASSWORD}")
+tasks_store(domain=domain, tasks=tasks_answer({tasks})["tasks"][:{tasks}])
+user = user_create(username="{username}", role="admin", password="{password}")
 print(Token.objects.create(user=user).key)
 """
 
-QUEUE = f"""
+QUEUE = """
 from simia_web.synthesis.services import rollout_queue
-print(rollout_queue(domain="shop", rollouts=2, tasks={TASKS}).pk)
+print(rollout_queue(domain="shop", rollouts=2, tasks={tasks}).pk)
 """
 
 
@@ -161,10 +161,11 @@ class Servers:
 
     TEMPLATE = "faults_template"
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, *, tasks: int = TASKS, heartbeat: float = 1.0):
         self.postgres = Postgres(root / "pg")
         self.redis = Redis(root)
         self.databases = 0
+        self.tasks, self.heartbeat = tasks, heartbeat
 
     def start(self) -> "Servers":
         self.postgres.init().start()
@@ -172,7 +173,8 @@ class Servers:
         self.postgres.execute(f"CREATE DATABASE {self.TEMPLATE}")
         env = self.env(self.TEMPLATE)
         manage(env, "migrate", "--noinput")
-        self.token = manage(env, "shell", "-c", SEED).strip().splitlines()[-1]
+        seed = SEED.format(tasks=self.tasks, username=USERNAME, password=PASSWORD)
+        self.token = manage(env, "shell", "-c", seed).strip().splitlines()[-1]
         return self
 
     def stop(self) -> None:
@@ -194,7 +196,8 @@ class Servers:
             "CELERY_BROKER_URL": self.redis.url(),
             "SIMIA_MODEL": "stub-model",
             "SIMIA_LLM_BACKOFF_BASE": "0.01",
-            "SIMIA_UNIT_HEARTBEAT_SECONDS": "1",  # leases of 3 s: the suite heals in seconds, not a minute
+            # The suite's default beat of 1 s (leases of 3 s) heals in seconds; production's 5 s takes longer.
+            "SIMIA_UNIT_HEARTBEAT_SECONDS": str(self.heartbeat),
             "CELERY_VISIBILITY_TIMEOUT": "3600",  # Redis's own redelivery never does the watchdog's work here
             "SIMIA_PROFILE_CACHE_SECONDS": "2",  # reads of the database mid-unit, as in a long production run
             **extra,
@@ -205,11 +208,12 @@ class FaultRun:
     """One job on a fresh database of the session's cluster: workers (each with its own scripted LLM server,
     so that every request can be traced to the worker that sent it) and what the job did, read back."""
 
-    def __init__(self, servers: Servers, *, latency: float):
+    def __init__(self, servers: Servers, *, latency: float, fault_after: int = 8):
         self.servers = servers
         self.database = servers.new_database()
         self.env = servers.env(self.database)
         self.latency = latency
+        self.fault_after = fault_after  # units done when the fault strikes
         self.workers: list[tuple[WorkerProcess, StubLLM]] = []
         self.others: list[subprocess.Popen] = []
         self.job_id = None
@@ -224,7 +228,8 @@ class FaultRun:
         return worker, stub
 
     def queue_job(self) -> int:
-        self.job_id = int(manage(self.env, "shell", "-c", QUEUE).strip().splitlines()[-1])
+        queue = QUEUE.format(tasks=self.servers.tasks)
+        self.job_id = int(manage(self.env, "shell", "-c", queue).strip().splitlines()[-1])
         return self.job_id
 
     def close(self) -> None:

@@ -23,7 +23,7 @@ def broker_restart(run: FaultRun) -> dict:
     run.worker(concurrency=4)
     run.worker(concurrency=4)
     run.queue_job()
-    run.wait_done(8)
+    run.wait_done(run.fault_after)
     run.servers.redis.kill()
     killed_at = time.time()
     time.sleep(DOWN_SECONDS)  # units in flight wait for the limits' Redis; their next request is not sent
@@ -49,7 +49,7 @@ def database_restart(run: FaultRun) -> dict:
     web = _web(run)
     web.get_all(times=4)  # every web process holds a connection now
     run.queue_job()
-    run.wait_done(8)
+    run.wait_done(run.fault_after)
     run.servers.postgres.stop()
     stopped_at = time.time()
     during = web.get_all(times=1)
@@ -72,7 +72,7 @@ def worker_kill(run: FaultRun) -> dict:
     victim, _ = run.worker(concurrency=4)
     run.worker(concurrency=4)
     run.queue_job()
-    run.wait_done(8)
+    run.wait_done(run.fault_after)
     victim.kill()
     killed_at = time.time()
     holder = f":{victim.pid}"
