@@ -350,7 +350,7 @@ def jobs_heal() -> int:
     unstarted = list(
         Job.objects.filter(status=JobStatus.QUEUED, created_at__lt=sent_before).values_list("id", flat=True)
     )
-    if unheld_count + len(unstarted) <= broker_waiting_messages():
+    if unheld_count + len(unstarted) == 0 or unheld_count + len(unstarted) <= broker_waiting_messages():
         return 0
     sent_long_ago = Q(dispatched_at__isnull=True) | Q(dispatched_at__lt=sent_before)
     lost = [unit_id for units in unheld for unit_id in units.filter(sent_long_ago).values_list("id", flat=True)]
@@ -370,7 +370,7 @@ def broker_waiting_messages() -> int:
 
     app = unit_execute.app
     waiting = 0
-    with app.connection_for_read() as conn:
+    with app.connection_or_acquire() as conn:  # one of the pool's connections, kept between looks
         channel = conn.default_channel
         for queue in app.amqp.queues.values():
             try:

@@ -23,8 +23,8 @@ def unit_for_run(unit_id: int) -> JobUnit | None:
 
 
 def _free_for(holder: str, now):
-    """Units no other worker holds: no lease, a lease run out, or a lease of `holder`'s own."""
-    return Q(lease_until__isnull=True) | Q(lease_until__lt=now) | Q(lease_holder=holder)
+    """Units no other worker holds: no lease (no holder), a lease of `holder`'s own, or a lease run out."""
+    return Q(lease_holder__in=("", holder)) | Q(lease_until__lt=now)
 
 
 def unit_claim(unit_id: int, *, holder: str, lease_seconds: float, new_attempt: bool = True) -> bool:
@@ -78,7 +78,7 @@ def units_mark_dispatched(unit_ids: list[int]) -> None:
 def units_unheld(job_id: int, stage: str, now):
     """The stage's pending units that no worker holds: their message is in the broker, or lost."""
     pending = JobUnit.objects.filter(job_id=job_id, stage=stage, status=UnitStatus.PENDING)
-    return pending.filter(Q(lease_until__isnull=True) | Q(lease_until__lt=now))
+    return pending.filter(Q(lease_holder="") | Q(lease_until__lt=now))
 
 
 def watchdog_turn_take(*, holder: str, period: float) -> bool:
