@@ -11,7 +11,7 @@ PYTHON ?= $(shell for p in python3.13 python3.12 python3 $(wildcard $(HOME)/.pye
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/simia
 TEST_BROKER_URL ?= redis://127.0.0.1:6379/14
 
-.PHONY: install run worker chromium test lint bench clean
+.PHONY: install run worker chromium fault-servers test lint bench clean
 
 $(VENV)/.installed: pyproject.toml
 	@test -n "$(PYTHON)" || { echo "Python 3.12 or newer is required"; exit 1; }
@@ -39,10 +39,15 @@ worker: install
 chromium:
 	@command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; }
 
+# The fault suite (tests/faults) starts a PostgreSQL and a Redis of its own, to kill and restart them mid-job.
+fault-servers:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && command -v redis-server >/dev/null || \
+		{ apt-get update -qq && apt-get install -y -qq postgresql redis-server >/dev/null; }
+
 lint: install
 	$(VENV)/bin/ruff check .
 
-test: install chromium
+test: install chromium fault-servers
 	$(VENV)/bin/ruff check .
 	DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) $(VENV)/bin/pytest -p no:cacheprovider $(PYTEST_ARGS)
 
