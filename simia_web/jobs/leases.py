@@ -94,8 +94,8 @@ def heartbeat_start() -> None:
 
 
 def watchdog_start(look: Callable[[], object]) -> None:
-    """Start this worker process's watchdog thread (once): `look` every beat, but never after an outage of
-    the database until a lease's length has passed (see the module's notes)."""
+    """Start this worker process's watchdog thread (once): `look` every beat, except during an outage of
+    the database and for as long again plus a lease after it (see the module's notes)."""
     _thread_start("job-watchdog", _watch_forever, look)
 
 
