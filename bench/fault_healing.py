@@ -3,7 +3,7 @@ never the shared ones; see tests/faults/cluster.py): the Redis broker killed wit
 started again, PostgreSQL stopped (fast shutdown) and started again, a worker killed with SIGKILL,
 each mid-job, and nobody running a command by hand.
 
-    python bench/fault_healing.py [--tasks 60] [--heartbeat 5] [--repeat 3]
+    python bench/fault_healing.py [--tasks 60] [--fault-after 60] [--heartbeat 5] [--repeat 3]
 
 For each fault, seconds from the moment the server was started again (or the worker died): when every
 lost unit had been sent again, when a unit next finished, when the job ended; the median of --repeat
@@ -30,7 +30,9 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=60, help="Tasks of the job (2 rollout units each).")
     parser.add_argument("--heartbeat", type=float, default=5.0, help="SIMIA_UNIT_HEARTBEAT_SECONDS of the workers.")
     parser.add_argument("--latency", type=float, default=0.2, help="Seconds the scripted server takes per answer.")
+    parser.add_argument("--fault-after", type=int, help="Units done when the fault strikes (default: half the job).")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--faults", default="broker,database,worker", help="Which faults, comma-separated.")
     args = parser.parse_args()
 
     import django
@@ -45,14 +47,15 @@ def main() -> None:
     root.chmod(0o755)
     servers = Servers(root, tasks=args.tasks, heartbeat=args.heartbeat).start()
     try:
-        for name, scenario in (
-            ("broker restart", scenarios.broker_restart),
-            ("database restart", scenarios.database_restart),
-            ("worker killed", scenarios.worker_kill),
-        ):
+        faults = {
+            "broker": ("broker restart", scenarios.broker_restart),
+            "database": ("database restart", scenarios.database_restart),
+            "worker": ("worker killed", scenarios.worker_kill),
+        }
+        for name, scenario in (faults[fault] for fault in args.faults.split(",")):
             runs = []
             for _ in range(args.repeat):
-                run = FaultRun(servers, latency=args.latency, fault_after=args.tasks // 2)
+                run = FaultRun(servers, latency=args.latency, fault_after=args.fault_after or args.tasks)
                 try:
                     figures = scenario(run)
                 finally:

@@ -80,11 +80,16 @@ class JobUnit(models.Model):
 
 
 class WatchdogTurn(models.Model):
-    """When the job watchdog last looked for lost work, and which worker did: one worker a period looks."""
+    """When the job watchdog last looked for lost work, and which worker did: one worker a beat looks.
+
+    `probes` holds the latest probes that came back through the broker's queue: [sent, seen] as epoch
+    seconds (see jobs.services.jobs_heal).
+    """
 
     name = models.CharField(max_length=32, primary_key=True)
     looked_at = models.DateTimeField()
     looked_by = models.CharField(max_length=200, blank=True)
+    probes = models.JSONField(default=list, blank=True)
 
     def __str__(self):
         return f"{self.name} at {self.looked_at} by {self.looked_by}"

@@ -6,14 +6,13 @@ out and starts again (core.outages), and messages lost with a broker are sent ag
 
 import logging
 import traceback
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
-from kombu.exceptions import ChannelError
 
 from simia_web.core.db import db_connection_check
 from simia_web.core.outages import OutagePauses, is_outage, through_outages
@@ -21,7 +20,7 @@ from simia_web.core.services import audit_record
 from simia_web.llm.services import llm_calls_held, llm_calls_write, llm_job_finishing
 
 from . import leases, unit_rows
-from .models import Job, JobStatus, JobUnit, UnitStatus
+from .models import Job, JobStatus, JobUnit, UnitStatus, WatchdogTurn
 from .pipelines import pipeline_for, queueable_pipelines
 
 logger = logging.getLogger(__name__)
@@ -36,13 +35,19 @@ class JobError(Exception):
 # their units, until the last was built (its first unit started 150 ms after the job). Between batches the
 # sending thread waits on Redis and the worker's other threads run.
 PUBLISH_BATCH = 32
+# The watchdog's probes (see jobs_heal): how many that came back it keeps, and how many beats after its
+# return a probe is trusted (a worker leases what it takes from the queue within a beat).
+_PROBES_KEPT = 8
+_PROBE_TRUSTED_AFTER = 1.5
 
 
 def _enqueue_units(unit_ids: list[int], *, whole_stage: bool = False) -> None:
-    """Send one message per unit, PUBLISH_BATCH to a Redis round trip.
+    """Send one message per unit, PUBLISH_BATCH to a Redis round trip, then note when they were sent.
 
     When the ids are a whole stage, the last message says so: the worker that starts it knows that the
-    stage has no unit left to start (see llm_job_finishing).
+    stage has no unit left to start (see llm_job_finishing). The time is noted once all are sent (one
+    UPDATE): a probe the watchdog sent meanwhile is ahead of some of them in the queue (see jobs_heal).
+    A send the broker cut short leaves the old time, and the watchdog sends the units again.
     """
     from .tasks import unit_execute
 
@@ -54,6 +59,7 @@ def _enqueue_units(unit_ids: list[int], *, whole_stage: bool = False) -> None:
             # each of the others (a copy of the queue entity each, a quarter of a message's CPU).
             declare = None if position == 0 else []
             unit_execute.apply_async((unit_id,), kwargs, producer=producer, declare=declare)
+    unit_rows.units_mark_dispatched(unit_ids)
 
 
 def job_create(*, kind: str, params: dict, actor=None) -> Job:
@@ -311,51 +317,55 @@ def jobs_recover() -> int:
         if not pending:
             job_advance(job_id=job.pk, stage=job.stage)
             continue
-        unit_rows.units_mark_dispatched(pending)
         _enqueue_units(pending)
         sent += len(pending)
     return sent
 
 
 def jobs_heal() -> int:
-    """Send again the messages the broker lost; the watchdog's look, one worker's a period. Returns messages sent.
+    """Send again the messages the broker lost; the watchdog's look, one worker's a beat. Returns messages sent.
 
     A pending unit of a running job's current stage is in the broker, held by a worker (which renews
-    its lease, see jobs.leases), or lost. The broker is asked only how many messages it holds, never
-    which (that would take its internals): when the units that no worker holds outnumber the messages
-    waiting, some were lost, and those of them sent more than two beats ago are sent again (a worker
-    that has just taken a message leases its unit within a beat). Those still queued then have two
-    messages, and the second finds the unit done or held: it costs a read. Units queued behind
-    thousands of others are not sent again, since the messages waiting outnumber them.
+    its lease, see jobs.leases), or lost. Two rules tell which, without reading the broker's queue:
 
-    A queued job whose start message was lost is started the same way; a running job whose stage has
-    no pending unit left (its last unit's worker died before it could plan the next) is moved on.
+    - a unit whose lease ran out was taken from the queue by a worker that is gone (killed, its machine
+      lost): its message is lost with it;
+    - a unit never held, whose message was sent before a probe that has come back through the queue, is
+      lost too: the queue hands out messages in order, so every message ahead of the probe had been
+      taken, and a worker that takes one leases its unit within a beat (the probe's return is trusted
+      a beat and a half after it; were a lease later still, the second message would find the unit
+      held, or be the one that runs it). A unit queued behind thousands of others is behind every probe
+      that came back, and is left where it is.
+
+    Each look sends a probe when some unit is unheld (one message a beat for the cluster). A queued job
+    whose start message was lost is started by the second rule; a running job whose stage has no pending
+    unit left (its last unit's worker died before it could plan the next) is moved on.
     """
-    from .tasks import job_start
+    from .tasks import job_start, queue_probe
 
     period = settings.SIMIA_UNIT_HEARTBEAT_SECONDS
-    # Somewhat under a period, so that a worker beating every period takes every turn it finds free.
-    if not unit_rows.watchdog_turn_take(holder=leases.lease_holder(), period=0.8 * period):
+    # Somewhat under a beat, so that a worker beating every beat takes every turn it finds free.
+    turn = unit_rows.watchdog_turn_take(holder=leases.lease_holder(), period=0.8 * period)
+    if turn is None:
         return 0
     now = timezone.now()
-    sent_before = now - timedelta(seconds=2 * period)
-    unheld_count, unheld = 0, []
+    passed = _probe_passed(turn.probes, trusted_before=now - timedelta(seconds=_PROBE_TRUSTED_AFTER * period))
+    lost, unheld = [], False
     for job in Job.objects.filter(status=JobStatus.RUNNING).only("id", "stage"):
-        units = unit_rows.units_unheld(job.pk, job.stage, now)
-        if count := units.count():
-            unheld_count += count
-            unheld.append(units)
+        lost += unit_rows.units_lease_lapsed(job.pk, job.stage, now)
+        never_held = unit_rows.units_never_held(job.pk, job.stage)
+        if passed is not None:
+            sent_before_it = never_held.filter(Q(dispatched_at__isnull=True) | Q(dispatched_at__lt=passed))
+            lost += sent_before_it.values_list("id", flat=True)
+        if never_held.exists():
+            unheld = True
         elif not unit_rows.stage_has_pending_units(job.pk, job.stage):
             job_advance(job_id=job.pk, stage=job.stage)
-    unstarted = list(
-        Job.objects.filter(status=JobStatus.QUEUED, created_at__lt=sent_before).values_list("id", flat=True)
-    )
-    if unheld_count + len(unstarted) == 0 or unheld_count + len(unstarted) <= broker_waiting_messages():
-        return 0
-    sent_long_ago = Q(dispatched_at__isnull=True) | Q(dispatched_at__lt=sent_before)
-    lost = [unit_id for units in unheld for unit_id in units.filter(sent_long_ago).values_list("id", flat=True)]
+    queued = Job.objects.filter(status=JobStatus.QUEUED)
+    unstarted = list(queued.filter(created_at__lt=passed).values_list("id", flat=True)) if passed else []
+    if unheld or queued.exists():
+        queue_probe.delay(now.timestamp())
     if lost:
-        unit_rows.units_mark_dispatched(lost)
         _enqueue_units(lost)
     for job_id in unstarted:
         job_start.delay(job_id)
@@ -364,17 +374,19 @@ def jobs_heal() -> int:
     return len(lost) + len(unstarted)
 
 
-def broker_waiting_messages() -> int:
-    """Messages waiting in the broker's queues (not those workers have taken)."""
-    from .tasks import unit_execute
+def _probe_passed(probes: list, *, trusted_before):
+    """When the latest probe was sent that came back through the queue before `trusted_before`, or None."""
+    cutoff = trusted_before.timestamp()
+    sent = [sent_at for sent_at, seen_at in probes if seen_at <= cutoff]
+    return datetime.fromtimestamp(max(sent), tz=UTC) if sent else None
 
-    app = unit_execute.app
-    waiting = 0
-    with app.connection_or_acquire() as conn:  # one of the pool's connections, kept between looks
-        channel = conn.default_channel
-        for queue in app.amqp.queues.values():
-            try:
-                waiting += queue.bind(channel).queue_declare(passive=True).message_count
-            except ChannelError:  # Redis keeps no empty queue: none waiting
-                continue
-    return waiting
+
+def queue_probe_seen(*, sent_at: float) -> None:
+    """A probe the watchdog sent at `sent_at` came out of the queue now; the latest few are kept."""
+    with transaction.atomic():
+        turn = WatchdogTurn.objects.select_for_update().filter(name=unit_rows.WATCHDOG).first()
+        if turn is None:
+            return
+        turn.probes = [*turn.probes, [sent_at, timezone.now().timestamp()]][-_PROBES_KEPT:]
+        turn.save(update_fields=["probes"])
+

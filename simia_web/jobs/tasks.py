@@ -23,6 +23,12 @@ def unit_execute(unit_id: int, last_of_stage: bool = False) -> None:
     services.unit_execute(unit_id=unit_id, last_of_stage=last_of_stage)
 
 
+@shared_task(ignore_result=True)
+def queue_probe(sent_at: float) -> None:
+    """The watchdog's probe, come through the queue behind every message sent before it (see jobs_heal)."""
+    through_outages(lambda: services.queue_probe_seen(sent_at=sent_at), what="the watchdog's probe")
+
+
 # A unit's message, once this worker has it, is held here until its task ends: the heartbeat keeps its lease.
 
 

@@ -72,20 +72,31 @@ def units_lease_renew(unit_ids: list[int], *, holder: str, lease_seconds: float)
 
 
 def units_mark_dispatched(unit_ids: list[int]) -> None:
-    JobUnit.objects.filter(pk__in=unit_ids).update(dispatched_at=timezone.now())
-
-
-def units_unheld(job_id: int, stage: str, now):
-    """The stage's pending units that no worker holds: their message is in the broker, or lost."""
-    pending = JobUnit.objects.filter(job_id=job_id, stage=stage, status=UnitStatus.PENDING)
-    return pending.filter(Q(lease_holder="") | Q(lease_until__lt=now))
-
-
-def watchdog_turn_take(*, holder: str, period: float) -> bool:
-    """Whether `holder` looks for lost work now: no other worker has looked within the last period."""
+    """Note that the units' messages were sent now; a lease that ran out (its worker gone) is cleared."""
     now = timezone.now()
-    turn = WatchdogTurn.objects.filter(name="jobs", looked_at__lt=now - timedelta(seconds=period))
+    unheld = JobUnit.objects.filter(Q(lease_holder="") | Q(lease_until__lt=now), pk__in=unit_ids)
+    unheld.update(dispatched_at=now, lease_holder="", lease_until=None)
+
+
+def units_lease_lapsed(job_id: int, stage: str, now) -> list[int]:
+    """The stage's pending units whose worker took them from the queue and stopped renewing their lease."""
+    pending = JobUnit.objects.filter(job_id=job_id, stage=stage, status=UnitStatus.PENDING)
+    return list(pending.exclude(lease_holder="").filter(lease_until__lt=now).values_list("id", flat=True))
+
+
+def units_never_held(job_id: int, stage: str):
+    """The stage's pending units no worker has taken since their message was sent: queued, or lost."""
+    return JobUnit.objects.filter(job_id=job_id, stage=stage, status=UnitStatus.PENDING, lease_holder="")
+
+
+WATCHDOG = "jobs"
+
+
+def watchdog_turn_take(*, holder: str, period: float) -> WatchdogTurn | None:
+    """The watchdog's row when `holder` looks for lost work now (no other worker looked within `period`)."""
+    now = timezone.now()
+    turn = WatchdogTurn.objects.filter(name=WATCHDOG, looked_at__lt=now - timedelta(seconds=period))
     if turn.update(looked_at=now, looked_by=holder):
-        return True
-    _, created = WatchdogTurn.objects.get_or_create(name="jobs", defaults={"looked_at": now, "looked_by": holder})
-    return created
+        return WatchdogTurn.objects.get(name=WATCHDOG)
+    row, created = WatchdogTurn.objects.get_or_create(name=WATCHDOG, defaults={"looked_at": now, "looked_by": holder})
+    return row if created else None
