@@ -15,7 +15,7 @@ TEST_BROKER_URL ?= redis://127.0.0.1:6379/14
 TRAINER_VENV := .venv-trainer
 TRAINER_PYTHON ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.11*/bin/python3) $(shell command -v python3.11))
 
-.PHONY: install trainer-venv run worker chromium test lint bench clean
+.PHONY: install trainer-venv run worker chromium fault-servers test lint bench clean
 
 $(VENV)/.installed: pyproject.toml clients/python/pyproject.toml
 	@test -n "$(PYTHON)" || { echo "Python 3.12 or newer is required"; exit 1; }
@@ -53,10 +53,15 @@ worker: install
 chromium:
 	@command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; }
 
+# The fault suite (tests/faults) starts a PostgreSQL and a Redis of its own, to kill and restart them mid-job.
+fault-servers:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && command -v redis-server >/dev/null || \
+		{ apt-get update -qq && apt-get install -y -qq postgresql redis-server >/dev/null; }
+
 lint: install
 	$(VENV)/bin/ruff check .
 
-test: install trainer-venv chromium
+test: install trainer-venv chromium fault-servers
 	$(VENV)/bin/ruff check .
 	DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) $(VENV)/bin/pytest -p no:cacheprovider $(PYTEST_ARGS)
 
@@ -65,6 +70,7 @@ bench: install
 		$(PY) bench/rollout_throughput.py
 	DATABASE_URL=$(TEST_DATABASE_URL) $(PY) bench/env_step_overhead.py
 	DATABASE_URL=postgres://postgres@127.0.0.1:5432/simia_bench $(PY) bench/export_throughput.py
+	$(PY) bench/fault_healing.py
 
 clean:
 	rm -rf $(VENV) $(TRAINER_VENV) var

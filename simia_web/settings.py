@@ -62,6 +62,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First, so that it sees every response: a request that met a database or Redis outage gets 503, not 500.
+    "simia_web.core.outages.OutageMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -94,9 +96,13 @@ TEMPLATES = [
 ]
 
 VAR_DIR.mkdir(parents=True, exist_ok=True)
+# A connection kept between requests is checked before a request uses it (CONN_HEALTH_CHECKS): after a
+# PostgreSQL restart each process opens a new one instead of failing its next request.
 DATABASES = {
     "default": dj_database_url.parse(
-        os.environ.get("DATABASE_URL", f"sqlite:///{VAR_DIR / 'simia.sqlite3'}"), conn_max_age=60
+        os.environ.get("DATABASE_URL", f"sqlite:///{VAR_DIR / 'simia.sqlite3'}"),
+        conn_max_age=60,
+        conn_health_checks=True,
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
@@ -113,10 +119,15 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 elif os.environ.get("SIMIA_DB_POOL_SIZE"):
     # Workers with hundreds of threads (an endpoint allowing hundreds of concurrent requests) share a pool of
     # this many PostgreSQL connections: a thread gives its connection back while it waits on the LLM.
+    # The pool looks at each connection it hands out (without a round trip unless the server has written to
+    # it: simia_web.core.db), so that connections a restart ended are replaced instead of failing a query.
+    from simia_web.core.db import pool_connection_check
+
     DATABASES["default"]["CONN_MAX_AGE"] = 0
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
         "min_size": 2,
         "max_size": int(os.environ["SIMIA_DB_POOL_SIZE"]),
+        "check": pool_connection_check,
     }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 AUTH_USER_MODEL = "accounts.User"
@@ -287,9 +298,13 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = int(os.environ.get("CELERY_WORKER_PREFETCH_M
 # CELERY_TASK_SERIALIZER and the like are also Celery 3 names, which a worker would warn about at start.
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-# On start, a worker re-queues the pending units of running jobs (a killed worker's among them); a unit
-# delivered twice is written once.
-SIMIA_RECOVER_ON_WORKER_START = env_bool("SIMIA_RECOVER_ON_WORKER_START", True)
+# A worker whose broker is away waits for it however long it takes (Celery's default gives up after 100
+# tries and the worker exits): its units go on meanwhile, and the job watchdog sends lost messages again.
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
+# Every worker renews the leases of the units it holds this often (one UPDATE for all of them); a unit
+# whose lease has run out for three periods, and whose message is not in the broker, is sent again by
+# the job watchdog, which one worker of the cluster runs each period (see jobs.watchdog).
+SIMIA_UNIT_HEARTBEAT_SECONDS = float(os.environ.get("SIMIA_UNIT_HEARTBEAT_SECONDS", "5"))
 
 # Default LLM endpoint; per-stage profiles live in the database.
 OPENAI_BASE_URL = os.environ.get("OPENAI_BASE_URL", "")

@@ -96,13 +96,13 @@ def test_a_unit_whose_llm_calls_cannot_be_recorded_fails_instead_of_staying_pend
 
 
 def test_a_unit_whose_database_was_out_of_reach_is_run_again(eager, monkeypatch, unit):
-    """A full connection pool before the unit could even be read: the task is retried, the unit not stranded."""
-    from django.db import OperationalError
+    """A full connection pool before the unit could even be read: the run waits and tries again, not stranded."""
+    from psycopg_pool import PoolTimeout
 
     from simia_web.jobs import tasks, unit_rows
 
     read = unit_rows.unit_for_run
-    failures = iter([OperationalError("couldn't get a connection after 30.00 sec")])
+    failures = iter([PoolTimeout("couldn't get a connection after 30.00 sec")])
 
     def pool_timeout_once(unit_id):
         if (failure := next(failures, None)) is not None:

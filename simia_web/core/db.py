@@ -1,6 +1,21 @@
-"""Database connections of worker threads that wait on other things."""
+"""Database connections of worker threads that wait on other things, and connections a restart left dead.
 
-from django.db import connection
+A PostgreSQL restart ends every connection: the server sends each client a last error and closes the
+socket. A thread that then uses its connection fails, which would cost a unit its work so far. So a
+connection is looked at before it is used after a wait: a socket with something to read while no query
+is running is one the server has written to on its own, which a live idle connection never is (the app
+does not LISTEN); only then is the connection asked, with a query, whether it still works. Looking costs
+one system call and no round trip, so it can be done before every use of the database after an LLM call.
+"""
+
+import logging
+import select
+
+import psycopg
+from django.db import Error, connection
+from psycopg_pool import ConnectionPool
+
+logger = logging.getLogger(__name__)
 
 
 def db_connection_give_back() -> None:
@@ -11,4 +26,35 @@ def db_connection_give_back() -> None:
     the connection is kept: opening one per wait would cost more than it saves.
     """
     if connection.settings_dict.get("OPTIONS", {}).get("pool") and not connection.in_atomic_block:
-        connection.close()
+        try:
+            connection.close()
+        except Error:  # a connection the server dropped: the pool discards it
+            logger.debug("giving back a dead database connection", exc_info=True)
+
+
+def db_connection_check() -> None:
+    """Close this thread's connection if the server has ended it, so that the next query opens a new one."""
+    raw = connection.connection
+    if raw is None or connection.vendor != "postgresql" or connection.in_atomic_block:
+        return
+    if _server_spoke(raw) and not connection.is_usable():
+        try:
+            connection.close()
+        except Error:
+            logger.debug("closing a dead database connection", exc_info=True)
+
+
+def pool_connection_check(conn) -> None:
+    """The psycopg pool's check of a connection it hands out (raises if the connection is dead)."""
+    if _server_spoke(conn):
+        ConnectionPool.check_connection(conn)
+
+
+def _server_spoke(conn) -> bool:
+    """Whether an idle connection's socket has something to read (or is gone): the server ended it."""
+    try:
+        poller = select.poll()  # not select(): a worker with hundreds of threads has descriptors past 1024
+        poller.register(conn.fileno(), select.POLLIN)
+        return bool(poller.poll(0))
+    except (OSError, ValueError, psycopg.Error):  # the connection is closed already
+        return True

@@ -48,7 +48,13 @@ class UnitStatus(models.TextChoices):
 
 
 class JobUnit(models.Model):
-    """One planned piece of work (a domain, a task, a rollout). Its key makes redelivery harmless."""
+    """One planned piece of work (a domain, a task, a rollout). Its key makes redelivery harmless.
+
+    While pending, a unit's message is in the broker, or held by a worker, or lost. `dispatched_at` says
+    when it was last sent; a worker holding it (running it, or with it queued for its threads) keeps a
+    lease on it, renewed by that worker's heartbeat (see jobs.watchdog), and only the lease's holder may
+    start it while the lease lasts.
+    """
 
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="units")
     stage = models.CharField(max_length=32)
@@ -60,6 +66,9 @@ class JobUnit(models.Model):
     result = models.JSONField(default=dict, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    dispatched_at = models.DateTimeField(null=True, blank=True)
+    lease_holder = models.CharField(max_length=200, blank=True)
+    lease_until = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["id"]
@@ -68,3 +77,19 @@ class JobUnit(models.Model):
 
     def __str__(self):
         return f"{self.job_id}:{self.key} {self.status}"
+
+
+class WatchdogTurn(models.Model):
+    """When the job watchdog last looked for lost work, and which worker did: one worker a beat looks.
+
+    `probes` holds the latest probes that came back through the broker's queue: [sent, seen] as epoch
+    seconds (see jobs.services.jobs_heal).
+    """
+
+    name = models.CharField(max_length=32, primary_key=True)
+    looked_at = models.DateTimeField()
+    looked_by = models.CharField(max_length=200, blank=True)
+    probes = models.JSONField(default=list, blank=True)
+
+    def __str__(self):
+        return f"{self.name} at {self.looked_at} by {self.looked_by}"

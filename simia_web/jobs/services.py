@@ -1,17 +1,26 @@
-"""Job lifecycle: create, plan stages, execute units exactly once, advance, cancel, recover."""
+"""Job lifecycle: create, plan stages, execute units exactly once, advance, cancel, recover, heal.
+
+Outages of the database, Redis or the broker are never a unit's or a job's failure: work waits them
+out and starts again (core.outages), and messages lost with a broker are sent again by the watchdog.
+"""
 
 import logging
 import traceback
+from datetime import UTC, datetime, timedelta
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
+from simia_web.core.db import db_connection_check
+from simia_web.core.outages import OutagePauses, is_outage, through_outages
 from simia_web.core.services import audit_record
 from simia_web.llm.services import llm_calls_held, llm_calls_write, llm_job_finishing
 
-from . import unit_rows
-from .models import Job, JobStatus, JobUnit, UnitStatus
+from . import leases, unit_rows
+from .models import Job, JobStatus, JobUnit, UnitStatus, WatchdogTurn
 from .pipelines import pipeline_for, queueable_pipelines
 
 logger = logging.getLogger(__name__)
@@ -26,13 +35,19 @@ class JobError(Exception):
 # their units, until the last was built (its first unit started 150 ms after the job). Between batches the
 # sending thread waits on Redis and the worker's other threads run.
 PUBLISH_BATCH = 32
+# The watchdog's probes (see jobs_heal): how many that came back it keeps, and how many beats after its
+# return a probe is trusted (a worker leases what it takes from the queue within a beat).
+_PROBES_KEPT = 8
+_PROBE_TRUSTED_AFTER = 1.5
 
 
 def _enqueue_units(unit_ids: list[int], *, whole_stage: bool = False) -> None:
-    """Send one message per unit, PUBLISH_BATCH to a Redis round trip.
+    """Send one message per unit, PUBLISH_BATCH to a Redis round trip, then note when they were sent.
 
     When the ids are a whole stage, the last message says so: the worker that starts it knows that the
-    stage has no unit left to start (see llm_job_finishing).
+    stage has no unit left to start (see llm_job_finishing). The time is noted once all are sent (one
+    UPDATE): a probe the watchdog sent meanwhile is ahead of some of them in the queue (see jobs_heal).
+    A send the broker cut short leaves the old time, and the watchdog sends the units again.
     """
     from .tasks import unit_execute
 
@@ -44,6 +59,7 @@ def _enqueue_units(unit_ids: list[int], *, whole_stage: bool = False) -> None:
             # each of the others (a copy of the queue entity each, a quarter of a message's CPU).
             declare = None if position == 0 else []
             unit_execute.apply_async((unit_id,), kwargs, producer=producer, declare=declare)
+    unit_rows.units_mark_dispatched(unit_ids)
 
 
 def job_create(*, kind: str, params: dict, actor=None) -> Job:
@@ -54,7 +70,8 @@ def job_create(*, kind: str, params: dict, actor=None) -> Job:
     with transaction.atomic():
         job = Job.objects.create(kind=kind, params=params, created_by=actor if getattr(actor, "pk", None) else None)
         audit_record(actor=actor, action="job.create", target=job, data={"kind": kind, "params": params})
-        transaction.on_commit(lambda: job_start.delay(job.pk))
+        # With the broker away the job is queued all the same: the watchdog sends its start message later.
+        transaction.on_commit(lambda: job_start.delay(job.pk), robust=True)
     return job
 
 
@@ -98,8 +115,9 @@ def _plan_stage(job: Job, after_stage: str | None) -> list[int]:
         return []
     stage, plans = planned
     # ignore_conflicts: units planned by an earlier, interrupted run of this step are kept as they are.
+    now = timezone.now()
     JobUnit.objects.bulk_create(
-        [JobUnit(job=job, key=plan.key, stage=plan.stage, params=plan.params) for plan in plans],
+        [JobUnit(job=job, key=plan.key, stage=plan.stage, params=plan.params, dispatched_at=now) for plan in plans],
         ignore_conflicts=True,
         batch_size=500,
     )
@@ -135,43 +153,86 @@ def job_start(*, job_id: int) -> None:
         try:
             unit_ids = _plan_stage(job, None)
         except Exception as exc:  # a planning bug or bad parameters must end the job, not hang it
+            if is_outage(exc):
+                raise  # rolled back: the job is still queued and starts once the server is back
             logger.exception("job %s: planning failed", job_id)
             job.status, job.error, job.finished_at = JobStatus.FAILED, f"planning failed: {exc}", timezone.now()
             job.save(update_fields=["status", "error", "finished_at"])
             return
-        transaction.on_commit(lambda: _enqueue_units(unit_ids, whole_stage=True))
+        transaction.on_commit(lambda: _enqueue_units(unit_ids, whole_stage=True), robust=True)
 
 
 def unit_execute(*, unit_id: int, last_of_stage: bool = False) -> None:
-    """Run one unit. Safe to call any number of times: only the first finished run writes."""
-    unit = unit_rows.unit_for_run(unit_id)
-    if unit is None or unit.status != UnitStatus.PENDING or unit.job.status != JobStatus.RUNNING:
-        return
-    unit_rows.unit_mark_started(unit_id)
-    if last_of_stage:
-        llm_job_finishing(unit.job_id)
-    pipeline = pipeline_for(unit.job.kind)
-    writer = None
-    error = ""
-    with llm_calls_held(job_id=unit.job_id) as calls:
+    """Run one unit. Safe to call any number of times: only the first finished run writes.
+
+    A run that meets an outage waits it out and starts again, without counting an attempt: the unit
+    never fails for it. Its LLM calls so far are recorded all the same.
+    """
+    with leases.unit_running(unit_id) as first_here:
+        if not first_here:
+            return  # a second message for a unit another thread of this worker runs
+        run = _UnitRun(unit_id, last_of_stage)
+        pauses = OutagePauses(f"unit {unit_id}")
+        while True:
+            try:
+                return run.once()
+            except Exception as exc:
+                if not is_outage(exc):
+                    raise
+                pauses.pause(exc)
+
+
+class _UnitRun:
+    def __init__(self, unit_id: int, last_of_stage: bool):
+        self.unit_id = unit_id
+        self.last_of_stage = last_of_stage
+        self.claimed = False  # by an earlier try of this run, which an outage interrupted
+
+    def once(self) -> None:
+        unit_id = self.unit_id
+        db_connection_check()  # the thread may have been idle through a database restart
+        unit = unit_rows.unit_for_run(unit_id)
+        if unit is None or unit.status != UnitStatus.PENDING or unit.job.status != JobStatus.RUNNING:
+            return
+        holder, lease = leases.lease_holder(), leases.lease_seconds()
+        if not unit_rows.unit_claim(unit_id, holder=holder, lease_seconds=lease, new_attempt=not self.claimed):
+            return  # another worker holds it: running it, or about to
+        self.claimed = True
+        if self.last_of_stage:
+            llm_job_finishing(unit.job_id)
+        pipeline = pipeline_for(unit.job.kind)
+        writer, error, outage = None, "", None
+        with llm_calls_held(job_id=unit.job_id) as calls:
+            try:
+                writer = pipeline.run(unit.job, unit)
+            except Exception as exc:
+                if is_outage(exc):
+                    outage = exc
+                else:
+                    logger.exception("unit %s failed", unit_id)
+                    error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=5)}"
+        # Every call is recorded, whatever became of the unit; the writer may refer to the calls' rows.
         try:
-            writer = pipeline.run(unit.job, unit)
-        except Exception as exc:
-            logger.exception("unit %s failed", unit_id)
-            error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=5)}"
-    # Every call is recorded, whatever became of the unit; the writer may refer to the calls' rows.
-    try:
-        llm_calls_write(calls)
-    except Exception as exc:  # without their rows the writer cannot cite the calls: fail the unit, do not strand it
-        logger.exception("unit %s: recording its LLM calls failed", unit_id)
-        _writer_discard(writer)
-        writer, error = None, error or f"recording the LLM calls failed: {type(exc).__name__}: {exc}"
-    try:
-        _unit_finish(unit_id, writer, error)
-    except Exception as exc:  # the writer failed and its transaction was rolled back: record the failure alone
-        logger.exception("unit %s: writing the result failed", unit_id)
-        _writer_discard(writer)
-        _unit_finish(unit_id, None, f"{type(exc).__name__}: {exc}")
+            through_outages(lambda: llm_calls_write(calls), what=f"unit {unit_id}'s LLM calls")
+        except Exception as exc:  # without their rows the writer cannot cite the calls: fail the unit, do not strand it
+            logger.exception("unit %s: recording its LLM calls failed", unit_id)
+            _writer_discard(writer)
+            writer, error = None, error or f"recording the LLM calls failed: {type(exc).__name__}: {exc}"
+        if outage is not None:
+            raise outage
+        try:
+            _unit_finish(unit_id, writer, error)
+        except Exception as exc:  # the writer failed and its transaction was rolled back
+            _writer_discard(writer)
+            if is_outage(exc):
+                raise  # nothing was written: the unit runs again once the database is back
+            logger.exception("unit %s: writing the result failed", unit_id)
+            _unit_finish(unit_id, None, f"{type(exc).__name__}: {exc}")
+        # The unit is written: what is left must not run it again.
+        through_outages(lambda: _stage_maybe_ended(unit), what=f"the stage after unit {unit_id}")
+
+
+def _stage_maybe_ended(unit: JobUnit) -> None:
     # Checked after the commit (inside it, two last units could each see the other pending). Only a stage's
     # last unit needs the job lock, and job_advance checks again under it.
     if not unit_rows.stage_has_pending_units(unit.job_id, unit.stage):
@@ -205,11 +266,14 @@ def job_advance(*, job_id: int, stage: str) -> None:
         try:
             unit_ids = _plan_stage(job, stage)
         except Exception as exc:
+            if is_outage(exc):
+                raise  # rolled back: the stage is planned once the server is back
             logger.exception("job %s: planning after %s failed", job_id, stage)
             job.status, job.error, job.finished_at = JobStatus.FAILED, f"planning failed: {exc}", timezone.now()
             job.save(update_fields=["status", "error", "finished_at"])
             return
-        transaction.on_commit(lambda: _enqueue_units(unit_ids, whole_stage=True))
+        # With the broker away, the units are planned all the same: the watchdog sends them later.
+        transaction.on_commit(lambda: _enqueue_units(unit_ids, whole_stage=True), robust=True)
 
 
 def job_cancel(*, job: Job, actor=None) -> Job:
@@ -235,12 +299,12 @@ def job_retry(*, job: Job, actor=None) -> Job:
 
 
 def jobs_recover() -> int:
-    """Re-queue the work of unfinished jobs, e.g. after a worker was killed. Returns messages sent.
+    """Re-queue all the work of unfinished jobs, at once (`manage.py resume_jobs`). Returns messages sent.
 
-    Every pending unit of a running job's current stage is sent again: the broker cannot be asked
-    which messages it still holds without reading its internals, and a unit delivered twice is
-    still written once (the second delivery finds it finished, or loses the compare-and-set in
-    _unit_finish). A unit running on another live worker at that moment may run twice.
+    Every pending unit of a running job's current stage is sent again, lost or not: a unit delivered
+    twice is still written once (the second delivery finds it finished, or held by the worker running
+    it, or loses the compare-and-set in _unit_finish). The watchdog (jobs_heal) does the same on its
+    own, for the units it can tell are lost.
     """
     from .tasks import job_start
 
@@ -256,3 +320,73 @@ def jobs_recover() -> int:
         _enqueue_units(pending)
         sent += len(pending)
     return sent
+
+
+def jobs_heal() -> int:
+    """Send again the messages the broker lost; the watchdog's look, one worker's a beat. Returns messages sent.
+
+    A pending unit of a running job's current stage is in the broker, held by a worker (which renews
+    its lease, see jobs.leases), or lost. Two rules tell which, without reading the broker's queue:
+
+    - a unit whose lease ran out was taken from the queue by a worker that is gone (killed, its machine
+      lost): its message is lost with it;
+    - a unit never held, whose message was sent before a probe that has come back through the queue, is
+      lost too: the queue hands out messages in order, so every message ahead of the probe had been
+      taken, and a worker that takes one leases its unit within a beat (the probe's return is trusted
+      a beat and a half after it; were a lease later still, the second message would find the unit
+      held, or be the one that runs it). A unit queued behind thousands of others is behind every probe
+      that came back, and is left where it is.
+
+    Each look sends a probe when some unit is unheld (one message a beat for the cluster). A queued job
+    whose start message was lost is started by the second rule; a running job whose stage has no pending
+    unit left (its last unit's worker died before it could plan the next) is moved on.
+    """
+    from .tasks import job_start, queue_probe
+
+    period = settings.SIMIA_UNIT_HEARTBEAT_SECONDS
+    # Somewhat under a beat, so that a worker beating every beat takes every turn it finds free.
+    turn = unit_rows.watchdog_turn_take(holder=leases.lease_holder(), period=0.8 * period)
+    if turn is None:
+        return 0
+    now = timezone.now()
+    passed = _probe_passed(turn.probes, trusted_before=now - timedelta(seconds=_PROBE_TRUSTED_AFTER * period))
+    lost, unheld = [], False
+    for job in Job.objects.filter(status=JobStatus.RUNNING).only("id", "stage"):
+        lost += unit_rows.units_lease_lapsed(job.pk, job.stage, now)
+        never_held = unit_rows.units_never_held(job.pk, job.stage)
+        if passed is not None:
+            sent_before_it = never_held.filter(Q(dispatched_at__isnull=True) | Q(dispatched_at__lt=passed))
+            lost += sent_before_it.values_list("id", flat=True)
+        if never_held.exists():
+            unheld = True
+        elif not unit_rows.stage_has_pending_units(job.pk, job.stage):
+            job_advance(job_id=job.pk, stage=job.stage)
+    queued = Job.objects.filter(status=JobStatus.QUEUED)
+    unstarted = list(queued.filter(created_at__lt=passed).values_list("id", flat=True)) if passed else []
+    if unheld or queued.exists():
+        queue_probe.delay(now.timestamp())
+    if lost:
+        _enqueue_units(lost)
+    for job_id in unstarted:
+        job_start.delay(job_id)
+    if lost or unstarted:
+        logger.warning("watchdog: sent again %d units and %d job starts, lost", len(lost), len(unstarted))
+    return len(lost) + len(unstarted)
+
+
+def _probe_passed(probes: list, *, trusted_before):
+    """When the latest probe was sent that came back through the queue before `trusted_before`, or None."""
+    cutoff = trusted_before.timestamp()
+    sent = [sent_at for sent_at, seen_at in probes if seen_at <= cutoff]
+    return datetime.fromtimestamp(max(sent), tz=UTC) if sent else None
+
+
+def queue_probe_seen(*, sent_at: float) -> None:
+    """A probe the watchdog sent at `sent_at` came out of the queue now; the latest few are kept."""
+    with transaction.atomic():
+        turn = WatchdogTurn.objects.select_for_update().filter(name=unit_rows.WATCHDOG).first()
+        if turn is None:
+            return
+        turn.probes = [*turn.probes, [sent_at, timezone.now().timestamp()]][-_PROBES_KEPT:]
+        turn.save(update_fields=["probes"])
+

@@ -1,33 +1,53 @@
 from pathlib import Path
 
 from celery import shared_task
-from celery.signals import worker_ready
+from celery.signals import task_postrun, task_received, task_revoked, worker_ready
 from django.conf import settings
-from django.db import OperationalError
 
-from . import services
+from simia_web.core.outages import through_outages
+
+from . import leases, services
 from .broker_folder import outbox_watch
 
-# The database out of reach (a connection pool exhausted, a restart) fails the task before the unit's own
-# failure can be written: the task is sent again later, instead of its message being acknowledged as
-# failed and the unit left pending until a worker restarts. Running a unit again is safe (written once).
-_AGAIN_WHEN_THE_DATABASE_IS_AWAY = {
-    "autoretry_for": (OperationalError,),
-    "retry_backoff": 1,
-    "retry_backoff_max": 60,
-    "retry_jitter": True,
-    "max_retries": 20,
-}
+# No Celery retries: a task never fails for an outage (the services wait it out), and a unit's own error
+# is written on the unit.
 
 
-@shared_task(acks_late=True, ignore_result=True, **_AGAIN_WHEN_THE_DATABASE_IS_AWAY)
+@shared_task(acks_late=True, ignore_result=True)
 def job_start(job_id: int) -> None:
-    services.job_start(job_id=job_id)
+    through_outages(lambda: services.job_start(job_id=job_id), what=f"job {job_id}'s start")
 
 
-@shared_task(acks_late=True, ignore_result=True, **_AGAIN_WHEN_THE_DATABASE_IS_AWAY)
+@shared_task(acks_late=True, ignore_result=True)
 def unit_execute(unit_id: int, last_of_stage: bool = False) -> None:
     services.unit_execute(unit_id=unit_id, last_of_stage=last_of_stage)
+
+
+@shared_task(ignore_result=True)
+def queue_probe(sent_at: float) -> None:
+    """The watchdog's probe, come through the queue behind every message sent before it (see jobs_heal)."""
+    through_outages(lambda: services.queue_probe_seen(sent_at=sent_at), what="the watchdog's probe")
+
+
+# A unit's message, once this worker has it, is held here until its task ends: the heartbeat keeps its lease.
+
+
+@task_received.connect
+def _on_task_received(request=None, **_kwargs):
+    if request is not None and request.name == unit_execute.name and request.args:
+        leases.unit_received(request.args[0])
+
+
+@task_postrun.connect
+def _on_task_postrun(task=None, args=None, **_kwargs):
+    if task is not None and task.name == unit_execute.name and args:
+        leases.unit_let_go(args[0])
+
+
+@task_revoked.connect
+def _on_task_revoked(request=None, **_kwargs):
+    if request is not None and request.name == unit_execute.name and request.args:
+        leases.unit_let_go(request.args[0])
 
 
 @worker_ready.connect
@@ -35,5 +55,5 @@ def _on_worker_ready(**_kwargs):
     if settings.CELERY_BROKER_URL.startswith("filesystem://"):
         options = settings.CELERY_BROKER_TRANSPORT_OPTIONS
         outbox_watch(Path(options["data_folder_out"]), Path(options["data_folder_in"]))
-    if settings.SIMIA_RECOVER_ON_WORKER_START:
-        services.jobs_recover()
+    leases.heartbeat_start()
+    leases.watchdog_start(services.jobs_heal)

@@ -17,10 +17,16 @@ Every worker process and machine that sends to a profile's endpoint shares them 
 Without Redis (the embedded default, one machine) the same limits hold per process: concurrency
 through the process's slots, rates in memory, the cool-down in the process.
 
+Redis out of reach (a restart, a network cut) is waited out before a request is sent: the limits
+cannot be kept without it, and the call has not been made yet, so nothing is recorded and no attempt
+of the call or of its unit is spent. A lease that cannot be given back after an answer is given back
+once Redis answers again (a restarted Redis has forgotten it anyway).
+
 Within a process, a request first takes one of the profile's local slots, ranked (see
 llm.services.llm_slot_rank), so the cluster lease goes to the unit that should go first.
 """
 
+import logging
 import threading
 import time
 import uuid
@@ -34,9 +40,12 @@ from limits import RateLimitItemPerMinute
 from limits.storage import storage_from_string
 from limits.strategies import SlidingWindowCounterRateLimiter
 
-from simia_web.core.db import db_connection_give_back
+from simia_web.core.db import db_connection_check, db_connection_give_back
+from simia_web.core.outages import is_outage, through_outages
 
 from .slots import Rank, Slots
+
+logger = logging.getLogger(__name__)
 
 # A waiter looks again this often (seconds) for leases that expired without being given back.
 _LEASE_POLL = 1.0
@@ -121,6 +130,7 @@ class EndpointLimiter:
         self._local_cool_down_until = 0.0
         self._lock = threading.Lock()
         self._throttled = threading.local()  # .until: when the cool-down this thread's own 429 started ends
+        self._unreleased: list[str] = []  # leases Redis could not be told about when given back
 
     @contextmanager
     def held(self, rank: Rank, *, tokens: Callable[[], int]) -> Iterator[Outcome]:
@@ -137,6 +147,7 @@ class EndpointLimiter:
                     self._local_answered(outcome)
                 else:
                     self._lease_give_back(lease, outcome)
+        db_connection_check()  # the database may have restarted while this thread waited on the endpoint
 
     def _take_rates(self, tokens: Callable[[], int]) -> None:
         if self._rates is None:
@@ -147,9 +158,13 @@ class EndpointLimiter:
             if not limit:
                 continue
             item, amount = RateLimitItemPerMinute(limit), min(limit, max(1, cost()))
-            while not self._rates.hit(item, self.key, what, cost=amount):
-                reset_at = self._rates.get_window_stats(item, self.key, what).reset_time
+            while not self._redis_call(self._rates.hit, item, self.key, what, cost=amount):
+                reset_at = self._redis_call(self._rates.get_window_stats, item, self.key, what).reset_time
                 time.sleep(min(max(reset_at - time.time(), 0.05), _LEASE_POLL))
+
+    def _redis_call(self, call, *args, **kwargs):
+        """Call Redis, waiting out an outage (the request waits unsent; see the module's notes)."""
+        return through_outages(lambda: call(*args, **kwargs), what=f"the limits of {self.key}")
 
     # -- cluster-wide: Redis ---------------------------------------------------------------------
 
@@ -161,22 +176,45 @@ class EndpointLimiter:
         keys = self._keys("leases", "cap", "cool-down")
         ttl_ms = int((self.limits.exchange_timeout + _LEASE_MARGIN) * 1000)
         while True:
+            self._give_back_late()
             excused = int(self._excused())
-            answer = self._acquire(keys=keys, args=[lease, self.limits.concurrency, ttl_ms, excused])
+            answer = self._redis_call(self._acquire, keys=keys, args=[lease, self.limits.concurrency, ttl_ms, excused])
             if answer == 0:
                 return lease
             if answer > 0:
                 time.sleep(answer / 1000)
             else:
-                self._redis.blpop(self._keys("wake"), timeout=_LEASE_POLL)
+                self._redis_call(self._redis.blpop, self._keys("wake"), timeout=_LEASE_POLL)
 
     def _lease_give_back(self, lease: str, outcome: Outcome) -> None:
         result = "throttled" if outcome.throttled else "ok" if outcome.succeeded else "failed"
         cool_down_ms = int(self._note_throttled(outcome) * 1000)
-        self._release(
-            keys=self._keys("leases", "cap", "cool-down", "wake"),
-            args=[lease, self.limits.concurrency, result, cool_down_ms, _CAP_MEMORY_MS],
-        )
+        try:
+            self._release(
+                keys=self._keys("leases", "cap", "cool-down", "wake"),
+                args=[lease, self.limits.concurrency, result, cool_down_ms, _CAP_MEMORY_MS],
+            )
+        except Exception as exc:
+            if not is_outage(exc):
+                raise
+            # The answer is in: it goes to its caller now, and the lease back to Redis when it answers again.
+            logger.warning("endpoint limits %s: Redis is out of reach, a lease is given back later (%s)", self.key, exc)
+            with self._lock:
+                self._unreleased.append(lease)
+
+    def _give_back_late(self) -> None:
+        """Give back the leases an outage kept, before taking another (they would hold its place)."""
+        if not self._unreleased:
+            return
+        with self._lock:
+            unreleased, self._unreleased = self._unreleased, []
+        try:
+            self._redis.zrem(self._keys("leases")[0], *unreleased)
+        except Exception as exc:
+            if not is_outage(exc):
+                raise
+            with self._lock:  # still out of reach: the next request tries again
+                self._unreleased.extend(unreleased)
 
     # -- per process: the embedded default -------------------------------------------------------
 

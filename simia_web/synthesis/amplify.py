@@ -11,6 +11,7 @@ import random
 from django.db import transaction
 
 from simia_web.catalog.models import Domain, Seed
+from simia_web.core.outages import is_outage
 from simia_web.curation.models import Trajectory, TrajectoryKind
 from simia_web.curation.services import trajectory_create
 from simia_web.formats.conversation import Violation, message_text
@@ -107,6 +108,8 @@ def amplify_unit_run(job: Job, unit):
     try:
         store = _amplified_writer(job, unit, partial)
     except Exception as exc:  # e.g. the seed was deleted, or a post-processing bug
+        if is_outage(exc):
+            raise  # not the output's failure: the job engine runs the unit again once the server is back
         return failure_writer(exc)
 
     def write():
@@ -114,6 +117,8 @@ def amplify_unit_run(job: Job, unit):
             with transaction.atomic():  # a savepoint, so the failure can still be written after a database error
                 return store()
         except Exception as exc:
+            if is_outage(exc):
+                raise
             return failure_writer(exc)()
 
     return write
