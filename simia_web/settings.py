@@ -66,6 +66,7 @@ MIDDLEWARE = [
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
+    "simia_web.core.middleware.RefusalMiddleware",  # before CSRF, which reads the body
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
@@ -338,8 +339,18 @@ SIMIA_JSON_MAX_DEPTH = int(os.environ.get("SIMIA_JSON_MAX_DEPTH", "64"))
 SIMIA_JSON_MAX_STRING = int(os.environ.get("SIMIA_JSON_MAX_STRING", str(1024 * 1024)))  # characters
 SIMIA_JSON_MAX_KEYS = int(os.environ.get("SIMIA_JSON_MAX_KEYS", "50000"))  # per object
 SIMIA_JSON_MAX_ITEMS = int(os.environ.get("SIMIA_JSON_MAX_ITEMS", "100000"))  # per array
+# Values (items of arrays and objects) one document may hold: its byte limit / this, counted before parsing.
+SIMIA_JSON_BYTES_PER_VALUE = int(os.environ.get("SIMIA_JSON_BYTES_PER_VALUE", "10"))
 DATA_UPLOAD_MAX_MEMORY_SIZE = SIMIA_IMPORT_MAX_BYTES
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
+# Request bodies are refused over this before they are read (at the server and in Django), uploaded files over
+# SIMIA_IMPORT_MAX_BYTES as they stream, before memory or disk (simia_web.core.uploads).
+SIMIA_REQUEST_MAX_BYTES = int(os.environ.get("SIMIA_REQUEST_MAX_BYTES", str(SIMIA_IMPORT_MAX_BYTES + 1024 * 1024)))
+FILE_UPLOAD_HANDLERS = [
+    "simia_web.core.uploads.BoundedUploadHandler",
+    "django.core.files.uploadhandler.MemoryFileUploadHandler",
+    "django.core.files.uploadhandler.TemporaryFileUploadHandler",
+]
 
 LOGGING = {
     "version": 1,

@@ -13,6 +13,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from simia_web.accounts.permissions import role_required
 from simia_web.core.clipping import clipped, message_page, shown_in_full, too_large_to_edit
 from simia_web.core.display import json_diff, pretty_json
+from simia_web.core.filters import query_text
 from simia_web.core.selectors import revision_list
 from simia_web.core.services import VersionConflict
 from simia_web.jobs.pipelines import queueable_pipelines
@@ -50,7 +51,7 @@ def _history(obj) -> list[dict]:
 
 
 def _domain_filter(request, qs):
-    domain = request.GET.get("domain", "")
+    domain = query_text(request.GET, "domain")
     if domain:
         qs = qs.filter(domain__name=domain)
     return qs, domain
@@ -66,7 +67,7 @@ def domain_list(request):
         n_tasks=_count(Task, domain=OuterRef("pk"), status=TaskStatus.VALID),
         n_seeds=_count(Seed, domain=OuterRef("pk")),
     ).order_by("name")
-    q = request.GET.get("q", "").strip()
+    q = query_text(request.GET, "q")
     if q:
         qs = qs.filter(Q(name__icontains=q) | Q(description__icontains=q))
     page, query = _page(request, qs)
@@ -82,7 +83,7 @@ def api_list(request):
     valid = request.GET.get("valid", "")
     if valid in ("yes", "no"):
         qs = qs.filter(valid=valid == "yes")
-    q = request.GET.get("q", "").strip()
+    q = query_text(request.GET, "q")
     if q:
         qs = qs.filter(Q(name__icontains=q) | Q(description__icontains=q))
     page, query = _page(request, qs.order_by("domain__name", "name", "id"))
@@ -99,7 +100,7 @@ def task_list(request):
     status = request.GET.get("status", "")
     if status in TaskStatus.values:
         qs = qs.filter(status=status)
-    q = request.GET.get("q", "").strip()
+    q = query_text(request.GET, "q")
     if q:
         qs = qs.filter(instruction__icontains=q)
     page, query = _page(request, qs.order_by("domain__name", "id"))
