@@ -185,8 +185,8 @@ CONTENT_SECURITY_POLICY = {
         "frame-ancestors": [NONE],
     }
 }
-# Rate limits (throttles, login lockout) count in this cache: set SIMIA_CACHE_URL (redis://...) to share the
-# counts between web processes; without it each process counts on its own.
+# Django's cache, in Redis when SIMIA_CACHE_URL names one (shared by the web processes); REST throttles count in
+# SIMIA_THROTTLE_STORAGE_URL, set below from the broker.
 if os.environ.get("SIMIA_CACHE_URL"):
     CACHES = {
         "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": os.environ["SIMIA_CACHE_URL"]}
@@ -205,10 +205,7 @@ REST_FRAMEWORK = {
         "rest_framework.parsers.MultiPartParser",
     ],
     "EXCEPTION_HANDLER": "simia_web.core.rest.exception_handler",
-    "DEFAULT_THROTTLE_CLASSES": [
-        "rest_framework.throttling.AnonRateThrottle",
-        "rest_framework.throttling.UserRateThrottle",
-    ],
+    "DEFAULT_THROTTLE_CLASSES": ["simia_web.core.throttling.AnonThrottle", "simia_web.core.throttling.UserThrottle"],
     # Throttles count per client address: REMOTE_ADDR, or behind SIMIA_NUM_PROXIES proxies the address the
     # outermost one put in X-Forwarded-For (never the whole header, which a client could vary at will).
     "NUM_PROXIES": int(os.environ.get("SIMIA_NUM_PROXIES", "0")),
@@ -289,6 +286,13 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # On start, a worker re-queues the pending units of running jobs (a killed worker's among them); a unit
 # delivered twice is written once.
 SIMIA_RECOVER_ON_WORKER_START = env_bool("SIMIA_RECOVER_ON_WORKER_START", True)
+
+# REST throttles (simia_web.core.throttling) count here, for every web process and machine: SIMIA_CACHE_URL, else the
+# broker's Redis; without Redis each process counts on its own. The login lockout counts in the database.
+_REDIS = ("redis://", "rediss://")
+SIMIA_THROTTLE_STORAGE_URL = os.environ.get("SIMIA_CACHE_URL") or (
+    CELERY_BROKER_URL if CELERY_BROKER_URL.startswith(_REDIS) else "memory://"
+)
 
 # Default LLM endpoint; per-stage profiles live in the database.
 OPENAI_BASE_URL = os.environ.get("OPENAI_BASE_URL", "")

@@ -2,11 +2,12 @@
 
 from rest_framework.authentication import TokenAuthentication, get_authorization_header
 from rest_framework.exceptions import AuthenticationFailed, Throttled
-from rest_framework.throttling import SimpleRateThrottle
+
+from .throttling import SharedRateThrottle
 
 
-class BadTokenThrottle(SimpleRateThrottle):
-    """Failed token logins per client address (rate SIMIA_THROTTLE_BAD_TOKEN)."""
+class BadTokenThrottle(SharedRateThrottle):
+    """Failed token logins per client address (rate SIMIA_THROTTLE_BAD_TOKEN), counted for every web process."""
 
     scope = "bad_token"
 
@@ -15,10 +16,7 @@ class BadTokenThrottle(SimpleRateThrottle):
 
     def locked(self, request) -> bool:
         """True while this address has used up its failures, without counting this request as one."""
-        self.key = self.get_cache_key(request, None)
-        self.now = self.timer()
-        self.history = [t for t in self.cache.get(self.key, []) if t > self.now - self.duration]
-        return len(self.history) >= self.num_requests
+        return not self.has_room(self.get_cache_key(request, None))
 
 
 class ThrottledTokenAuthentication(TokenAuthentication):
