@@ -1,22 +1,18 @@
 """Token authentication that throttles guessing: each wrong token counts against the client's address."""
 
 from rest_framework.authentication import TokenAuthentication, get_authorization_header
-from rest_framework.exceptions import AuthenticationFailed, Throttled
+from rest_framework.exceptions import Throttled
 
-from .throttling import SharedRateThrottle
+from .throttling import AttemptThrottle
 
 
-class BadTokenThrottle(SharedRateThrottle):
-    """Failed token logins per client address (rate SIMIA_THROTTLE_BAD_TOKEN), counted for every web process."""
+class BadTokenThrottle(AttemptThrottle):
+    """Wrong tokens per client address (rate SIMIA_THROTTLE_BAD_TOKEN), counted for every web process."""
 
     scope = "bad_token"
 
     def get_cache_key(self, request, view):
         return self.cache_format % {"scope": self.scope, "ident": self.get_ident(request)}
-
-    def locked(self, request) -> bool:
-        """True while this address has used up its failures, without counting this request as one."""
-        return not self.has_room(self.get_cache_key(request, None))
 
 
 class ThrottledTokenAuthentication(TokenAuthentication):
@@ -26,10 +22,9 @@ class ThrottledTokenAuthentication(TokenAuthentication):
         if not get_authorization_header(request):
             return None
         throttle = BadTokenThrottle()
-        if throttle.locked(request):
+        attempt = throttle.attempt_begin(request)
+        if attempt is None:
             raise Throttled(wait=throttle.wait())
-        try:
-            return super().authenticate(request)
-        except AuthenticationFailed:
-            throttle.allow_request(request, None)  # counts the failure
-            raise
+        authenticated = super().authenticate(request)  # a wrong token raises, and its place stays taken
+        throttle.attempt_succeeded(attempt)
+        return authenticated

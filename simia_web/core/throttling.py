@@ -1,4 +1,8 @@
-"""REST throttles that count for every web process and machine at once."""
+"""REST throttles that count for every web process and machine at once, in SIMIA_THROTTLE_STORAGE_URL: Redis
+(where each count is one atomic script) or, without it or while it cannot be reached, each process's memory.
+
+DRF's own throttles read, append and write a history in Django's cache, so requests arriving together each saw
+room: 300 wrong tokens at once on two workers had 35 checked against a limit of 20."""
 
 import functools
 import logging
@@ -27,6 +31,16 @@ def _limiter(url: str) -> MovingWindowRateLimiter:
 _LOCAL = "memory://"
 
 
+def _counted(act):
+    """act(storage URL), on the shared storage, or on this process's when Redis cannot be reached."""
+    url = settings.SIMIA_THROTTLE_STORAGE_URL
+    try:
+        return act(url)
+    except RedisError as exc:
+        logger.warning("throttles count in this process alone: %s is out of reach (%s)", url, exc)
+        return act(_LOCAL)
+
+
 def throttles_reset() -> None:
     """Forget every count (tests start from none)."""
     _storage(settings.SIMIA_THROTTLE_STORAGE_URL).reset()
@@ -34,40 +48,49 @@ def throttles_reset() -> None:
 
 
 class SharedRateThrottle(SimpleRateThrottle):
-    """DRF's rate throttle, counted in a moving window by the `limits` library in SIMIA_THROTTLE_STORAGE_URL:
-    Redis, shared by every web process and machine, where each hit is one atomic script (DRF's own throttle
-    reads, appends and writes its history, so concurrent requests each saw room: 300 wrong tokens at once on
-    two workers had 35 checked against a limit of 20). Without Redis, or while it cannot be reached, each
-    process counts on its own."""
-
-    def _item(self):
-        return RateLimitItemPerSecond(self.num_requests, self.duration)
-
-    def _limited(self, act: str, key: str) -> bool:
-        """limiter.hit (counts) or limiter.test (does not): whether there is room."""
-        url = settings.SIMIA_THROTTLE_STORAGE_URL
-        try:
-            return getattr(_limiter(url), act)(self._item(), key)
-        except RedisError as exc:
-            logger.warning("throttle counts in this process alone: %s is out of reach (%s)", url, exc)
-            return getattr(_limiter(_LOCAL), act)(self._item(), key)
+    """DRF's rate throttle, counted in a moving window by the `limits` library."""
 
     def allow_request(self, request, view):
         if self.rate is None:
             return True
         self.key = self.get_cache_key(request, view)
-        return self.key is None or self._limited("hit", self.key)
-
-    def has_room(self, key: str) -> bool:
-        self.key = key
-        return self._limited("test", key)
+        if self.key is None:
+            return True
+        item = RateLimitItemPerSecond(self.num_requests, self.duration)
+        if _counted(lambda url: _limiter(url).hit(item, self.key)):
+            return True
+        stats = _counted(lambda url: _limiter(url).get_window_stats(item, self.key))
+        self.retry_after = max(0.0, stats.reset_time - time.time())
+        return False
 
     def wait(self):
-        try:
-            stats = _limiter(settings.SIMIA_THROTTLE_STORAGE_URL).get_window_stats(self._item(), self.key)
-        except RedisError:
-            return None
-        return max(0.0, stats.reset_time - time.time())
+        return self.retry_after
+
+
+class AttemptThrottle(SimpleRateThrottle):
+    """Failed attempts per client, where an attempt takes its place before it is made and gives it back when it
+    succeeds: of any number of attempts at once, at most the rate's number are made (a throttle counting after
+    the attempt lets them all through). The window slides: this fixed window's count plus the last one's,
+    weighted by the part of it still within the last `duration` seconds."""
+
+    def attempt_begin(self, request) -> str | None:
+        """The key holding this attempt's place, or None when no place is left (call wait() for how long)."""
+        base = self.get_cache_key(request, None)
+        window, into = divmod(self.timer(), self.duration)
+        key, expiry = f"{base}:{int(window)}", 2 * self.duration
+        taken = _counted(lambda url: _storage(url).incr(key, expiry))
+        before = _counted(lambda url: _storage(url).get(f"{base}:{int(window) - 1}"))
+        if taken + before * (1 - into / self.duration) <= self.num_requests:
+            return key
+        _counted(lambda url: _storage(url).incr(key, expiry, -1))
+        self.retry_after = self.duration - into
+        return None
+
+    def attempt_succeeded(self, key: str) -> None:
+        _counted(lambda url: _storage(url).incr(key, 2 * self.duration, -1))
+
+    def wait(self):
+        return self.retry_after
 
 
 class AnonThrottle(SharedRateThrottle, AnonRateThrottle):

@@ -40,24 +40,29 @@ class BoundedUploadHandler(FileUploadHandler):
         return None  # the next handler makes the file
 
 
+def body_refusal(content_length: str | None, transfer_encoding: str | None) -> tuple[str, str] | None:
+    """(status, reason) for a body that is answered without being read, from its headers; None for the rest."""
+    try:
+        length = int(content_length or 0)
+    except ValueError:
+        length = 0
+    if length > settings.SIMIA_REQUEST_MAX_BYTES:
+        return "413 Content Too Large", _request_limit_message(length)
+    if "chunked" in (transfer_encoding or "").lower():  # Django reads such a body as empty
+        return "411 Length Required", "a request body needs a Content-Length"
+    return None
+
+
 def body_bounded(application):
     """The WSGI application, answering a body it would not read in full before reading any of it."""
 
     def bounded(environ, start_response):
-        try:
-            length = int(environ.get("CONTENT_LENGTH") or 0)
-        except ValueError:
-            length = 0
-        if length > settings.SIMIA_REQUEST_MAX_BYTES:
-            return _refusal(start_response, "413 Content Too Large", _request_limit_message(length))
-        if "chunked" in environ.get("HTTP_TRANSFER_ENCODING", "").lower():
-            return _refusal(start_response, "411 Length Required", "a request body needs a Content-Length")
-        return application(environ, start_response)
+        refusal = body_refusal(environ.get("CONTENT_LENGTH"), environ.get("HTTP_TRANSFER_ENCODING"))
+        if refusal is None:
+            return application(environ, start_response)
+        status, reason = refusal
+        body = f"Refused: {reason}\n".encode()
+        start_response(status, [("Content-Type", "text/plain; charset=utf-8"), ("Content-Length", str(len(body)))])
+        return [body]
 
     return bounded
-
-
-def _refusal(start_response, status: str, message: str) -> list[bytes]:
-    body = f"Refused: {message}\n".encode()
-    start_response(status, [("Content-Type", "text/plain; charset=utf-8"), ("Content-Length", str(len(body)))])
-    return [body]
