@@ -299,6 +299,8 @@ OPENAI_BASE_URL = os.environ.get("OPENAI_BASE_URL", "")
 OPENAI_API_KEY_ENV = "OPENAI_API_KEY"
 # Variables an endpoint profile may name as its key besides those ending in _API_KEY.
 SIMIA_ALLOWED_KEY_ENVS = env_list("SIMIA_ALLOWED_KEY_ENVS", "")
+# Endpoint profiles may not point at link-local or cloud metadata addresses (169.254.169.254, fe80::/10) unless on.
+SIMIA_ALLOW_LINK_LOCAL_ENDPOINTS = env_bool("SIMIA_ALLOW_LINK_LOCAL_ENDPOINTS", False)
 SIMIA_MODEL = os.environ.get("SIMIA_MODEL", "gpt-4o-mini")
 SIMIA_LLM_MAX_ATTEMPTS = int(os.environ.get("SIMIA_LLM_MAX_ATTEMPTS", "4"))
 SIMIA_LLM_BACKOFF_BASE = float(os.environ.get("SIMIA_LLM_BACKOFF_BASE", "0.5"))

@@ -298,3 +298,84 @@ def test_forwarded_for_headers_do_not_reset_the_token_throttle(users, settings):
     client.credentials(HTTP_AUTHORIZATION="Token wrong")
     statuses = [client.get("/api/v1/me/", HTTP_X_FORWARDED_FOR=f"10.0.0.{i}").status_code for i in range(limit + 1)]
     assert statuses[-1] == 429
+
+
+# ---------------------------------------------------------------- endpoints and the profiles a job names
+
+
+def test_a_job_naming_a_profile_that_is_not_there_is_refused_at_submission(users):
+    from simia_web.jobs.models import Job
+
+    client = api(users, "curator")
+    response = client.post(
+        "/api/v1/jobs/", {"kind": "amplify", "count": 1, "profiles": {"agent": 999999}}, format="json"
+    )
+    assert response.status_code == 400, response.content
+    assert response.json()["profiles"] == ["agent: no endpoint profile with id 999999"]
+    assert not Job.objects.exists()
+    profile = EndpointProfile.objects.create(name="judge-endpoint", model="m", base_url="http://127.0.0.1:9/v1")
+    known = client.post(
+        "/api/v1/jobs/", {"kind": "amplify", "count": 1, "profiles": {"judge": profile.pk}}, format="json"
+    )
+    assert known.status_code == 400 and list(known.json()) == ["seed"]  # the profile passed; no seeds yet
+
+
+LINK_LOCAL = [
+    "http://169.254.169.254/latest/meta-data/",
+    "http://2852039166/v1",  # 169.254.169.254 spelled as one number
+    "http://[fe80::1]:8000/v1",
+    "http://[::ffff:169.254.169.254]/v1",
+    "http://metadata.google.internal/v1",
+    "http://100.100.100.200/v1",
+]
+
+
+@pytest.mark.parametrize("url", LINK_LOCAL)
+def test_link_local_and_metadata_endpoints_are_refused_unless_allowed(db, settings, url):
+    from simia_web.llm.validation import profile_validate
+
+    with pytest.raises(ValidationError) as refused:
+        profile_validate(base_url=url, api_key_env="OPENAI_API_KEY")
+    assert "link-local or cloud metadata" in refused.value.message_dict["base_url"][0] or "metadata service" in str(
+        refused.value
+    )
+    settings.SIMIA_ALLOW_LINK_LOCAL_ENDPOINTS = True
+    profile_validate(base_url=url, api_key_env="OPENAI_API_KEY")
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:8089/v1", "https://api.openai.com/v1", "http://10.0.0.5:8000/v1"])
+def test_ordinary_endpoints_are_allowed(db, url):
+    from simia_web.llm.validation import profile_validate
+
+    profile_validate(base_url=url, api_key_env="OPENAI_API_KEY")
+
+
+LEAKY_URL = "http://agent:s3cr3t-pass@127.0.0.1:9/v1?api-key=sk-leaked-123&api-version=2024"
+
+
+def test_credentials_in_openai_base_url_are_masked_everywhere_shown(client_for, users, settings):
+    from simia_web.jobs.models import Job, JobStatus
+    from simia_web.llm.client import LLMError
+    from simia_web.llm.selectors import profile_default
+
+    settings.OPENAI_BASE_URL = LEAKY_URL
+    settings.SIMIA_LLM_MAX_ATTEMPTS = 1
+    settings.SIMIA_LLM_ATOMIC_BLOCKS_ALLOWED = 1  # the test's own transaction
+    profile = profile_default()
+    job = Job.objects.create(kind="rollout", status=JobStatus.FAILED, params={}, stage="rollout", error="x")
+    with pytest.raises(LLMError):
+        client_for_stage("judge", job_id=job.pk).chat(messages=[{"role": "user", "content": "hi"}])
+
+    admin = client_for("admin")
+    pages = [
+        admin.get("/admin/llm/endpointprofile/").content,
+        admin.get(f"/admin/llm/endpointprofile/{profile.pk}/change/").content,
+        admin.get(f"/jobs/{job.pk}/").content,
+        api(users, "admin").get("/api/v1/llm/profiles/").content,
+        api(users, "admin").get(f"/api/v1/jobs/{job.pk}/").content,
+        *[call.error.encode() for call in LLMCall.objects.all()],
+    ]
+    for page in pages:
+        assert b"s3cr3t" not in page and b"sk-leaked" not in page, page[:2000]
+    assert b"127.0.0.1:9" in pages[0] and b"api-version=2024" in pages[3]
+    assert LLMCall.objects.filter(job=job, error_kind="connection_error").exists()
