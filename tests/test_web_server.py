@@ -30,12 +30,11 @@ def _free_port() -> int:
     raise RuntimeError("no free port in 16400-16499")
 
 
-@pytest.fixture
-def server(transactional_db, tmp_path):
+@pytest.fixture(scope="module")
+def server(django_db_setup, tmp_path_factory):
     """`gunicorn -c gunicorn.conf.py simia_web.wsgi` with two workers on the test database and broker."""
     port = _free_port()
-    scratch = tmp_path / "tmp"
-    scratch.mkdir()
+    scratch = tmp_path_factory.mktemp("server-tmp")
     env = {
         **os.environ,
         "DATABASE_URL": _database_url(),
@@ -68,7 +67,7 @@ def server(transactional_db, tmp_path):
     process.wait(timeout=30)
 
 
-def test_wrong_tokens_are_counted_across_worker_processes(server):
+def test_wrong_tokens_are_counted_across_worker_processes(server, transactional_db):
     limit = int(settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]["bad_token"].split("/")[0])
 
     def guess(i: int) -> int:
@@ -79,6 +78,19 @@ def test_wrong_tokens_are_counted_across_worker_processes(server):
         statuses = list(pool.map(guess, range(300)))
     assert statuses.count(401) + statuses.count(429) == 300, sorted(set(statuses))
     assert statuses.count(401) <= limit, statuses.count(401)  # DRF's own throttle let 35 through
+
+
+def test_a_burst_of_right_tokens_from_one_address_is_not_taken_for_guessing(server, transactional_db, users):
+    from simia_web.accounts.services import user_token
+
+    headers = {"Authorization": f"Token {user_token(user=users['curator'])}"}  # never used before this burst
+
+    def call(_) -> int:
+        return httpx.get(f"{server['url']}/api/v1/me/", headers=headers, timeout=60).status_code
+
+    with ThreadPoolExecutor(max_workers=100) as pool:
+        statuses = list(pool.map(call, range(100)))
+    assert statuses == [200] * 100, sorted(set(statuses))
 
 
 def _raw_request(port: int, head: str) -> bytes:

@@ -31,14 +31,14 @@ def _limiter(url: str) -> MovingWindowRateLimiter:
 _LOCAL = "memory://"
 
 
-def _counted(act):
-    """act(storage URL), on the shared storage, or on this process's when Redis cannot be reached."""
+def _counted(of, method: str, *args):
+    """of(storage URL).method(*args) on the shared storage, or on this process's when Redis cannot be reached."""
     url = settings.SIMIA_THROTTLE_STORAGE_URL
     try:
-        return act(url)
+        return getattr(of(url), method)(*args)
     except RedisError as exc:
         logger.warning("throttles count in this process alone: %s is out of reach (%s)", url, exc)
-        return act(_LOCAL)
+        return getattr(of(_LOCAL), method)(*args)
 
 
 def throttles_reset() -> None:
@@ -57,9 +57,9 @@ class SharedRateThrottle(SimpleRateThrottle):
         if self.key is None:
             return True
         item = RateLimitItemPerSecond(self.num_requests, self.duration)
-        if _counted(lambda url: _limiter(url).hit(item, self.key)):
+        if _counted(_limiter, "hit", item, self.key):
             return True
-        stats = _counted(lambda url: _limiter(url).get_window_stats(item, self.key))
+        stats = _counted(_limiter, "get_window_stats", item, self.key)
         self.retry_after = max(0.0, stats.reset_time - time.time())
         return False
 
@@ -68,26 +68,46 @@ class SharedRateThrottle(SimpleRateThrottle):
 
 
 class AttemptThrottle(SimpleRateThrottle):
-    """Failed attempts per client, where an attempt takes its place before it is made and gives it back when it
-    succeeds: of any number of attempts at once, at most the rate's number are made (a throttle counting after
-    the attempt lets them all through). The window slides: this fixed window's count plus the last one's,
-    weighted by the part of it still within the last `duration` seconds."""
+    """Failed attempts per client, counted so that of any number of attempts at once no more are made than the
+    rate allows (a throttle that counts after the attempt lets them all through): an attempt is pending from
+    before it is made until its outcome, and one begins only while failures and pending attempts together are
+    within the rate. One that must wait for pending attempts to end (a client's burst of right tokens) waits
+    up to PENDING_WAIT seconds. Failures count in a sliding window: this fixed window's count plus the last
+    one's, weighted by the part of it still within the last `duration` seconds; pending attempts in
+    per-minute counters that expire, so that a process dying mid-attempt holds no place for long."""
+
+    PENDING_WAIT = 5.0
+
+    def _failures(self, base: str) -> float:
+        window, into = divmod(self.timer(), self.duration)
+        current = _counted(_storage, "get", f"{base}:failed:{int(window)}")
+        before = _counted(_storage, "get", f"{base}:failed:{int(window) - 1}")
+        self.retry_after = self.duration - into
+        return current + before * (1 - into / self.duration)
 
     def attempt_begin(self, request) -> str | None:
-        """The key holding this attempt's place, or None when no place is left (call wait() for how long)."""
+        """The pending counter holding this attempt, or None when the client has no attempt left (see wait())."""
         base = self.get_cache_key(request, None)
-        window, into = divmod(self.timer(), self.duration)
-        key, expiry = f"{base}:{int(window)}", 2 * self.duration
-        taken = _counted(lambda url: _storage(url).incr(key, expiry))
-        before = _counted(lambda url: _storage(url).get(f"{base}:{int(window) - 1}"))
-        if taken + before * (1 - into / self.duration) <= self.num_requests:
-            return key
-        _counted(lambda url: _storage(url).incr(key, expiry, -1))
-        self.retry_after = self.duration - into
-        return None
+        deadline = time.monotonic() + self.PENDING_WAIT
+        while True:
+            minute = int(self.timer() // 60)
+            key = f"{base}:pending:{minute}"
+            pending = _counted(_storage, "incr", key, 120)
+            pending += _counted(_storage, "get", f"{base}:pending:{minute - 1}")
+            failures = self._failures(base)
+            if failures + pending <= self.num_requests:
+                return key
+            _counted(_storage, "incr", key, 120, -1)
+            if failures >= self.num_requests or time.monotonic() > deadline:
+                return None
+            time.sleep(0.02)
 
-    def attempt_succeeded(self, key: str) -> None:
-        _counted(lambda url: _storage(url).incr(key, 2 * self.duration, -1))
+    def attempt_end(self, request, key: str, *, failed: bool) -> None:
+        if failed:
+            base = self.get_cache_key(request, None)
+            window = f"{base}:failed:{int(self.timer() // self.duration)}"
+            _counted(_storage, "incr", window, 2 * self.duration)
+        _counted(_storage, "incr", key, 120, -1)
 
     def wait(self):
         return self.retry_after
