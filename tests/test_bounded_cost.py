@@ -336,3 +336,20 @@ def test_a_long_filter_is_refused_when_a_snapshot_is_asked_for(users):
 def test_a_long_filter_in_the_rest_list_is_a_400(users):
     response = api(users, "curator").get("/api/v1/trajectories/", {"q": LONG_QUERY})
     assert response.status_code == 400 and "q" in response.json()
+
+
+# ---------------------------------------------------------------- lists do not parse each row's domain
+
+
+def test_lists_do_not_parse_the_world_state_of_each_rows_domain(users, client_for):
+    from simia_web.catalog.models import Task
+
+    big = {"users": {f"user_{i}": {"name": f"User {i}", "orders": list(range(20))} for i in range(20_000)}}
+    domain = Domain.objects.create(name="bigstate", initial_state=big)
+    for _ in range(50):
+        Trajectory.objects.filter(pk=make_trajectory(domain="bigstate").pk).update(domain=domain)
+    Task.objects.bulk_create(Task(domain=domain, instruction=f"Task {i}") for i in range(50))
+    rest, page = api(users, "curator"), client_for("curator")
+    for url, client in (("/api/v1/trajectories/", rest), ("/api/v1/tasks/", rest), ("/tasks/", page), ("/apis/", page)):
+        cost = cost_of(lambda client=client, url=url: client.get(url).status_code)
+        assert cost.result == 200 and cost.cpu_seconds < 0.5, (url, cost)  # 50 rows x 2 MB of state parsed

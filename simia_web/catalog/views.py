@@ -23,6 +23,7 @@ from . import services
 from .forms import ApiEditForm, DomainEditForm, SeedEditForm, TaskEditForm
 from .importers import FORMATS, ImportRejected, seeds_import
 from .models import Api, Domain, Seed, Task, TaskStatus
+from .selectors import with_domain_named
 
 PAGE_SIZE = 50
 HISTORY_LIMIT = 20
@@ -79,7 +80,7 @@ def domain_list(request):
 
 @role_required("annotator")
 def api_list(request):
-    qs, domain = _domain_filter(request, Api.objects.select_related("domain").defer("parameters", "returns"))
+    qs, domain = _domain_filter(request, with_domain_named(Api.objects.defer("parameters", "returns")))
     valid = request.GET.get("valid", "")
     if valid in ("yes", "no"):
         qs = qs.filter(valid=valid == "yes")
@@ -96,7 +97,7 @@ def api_list(request):
 
 @role_required("annotator")
 def task_list(request):
-    qs, domain = _domain_filter(request, Task.objects.select_related("domain"))
+    qs, domain = _domain_filter(request, with_domain_named(Task.objects.all()))
     status = request.GET.get("status", "")
     if status in TaskStatus.values:
         qs = qs.filter(status=status)
@@ -121,7 +122,7 @@ def task_list(request):
 
 @role_required("annotator")
 def seed_list(request):
-    qs, domain = _domain_filter(request, Seed.objects.select_related("domain").defer("messages", "tools"))
+    qs, domain = _domain_filter(request, with_domain_named(Seed.objects.defer("messages", "tools")))
     usable = request.GET.get("usable", "")
     if usable in ("yes", "no"):
         qs = qs.filter(usable=usable == "yes")

@@ -3,6 +3,8 @@
 from django.db.models import Prefetch
 from rest_framework import serializers, viewsets
 
+from simia_web.catalog.selectors import with_domain_named
+
 from .filters import TrajectoryFilter
 from .models import JudgeVerdict, Review, RuleViolation, Trajectory
 
@@ -103,7 +105,7 @@ class TrajectoryViewSet(viewsets.ReadOnlyModelViewSet):
     def get_queryset(self):
         qs = Trajectory.objects.select_related("domain")
         if self.action == "list":
-            return qs.defer(*HEAVY_FIELDS)
+            return with_domain_named(qs).defer(*HEAVY_FIELDS)
         return qs.prefetch_related(
             "verdicts", "violations", Prefetch("reviews", queryset=Review.objects.select_related("reviewer"))
         )
