@@ -1,10 +1,10 @@
 """The environment simulator: answers a tool call and returns a JSON Patch to the explicit world state."""
 
-import copy
 import re
 
 import jsonpatch
 import jsonpointer
+import orjson
 from django.conf import settings
 
 from simia_web.core.json_input import json_parse
@@ -134,7 +134,7 @@ def state_apply(state: dict, patch: list[dict], state_schema: dict | None) -> tu
         return state, f"the patch has {len(patch)} operations; at most {PATCH_MAX_OPERATIONS} are applied"
     size = json_size(state)
     limit = min(size + PATCH_MAX_GROWTH, max(size, settings.SIMIA_JSON_MAX_BYTES))
-    new_state = copy.deepcopy(state)
+    new_state = orjson.loads(orjson.dumps(state))  # a copy, several times faster than copy.deepcopy for JSON
     for position, operation in enumerate(patch):
         where = f"operation {position} ({operation.get('op')} {operation.get('path')})"
         try:
