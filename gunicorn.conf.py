@@ -15,7 +15,9 @@ threads = int(os.environ.get("SIMIA_WEB_THREADS", "32"))
 # grew it by goes back to the system.
 max_requests = 20_000
 max_requests_jitter = 2_000
-keepalive = 5
+keepalive = 30
+# No control socket (gunicornc): its default path is one per user, which several servers on a machine would share.
+control_socket_disable = True
 # Request lines and headers stay small (gunicorn's defaults, stated): bodies are bounded by the application.
 limit_request_line = 4094
 limit_request_fields = 100

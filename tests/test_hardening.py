@@ -1,5 +1,5 @@
-"""Issue 16, row by row (row 11, job parameter caps, is tested with the job serializers): each refusal is a
-clean 4xx naming the field and the limit, never a 500, and who sees what follows the roles."""
+"""Hostile input and access, case by case (job parameter caps are tested with the job serializers): each refusal
+is a clean 4xx naming the field and the limit, never a 500, and who sees what follows the roles."""
 
 import json
 import os
@@ -39,7 +39,7 @@ def api(users, role: str) -> APIClient:
     return client
 
 
-# ---------------------------------------------------------------- row 2: ReDoS
+# ---------------------------------------------------------------- ReDoS
 
 
 def test_schema_patterns_run_in_linear_time():
@@ -58,7 +58,7 @@ def test_patterns_that_need_backtracking_are_refused(pattern):
     assert "cannot run in linear time" in schema_error({"patternProperties": {pattern: {}}})
 
 
-# ---------------------------------------------------------------- row 3: pages that stay small
+# ---------------------------------------------------------------- pages that stay small
 
 
 def test_large_seed_page_is_paged_and_cut(client_for):
@@ -75,7 +75,7 @@ def test_large_seed_page_is_paged_and_cut(client_for):
     assert client.post(f"/seeds/{seed.pk}/", {"version": 1, "messages": "[]"}).status_code == 403
 
 
-# ---------------------------------------------------------------- row 4: 500s become refusals
+# ---------------------------------------------------------------- 500s become refusals
 
 
 HOSTILE_BODIES = {
@@ -139,7 +139,7 @@ def test_catalog_json_fields_refuse_hostile_json(client_for):
     assert domain.version == 1 and domain.initial_state == {}
 
 
-# ---------------------------------------------------------------- rows 6-8: who sees what
+# ---------------------------------------------------------------- who sees what
 
 
 def test_endpoint_profiles_are_for_admins_with_credentials_masked(users):
@@ -193,7 +193,7 @@ def test_llm_calls_are_for_admins_and_the_rl_session_owner(client_for, users):
     assert client_for("admin").get(f"/llm/calls/{other.pk}/").status_code == 200
 
 
-# ---------------------------------------------------------------- row 9: throttling and passwords
+# ---------------------------------------------------------------- throttling and passwords
 
 
 @pytest.mark.parametrize("url", ["/accounts/login/", "/admin/login/"])
@@ -238,7 +238,7 @@ def test_generated_admin_password_passes_the_validators(db, capsys):
     assert "Admin login: admin / " in capsys.readouterr().out
 
 
-# ---------------------------------------------------------------- row 10: deploy settings
+# ---------------------------------------------------------------- deploy settings
 
 
 PRODUCTION = {

@@ -1,0 +1,273 @@
+"""The production command under load: 100 concurrent clients against gunicorn as the README starts it.
+
+Loads (once; kept for later runs) bench/review_pages.py's 100k trajectories and an RL domain whose world state is
+τ² retail's (2.8 MB), starts a scripted LLM server (200 ms answers) and `gunicorn -c gunicorn.conf.py
+simia_web.wsgi`, then runs each client in a loop for --seconds: most read the REST list (a random page of it, as
+a cursor walk would reach) or a random trajectory's page, the rest play RL episodes (create a session, one tool
+call the simulator answers, abandon). Prints per request kind: count, p50, p95, and requests per second; then
+--creates sessions created at once by one account, whose p95 shows whether creates wait on each other.
+
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/simia_bench CELERY_BROKER_URL=redis://127.0.0.1:6379/13 \\
+        python bench/web_load.py [--clients 100] [--seconds 60] [--server "-c gunicorn.conf.py"]
+
+The clients run in this process (asyncio, httpx) on the same machine as the server, so they take some of its CPU.
+"""
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import shlex
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "simia_web.settings")
+
+RL_DOMAIN = "retail_rl"
+# τ² retail's database, beside the checkout (../shared) or a worktree of it (../../shared).
+TAU2_RETAIL = next(
+    (path for path in (base / "shared/data/tau2/retail/db.json" for base in ROOT.parents) if path.exists()), None
+)
+
+
+def database_ensure(url: str) -> None:
+    import psycopg
+
+    server, name = url.rsplit("/", 1)
+    with psycopg.connect(f"{server}/postgres", autocommit=True) as connection:
+        if not connection.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone():
+            connection.execute(f'CREATE DATABASE "{name}"')
+
+
+def setup(rows: int) -> dict:
+    """The data, a curator's token and session cookie, and the ids of trajectories to read."""
+    database_ensure(os.environ["DATABASE_URL"])
+    import django
+
+    django.setup()
+    from django.conf import settings
+    from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
+    from django.contrib.sessions.backends.db import SessionStore
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    import review_pages
+
+    review_pages.load(rows)
+    from simia_web.accounts.models import User
+    from simia_web.accounts.services import user_token
+    from simia_web.catalog.models import Domain
+    from simia_web.catalog.services import apis_store, domain_ensure, tasks_store
+    from simia_web.curation.models import Trajectory
+    from simia_web.environments.models import EnvSession
+    from simia_web.formats.tau2 import state_schema_derive
+    from tests.support.scripts import SHOP, tasks_answer
+
+    if not Domain.objects.filter(name=RL_DOMAIN).exists():
+        if TAU2_RETAIL is None:
+            sys.exit("τ² retail's db.json is not beside the checkout (shared/data/tau2/retail)")
+        state = json.loads(TAU2_RETAIL.read_text())
+        state["orders"].update(SHOP["initial_state"]["orders"])  # the orders the scripted simulator changes
+        domain = domain_ensure(name=RL_DOMAIN, policy="Only pending orders can be cancelled.")
+        apis_store(domain=domain, apis=SHOP["apis"], state_schema=state_schema_derive(state), initial_state=state)
+        tasks_store(domain=domain, tasks=tasks_answer(20)["tasks"][:20])
+    user, _ = User.objects.get_or_create(username="bench-load", defaults={"role": "curator"})
+    EnvSession.objects.filter(created_by=user).delete()
+    session = SessionStore()
+    session.update({SESSION_KEY: str(user.pk), BACKEND_SESSION_KEY: settings.AUTHENTICATION_BACKENDS[-1]})
+    session[HASH_SESSION_KEY] = user.get_session_auth_hash()
+    session.create()
+    # Pages of the loaded trajectories (not of the RL episodes earlier runs stored, whose states are τ² retail's).
+    ids = list(Trajectory.objects.filter(kind="rollout").order_by("?").values_list("pk", flat=True)[:5000])
+    return {"token": user_token(user=user), "cookie": session.session_key, "ids": ids, "rows": rows}
+
+
+def llm_server(latency: float) -> tuple[subprocess.Popen, str]:
+    """The scripted OpenAI-compatible server in its own process, set as the default endpoint."""
+    from simia_web.llm.models import EndpointProfile
+
+    stub = subprocess.Popen(
+        [sys.executable, "-m", "tests.support.llm_stub", str(latency)], cwd=ROOT, stdout=subprocess.PIPE, text=True
+    )
+    url = stub.stdout.readline().strip()
+    EndpointProfile.objects.update(is_default=False)
+    EndpointProfile.objects.update_or_create(
+        name="bench-load",
+        defaults={"base_url": url, "model": "stub", "is_default": True, "max_concurrency": 256, "timeout_seconds": 30},
+    )
+    return stub, url
+
+
+def web_server(arguments: str, port: int) -> subprocess.Popen:
+    env = {
+        **os.environ,
+        "SIMIA_BIND": f"127.0.0.1:{port}",
+        # One account plays every client here: its per-user rate would otherwise stop the run, not the server.
+        "SIMIA_THROTTLE_USER": "1000000/minute",
+        "SIMIA_ENV_MAX_LIVE_SESSIONS": "100000",
+    }
+    # gunicorn reads ./gunicorn.conf.py unless told otherwise ("-k sync -w 4" overrides its choices).
+    command = [str(ROOT / ".venv" / "bin" / "gunicorn"), *shlex.split(arguments), "simia_web.wsgi"]
+    log = open(os.environ.get("SIMIA_BENCH_SERVER_LOG", os.devnull), "w")  # noqa: SIM115 (the server holds it)
+    server = subprocess.Popen(command, cwd=ROOT, env=env, stderr=log, start_new_session=True)
+    import httpx
+
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            httpx.get(f"http://127.0.0.1:{port}/accounts/login/", timeout=5)
+            return server
+        except httpx.TransportError:
+            time.sleep(0.3)
+    server.terminate()
+    sys.exit("the web server did not start")
+
+
+class Client:
+    """One simulated user: an httpx client with the curator's token and session, timing each request by kind."""
+
+    def __init__(self, http, data: dict, timings: dict):
+        self.http, self.data, self.timings = http, data, timings
+
+    async def timed(self, kind: str, method: str, url: str, **kwargs):
+        started = time.perf_counter()
+        response = await self.http.request(method, url, **kwargs)
+        self.timings.setdefault(kind, []).append(time.perf_counter() - started)
+        if response.status_code >= 400:
+            self.timings.setdefault("errors", []).append(f"{kind} {response.status_code}")
+        return response
+
+    async def rest_list(self):
+        domain = random.choice(["retail", "airline", "banking", "calendar", "telecom", "travel", ""])
+        await self.timed("REST list", "GET", "/api/v1/trajectories/", params={"domain": domain} if domain else None)
+
+    async def trajectory_page(self):
+        await self.timed("trajectory page", "GET", f"/trajectories/{random.choice(self.data['ids'])}/")
+
+    async def rl_episode(self):
+        created = await self.timed("RL create", "POST", "/api/v1/envs/", json={"domain": RL_DOMAIN})
+        if created.status_code != 201:
+            return
+        session = created.json()["id"]
+        call = {"id": "call_1", "type": "function"}
+        call["function"] = {"name": "cancel_order", "arguments": '{"order_id": "W1", "reason": "wrong size"}'}
+        await self.timed("RL step", "POST", f"/api/v1/envs/{session}/step", json={"message": {"tool_calls": [call]}})
+        await self.timed("RL abandon", "POST", f"/api/v1/envs/{session}/abandon")
+
+
+async def run(port: int, data: dict, clients: int, seconds: float, rl_share: float) -> dict:
+    import httpx
+
+    timings: dict = {}
+    headers = {"Authorization": f"Token {data['token']}"}
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    async with httpx.AsyncClient(
+        base_url=f"http://127.0.0.1:{port}",
+        headers=headers,
+        cookies={"sessionid": data["cookie"]},
+        limits=limits,
+        timeout=300,
+    ) as http:
+        stop = time.monotonic() + seconds
+
+        async def loop(index: int):
+            client = Client(http, data, timings)
+            playing = index < clients * rl_share
+            while time.monotonic() < stop:
+                if playing:
+                    await client.rl_episode()
+                else:
+                    await random.choice([client.rest_list, client.trajectory_page])()
+
+        started = time.monotonic()
+        await asyncio.gather(*(loop(i) for i in range(clients)))
+        timings["elapsed"] = time.monotonic() - started
+    return timings
+
+
+async def creates_at_once(port: int, data: dict, count: int) -> list[float]:
+    import httpx
+
+    async with httpx.AsyncClient(
+        base_url=f"http://127.0.0.1:{port}",
+        headers={"Authorization": f"Token {data['token']}"},
+        limits=httpx.Limits(max_connections=count),
+        timeout=300,
+    ) as http:
+
+        async def create():
+            started = time.perf_counter()
+            response = await http.post("/api/v1/envs/", json={"domain": RL_DOMAIN})
+            assert response.status_code == 201, response.text[:300]
+            return time.perf_counter() - started
+
+        return list(await asyncio.gather(*(create() for _ in range(count))))
+
+
+def percentile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU time of a process and its children (the server's workers)."""
+    import psutil
+
+    process = psutil.Process(pid)
+    return sum(sum(p.cpu_times()[:2]) for p in [process, *process.children(recursive=True)])
+
+
+def report(timings: dict, server_cpu: float) -> None:
+    elapsed = timings.pop("elapsed")
+    errors = timings.pop("errors", [])
+    total = sum(len(values) for values in timings.values())
+    print(f"{'request':<18} {'count':>7} {'p50 s':>7} {'p95 s':>7}")
+    for kind, values in sorted(timings.items()):
+        print(f"{kind:<18} {len(values):>7} {statistics.median(values):>7.3f} {percentile(values, 0.95):>7.3f}")
+    print(f"{total} requests in {elapsed:.1f} s: {total / elapsed:.1f} requests/s; {len(errors)} errors {errors[:5]}")
+    load = os.getloadavg()[0]
+    per_request = 1000 * server_cpu / max(1, total)
+    print(f"server CPU {per_request:.1f} ms a request; load average {load:.1f} on {os.cpu_count()} CPUs")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", type=int, default=100_000, help="Trajectories in the database.")
+    parser.add_argument("--clients", type=int, default=100)
+    parser.add_argument("--seconds", type=float, default=60)
+    parser.add_argument("--rl-share", type=float, default=0.2, help="Share of the clients playing RL episodes.")
+    parser.add_argument("--creates", type=int, default=50, help="Sessions one account creates at once, after.")
+    parser.add_argument("--latency", type=float, default=0.2, help="Seconds the scripted LLM takes to answer.")
+    parser.add_argument("--port", type=int, default=int(os.environ.get("SIMIA_BENCH_PORT", "16480")))
+    parser.add_argument("--server", default="-c gunicorn.conf.py", help="gunicorn's arguments (the README's).")
+    args = parser.parse_args()
+    data = setup(args.rows)
+    stub, _ = llm_server(args.latency)
+    server = web_server(args.server, args.port)
+    try:
+        print(f"gunicorn {args.server}; {args.rows:,} trajectories; {args.clients} clients for {args.seconds:.0f} s")
+        asyncio.run(run(args.port, data, min(args.clients, 10), 5, args.rl_share))  # warm up
+        before = cpu_seconds(server.pid)
+        timings = asyncio.run(run(args.port, data, args.clients, args.seconds, args.rl_share))
+        report(timings, cpu_seconds(server.pid) - before)
+        if args.creates:
+            times = asyncio.run(creates_at_once(args.port, data, args.creates))
+            print(
+                f"{args.creates} RL sessions created at once by one account: p50 {statistics.median(times):.3f} s, "
+                f"p95 {percentile(times, 0.95):.3f} s, slowest {max(times):.3f} s"
+            )
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+        stub.terminate()
+
+
+if __name__ == "__main__":
+    main()
