@@ -353,3 +353,51 @@ def test_lists_do_not_parse_the_world_state_of_each_rows_domain(users, client_fo
     for url, client in (("/api/v1/trajectories/", rest), ("/api/v1/tasks/", rest), ("/tasks/", page), ("/apis/", page)):
         cost = cost_of(lambda client=client, url=url: client.get(url).status_code)
         assert cost.result == 200 and cost.cpu_seconds < 0.5, (url, cost)  # 50 rows x 2 MB of state parsed
+
+
+# ---------------------------------------------------------------- uploads capped while they stream
+
+
+def _multipart(size: int) -> tuple[bytes, str]:
+    boundary = "simia-boundary"
+    head = (
+        f'--{boundary}\r\nContent-Disposition: form-data; name="format"\r\n\r\nopenai\r\n'
+        f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="seeds.jsonl"\r\n'
+        "Content-Type: application/octet-stream\r\n\r\n"
+    ).encode()
+    return head + b"x" * size + f"\r\n--{boundary}--\r\n".encode(), f"multipart/form-data; boundary={boundary}"
+
+
+@pytest.mark.parametrize(("url", "status"), [("/api/v1/seeds/upload/", 400), ("/seeds/upload/", 413)])
+def test_a_file_over_the_import_limit_is_refused_as_it_streams_before_disk(users, client_for, settings, url, status):
+    settings.SIMIA_IMPORT_MAX_BYTES = 2**20
+    settings.SIMIA_REQUEST_MAX_BYTES = 64 * 2**20
+    settings.FILE_UPLOAD_MAX_MEMORY_SIZE = 0  # any file would be spooled to disk
+    body, content_type = _multipart(32 * 2**20)
+    client = api(users, "curator") if url.startswith("/api/") else client_for("curator")
+
+    def upload():
+        response = client.generic("POST", url, body, content_type=content_type)
+        return response.status_code, response.content.decode()[:500]
+
+    cost = cost_of(upload)
+    answer, content = cost.result
+    assert answer == status and "larger than 1,048,576 bytes (SIMIA_IMPORT_MAX_BYTES)" in content, cost
+    assert cost.written_mb < 1.5, cost  # at most the first MiB reached the temporary file
+    assert not Seed.objects.exists()
+
+
+@pytest.mark.parametrize(("url", "status"), [("/api/v1/seeds/upload/", 400), ("/seeds/upload/", 413)])
+def test_a_body_over_the_request_limit_is_refused_before_it_is_read(users, client_for, url, status):
+    body, content_type = _multipart(1000)
+    client = api(users, "curator") if url.startswith("/api/") else client_for("curator")
+
+    def upload():
+        # Told 400 MB are coming: the test client's body would raise if more than its 1 KB were read.
+        response = client.generic("POST", url, body, content_type=content_type, CONTENT_LENGTH=str(400 * 2**20))
+        return response.status_code, response.content.decode()[:500]
+
+    cost = cost_of(upload)
+    answer, content = cost.result
+    assert answer == status and "(SIMIA_REQUEST_MAX_BYTES)" in content, cost
+    assert cost.written_mb < 0.1, cost

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 class Cost:
     cpu_seconds: float
     peak_mb: float  # growth of the peak resident set over what the process held when the request began
+    written_mb: float  # bytes the process wrote (files, sockets, pipes: /proc/self/io's wchar)
     result: object
 
 
@@ -27,6 +28,11 @@ def _status_kb(field: str) -> int:
     with open("/proc/self/status") as status:
         line = next(line for line in status if line.startswith(field))
     return int(line.split()[1])
+
+
+def _written() -> int:
+    with open("/proc/self/io") as io:
+        return int(next(line for line in io if line.startswith("wchar:")).split()[1])
 
 
 def _cpu() -> float:
@@ -38,9 +44,9 @@ def _measured(action) -> tuple:
     gc.collect()
     with open("/proc/self/clear_refs", "w") as clear:
         clear.write("5")  # resets the peak resident set to the current one
-    base_kb, start = _status_kb("VmRSS:"), _cpu()
+    base_kb, start, written = _status_kb("VmRSS:"), _cpu(), _written()
     result = action()
-    return _cpu() - start, (_status_kb("VmHWM:") - base_kb) / 1024, result
+    return _cpu() - start, (_status_kb("VmHWM:") - base_kb) / 1024, (_written() - written) / 2**20, result
 
 
 def cost_of(action) -> Cost:
