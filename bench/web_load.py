@@ -10,7 +10,8 @@ call the simulator answers, abandon). Prints per request kind: count, p50, p95, 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/simia_bench CELERY_BROKER_URL=redis://127.0.0.1:6379/13 \\
         python bench/web_load.py [--clients 100] [--seconds 60] [--server "-c gunicorn.conf.py"]
 
-The clients run in this process (asyncio, httpx) on the same machine as the server, so they take some of its CPU.
+The clients run in this process (asyncio, one keep-alive connection each, 0.2 ms of CPU a request) on the same
+machine as the server; the load average printed says how much of it other work took.
 """
 
 import argparse
@@ -130,85 +131,109 @@ def web_server(arguments: str, port: int) -> subprocess.Popen:
     sys.exit("the web server did not start")
 
 
+class Connection:
+    """One keep-alive HTTP/1.1 connection, as lean as a client can be: httpx spent more CPU per request than the
+    server on this machine's two cores. Bodies come with a Content-Length or chunked."""
+
+    def __init__(self, port: int, headers: dict):
+        self.port, self.head = port, "".join(f"{name}: {value}\r\n" for name, value in headers.items())
+        self.reader = self.writer = None
+
+    async def request(self, method: str, path: str, body: dict | None = None) -> tuple[int, bytes]:
+        content = json.dumps(body).encode() if body is not None else b""
+        extra = f"Content-Type: application/json\r\nContent-Length: {len(content)}\r\n" if body is not None else ""
+        request = f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{self.head}{extra}\r\n".encode() + content
+        for attempt in (1, 2):  # a kept-alive connection the server closed is opened again once
+            try:
+                if self.writer is None:
+                    self.reader, self.writer = await asyncio.open_connection("127.0.0.1", self.port, limit=1 << 24)
+                self.writer.write(request)
+                return await self._response()
+            except (ConnectionError, asyncio.IncompleteReadError):
+                self.writer = None
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
+
+    async def _response(self) -> tuple[int, bytes]:
+        head = (await self.reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
+        status = int(head[0].split()[1])
+        fields = dict(line.lower().split(": ", 1) for line in head[1:] if ": " in line)
+        if "content-length" in fields:
+            body = await self.reader.readexactly(int(fields["content-length"]))
+        else:  # chunked
+            parts = []
+            while size := int((await self.reader.readuntil(b"\r\n")).strip(), 16):
+                parts.append(await self.reader.readexactly(size))
+                await self.reader.readexactly(2)
+            await self.reader.readexactly(2)
+            body = b"".join(parts)
+        if fields.get("connection") == "close":
+            self.writer.close()
+            self.writer = None
+        return status, body
+
+
 class Client:
-    """One simulated user: an httpx client with the curator's token and session, timing each request by kind."""
+    """One simulated user on its own connection, with the curator's token and session, timing each request."""
 
-    def __init__(self, http, data: dict, timings: dict):
-        self.http, self.data, self.timings = http, data, timings
+    def __init__(self, port: int, data: dict, timings: dict):
+        headers = {"Authorization": f"Token {data['token']}", "Cookie": f"sessionid={data['cookie']}"}
+        self.connection, self.data, self.timings = Connection(port, headers), data, timings
 
-    async def timed(self, kind: str, method: str, url: str, **kwargs):
+    async def timed(self, kind: str, method: str, path: str, body: dict | None = None) -> tuple[int, bytes]:
         started = time.perf_counter()
-        response = await self.http.request(method, url, **kwargs)
+        status, content = await self.connection.request(method, path, body)
         self.timings.setdefault(kind, []).append(time.perf_counter() - started)
-        if response.status_code >= 400:
-            self.timings.setdefault("errors", []).append(f"{kind} {response.status_code}")
-        return response
+        if status >= 400:
+            self.timings.setdefault("errors", []).append(f"{kind} {status}")
+        return status, content
 
     async def rest_list(self):
         domain = random.choice(["retail", "airline", "banking", "calendar", "telecom", "travel", ""])
-        await self.timed("REST list", "GET", "/api/v1/trajectories/", params={"domain": domain} if domain else None)
+        await self.timed("REST list", "GET", "/api/v1/trajectories/" + (f"?domain={domain}" if domain else ""))
 
     async def trajectory_page(self):
         await self.timed("trajectory page", "GET", f"/trajectories/{random.choice(self.data['ids'])}/")
 
+    async def rl_create(self) -> str | None:
+        status, content = await self.timed("RL create", "POST", "/api/v1/envs/", {"domain": RL_DOMAIN})
+        return json.loads(content)["id"] if status == 201 else None
+
     async def rl_episode(self):
-        created = await self.timed("RL create", "POST", "/api/v1/envs/", json={"domain": RL_DOMAIN})
-        if created.status_code != 201:
+        session = await self.rl_create()
+        if session is None:
             return
-        session = created.json()["id"]
         call = {"id": "call_1", "type": "function"}
         call["function"] = {"name": "cancel_order", "arguments": '{"order_id": "W1", "reason": "wrong size"}'}
-        await self.timed("RL step", "POST", f"/api/v1/envs/{session}/step", json={"message": {"tool_calls": [call]}})
+        await self.timed("RL step", "POST", f"/api/v1/envs/{session}/step", {"message": {"tool_calls": [call]}})
         await self.timed("RL abandon", "POST", f"/api/v1/envs/{session}/abandon")
 
 
 async def run(port: int, data: dict, clients: int, seconds: float, rl_share: float) -> dict:
-    import httpx
-
     timings: dict = {}
-    headers = {"Authorization": f"Token {data['token']}"}
-    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
-    async with httpx.AsyncClient(
-        base_url=f"http://127.0.0.1:{port}",
-        headers=headers,
-        cookies={"sessionid": data["cookie"]},
-        limits=limits,
-        timeout=300,
-    ) as http:
-        stop = time.monotonic() + seconds
+    stop = time.monotonic() + seconds
 
-        async def loop(index: int):
-            client = Client(http, data, timings)
-            playing = index < clients * rl_share
-            while time.monotonic() < stop:
-                if playing:
-                    await client.rl_episode()
-                else:
-                    await random.choice([client.rest_list, client.trajectory_page])()
+    async def loop(index: int):
+        client = Client(port, data, timings)
+        playing = index < clients * rl_share
+        while time.monotonic() < stop:
+            if playing:
+                await client.rl_episode()
+            else:
+                await random.choice([client.rest_list, client.trajectory_page])()
 
-        started = time.monotonic()
-        await asyncio.gather(*(loop(i) for i in range(clients)))
-        timings["elapsed"] = time.monotonic() - started
+    started = time.monotonic()
+    await asyncio.gather(*(loop(i) for i in range(clients)))
+    timings["elapsed"] = time.monotonic() - started
     return timings
 
 
 async def creates_at_once(port: int, data: dict, count: int) -> list[float]:
-    import httpx
-
-    async with httpx.AsyncClient(
-        base_url=f"http://127.0.0.1:{port}",
-        headers={"Authorization": f"Token {data['token']}"},
-        limits=httpx.Limits(max_connections=count),
-        timeout=300,
-    ) as http:
-
-        async def create():
-            started = time.perf_counter()
-            response = await http.post("/api/v1/envs/", json={"domain": RL_DOMAIN})
-            assert response.status_code == 201, response.text[:300]
-            return time.perf_counter() - started
-
-        return list(await asyncio.gather(*(create() for _ in range(count))))
+    timings: dict = {}
+    await asyncio.gather(*(Client(port, data, timings).rl_create() for _ in range(count)))
+    assert "errors" not in timings, timings["errors"][:5]
+    return timings["RL create"]
 
 
 def percentile(values: list[float], share: float) -> float:
@@ -216,15 +241,15 @@ def percentile(values: list[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
 
 
-def cpu_seconds(pid: int) -> float:
-    """CPU time of a process and its children (the server's workers)."""
+def cpu_seconds(pid: int, *, children: bool = True) -> float:
+    """CPU time of a process, and of its children (the server's workers) unless told not to."""
     import psutil
 
     process = psutil.Process(pid)
-    return sum(sum(p.cpu_times()[:2]) for p in [process, *process.children(recursive=True)])
+    return sum(sum(p.cpu_times()[:2]) for p in [process, *(process.children(recursive=True) if children else [])])
 
 
-def report(timings: dict, server_cpu: float) -> None:
+def report(timings: dict, server_cpu: float, client_cpu: float) -> None:
     elapsed = timings.pop("elapsed")
     errors = timings.pop("errors", [])
     total = sum(len(values) for values in timings.values())
@@ -233,8 +258,9 @@ def report(timings: dict, server_cpu: float) -> None:
         print(f"{kind:<18} {len(values):>7} {statistics.median(values):>7.3f} {percentile(values, 0.95):>7.3f}")
     print(f"{total} requests in {elapsed:.1f} s: {total / elapsed:.1f} requests/s; {len(errors)} errors {errors[:5]}")
     load = os.getloadavg()[0]
-    per_request = 1000 * server_cpu / max(1, total)
-    print(f"server CPU {per_request:.1f} ms a request; load average {load:.1f} on {os.cpu_count()} CPUs")
+    server, client = (1000 * cpu / max(1, total) for cpu in (server_cpu, client_cpu))
+    machine = f"load average {load:.1f} on {os.cpu_count()} CPUs"
+    print(f"CPU a request: server {server:.1f} ms, clients {client:.1f} ms; {machine}")
 
 
 def main() -> None:
@@ -254,9 +280,9 @@ def main() -> None:
     try:
         print(f"gunicorn {args.server}; {args.rows:,} trajectories; {args.clients} clients for {args.seconds:.0f} s")
         asyncio.run(run(args.port, data, min(args.clients, 10), 5, args.rl_share))  # warm up
-        before = cpu_seconds(server.pid)
+        before, clients_before = cpu_seconds(server.pid), cpu_seconds(os.getpid(), children=False)
         timings = asyncio.run(run(args.port, data, args.clients, args.seconds, args.rl_share))
-        report(timings, cpu_seconds(server.pid) - before)
+        report(timings, cpu_seconds(server.pid) - before, cpu_seconds(os.getpid(), children=False) - clients_before)
         if args.creates:
             times = asyncio.run(creates_at_once(args.port, data, args.creates))
             print(
