@@ -115,7 +115,7 @@ def web_server(arguments: str, port: int) -> subprocess.Popen:
         "SIMIA_ENV_MAX_LIVE_SESSIONS": "100000",
     }
     # gunicorn reads ./gunicorn.conf.py unless told otherwise ("-k sync -w 4" overrides its choices).
-    command = [str(ROOT / ".venv" / "bin" / "gunicorn"), *shlex.split(arguments), "simia_web.wsgi"]
+    command = [sys.executable, "-m", "gunicorn", *shlex.split(arguments), "simia_web.wsgi"]
     log = open(os.environ.get("SIMIA_BENCH_SERVER_LOG", os.devnull), "w")  # noqa: SIM115 (the server holds it)
     server = subprocess.Popen(command, cwd=ROOT, env=env, stderr=log, start_new_session=True)
     import httpx
@@ -128,7 +128,7 @@ def web_server(arguments: str, port: int) -> subprocess.Popen:
         except httpx.TransportError:
             time.sleep(0.3)
     server.terminate()
-    sys.exit("the web server did not start")
+    raise SystemExit("the web server did not start")
 
 
 class Connection:
@@ -267,7 +267,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=100_000, help="Trajectories in the database.")
     parser.add_argument("--clients", type=int, default=100)
-    parser.add_argument("--seconds", type=float, default=60)
+    parser.add_argument("--seconds", type=float, default=60, help="0: only the sessions created at once.")
     parser.add_argument("--rl-share", type=float, default=0.2, help="Share of the clients playing RL episodes.")
     parser.add_argument("--creates", type=int, default=50, help="Sessions one account creates at once, after.")
     parser.add_argument("--latency", type=float, default=0.2, help="Seconds the scripted LLM takes to answer.")
@@ -276,13 +276,15 @@ def main() -> None:
     args = parser.parse_args()
     data = setup(args.rows)
     stub, _ = llm_server(args.latency)
-    server = web_server(args.server, args.port)
+    server = None
     try:
+        server = web_server(args.server, args.port)
         print(f"gunicorn {args.server}; {args.rows:,} trajectories; {args.clients} clients for {args.seconds:.0f} s")
-        asyncio.run(run(args.port, data, min(args.clients, 10), 5, args.rl_share))  # warm up
-        before, clients_before = cpu_seconds(server.pid), cpu_seconds(os.getpid(), children=False)
-        timings = asyncio.run(run(args.port, data, args.clients, args.seconds, args.rl_share))
-        report(timings, cpu_seconds(server.pid) - before, cpu_seconds(os.getpid(), children=False) - clients_before)
+        if args.seconds:
+            asyncio.run(run(args.port, data, min(args.clients, 10), 5, args.rl_share))  # warm up
+            before, clients_before = cpu_seconds(server.pid), cpu_seconds(os.getpid(), children=False)
+            timings = asyncio.run(run(args.port, data, args.clients, args.seconds, args.rl_share))
+            report(timings, cpu_seconds(server.pid) - before, cpu_seconds(os.getpid(), children=False) - clients_before)
         if args.creates:
             times = asyncio.run(creates_at_once(args.port, data, args.creates))
             print(
@@ -290,8 +292,9 @@ def main() -> None:
                 f"p95 {percentile(times, 0.95):.3f} s, slowest {max(times):.3f} s"
             )
     finally:
-        server.terminate()
-        server.wait(timeout=60)
+        if server is not None:
+            server.terminate()
+            server.wait(timeout=60)
         stub.terminate()
 
 
