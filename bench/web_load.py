@@ -1,17 +1,18 @@
 """The production command under load: 100 concurrent clients against gunicorn as the README starts it.
 
-Loads (once; kept for later runs) bench/review_pages.py's 100k trajectories and an RL domain whose world state is
-τ² retail's (2.8 MB), starts a scripted LLM server (200 ms answers) and `gunicorn -c gunicorn.conf.py
-simia_web.wsgi`, then runs each client in a loop for --seconds: most read the REST list (a random page of it, as
-a cursor walk would reach) or a random trajectory's page, the rest play RL episodes (create a session, one tool
-call the simulator answers, abandon). Prints per request kind: count, p50, p95, and requests per second; then
---creates sessions created at once by one account, whose p95 shows whether creates wait on each other.
+Loads (once; kept for later runs) bench/review_pages.py's 100k trajectories and two RL domains: the scripted shop,
+and the same APIs over τ² retail's world state (1.3 MB, --rl-state retail). Starts a scripted LLM server (200 ms
+answers) and `gunicorn -c gunicorn.conf.py simia_web.wsgi`, then runs each client in a loop for --seconds: most
+read the REST list (all domains, or one) or a random trajectory's page, the rest (--rl-share) play RL episodes
+(create a session, one tool call the simulator answers, abandon). Prints per request kind: count, p50 and p95;
+requests per second; then --creates sessions created at once by one account, whose spread shows whether creates
+wait on each other.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/simia_bench CELERY_BROKER_URL=redis://127.0.0.1:6379/13 \\
-        python bench/web_load.py [--clients 100] [--seconds 60] [--server "-c gunicorn.conf.py"]
+        python bench/web_load.py [--clients 100] [--seconds 60] [--rl-state retail] [--server "-k sync -w 4"]
 
 The clients run in this process (asyncio, one keep-alive connection each, 0.2 ms of CPU a request) on the same
-machine as the server; the load average printed says how much of it other work took.
+machine as the server; the load average printed says how busy it was.
 """
 
 import argparse
@@ -31,7 +32,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "simia_web.settings")
 
-RL_DOMAIN = "retail_rl"
+# The RL domains: the scripted shop (two orders), or the same APIs over τ² retail's world state (1.3 MB).
+RL_DOMAINS = {"shop": "shop_rl", "retail": "retail_rl"}
 # τ² retail's database, beside the checkout (../shared) or a worktree of it (../../shared).
 TAU2_RETAIL = next(
     (path for path in (base / "shared/data/tau2/retail/db.json" for base in ROOT.parents) if path.exists()), None
@@ -47,7 +49,7 @@ def database_ensure(url: str) -> None:
             connection.execute(f'CREATE DATABASE "{name}"')
 
 
-def setup(rows: int) -> dict:
+def setup(rows: int, rl_state: str) -> dict:
     """The data, a curator's token and session cookie, and the ids of trajectories to read."""
     database_ensure(os.environ["DATABASE_URL"])
     import django
@@ -71,12 +73,14 @@ def setup(rows: int) -> dict:
     from simia_web.formats.tau2 import state_schema_derive
     from tests.support.scripts import SHOP, tasks_answer
 
-    if not Domain.objects.filter(name=RL_DOMAIN).exists():
-        if TAU2_RETAIL is None:
+    for kind, name in RL_DOMAINS.items():
+        if Domain.objects.filter(name=name).exists():
+            continue
+        if kind == "retail" and TAU2_RETAIL is None:
             sys.exit("τ² retail's db.json is not beside the checkout (shared/data/tau2/retail)")
-        state = json.loads(TAU2_RETAIL.read_text())
+        state = json.loads(TAU2_RETAIL.read_text()) if kind == "retail" else {"orders": {}}
         state["orders"].update(SHOP["initial_state"]["orders"])  # the orders the scripted simulator changes
-        domain = domain_ensure(name=RL_DOMAIN, policy="Only pending orders can be cancelled.")
+        domain = domain_ensure(name=name, policy="Only pending orders can be cancelled.")
         apis_store(domain=domain, apis=SHOP["apis"], state_schema=state_schema_derive(state), initial_state=state)
         tasks_store(domain=domain, tasks=tasks_answer(20)["tasks"][:20])
     user, _ = User.objects.get_or_create(username="bench-load", defaults={"role": "curator"})
@@ -85,9 +89,14 @@ def setup(rows: int) -> dict:
     session.update({SESSION_KEY: str(user.pk), BACKEND_SESSION_KEY: settings.AUTHENTICATION_BACKENDS[-1]})
     session[HASH_SESSION_KEY] = user.get_session_auth_hash()
     session.create()
-    # Pages of the loaded trajectories (not of the RL episodes earlier runs stored, whose states are τ² retail's).
+    # Pages of the loaded trajectories (not of the RL episodes earlier runs stored).
     ids = list(Trajectory.objects.filter(kind="rollout").order_by("?").values_list("pk", flat=True)[:5000])
-    return {"token": user_token(user=user), "cookie": session.session_key, "ids": ids, "rows": rows}
+    return {
+        "token": user_token(user=user),
+        "cookie": session.session_key,
+        "ids": ids,
+        "rl_domain": RL_DOMAINS[rl_state],
+    }
 
 
 def llm_server(latency: float) -> tuple[subprocess.Popen, str]:
@@ -197,7 +206,7 @@ class Client:
         await self.timed("trajectory page", "GET", f"/trajectories/{random.choice(self.data['ids'])}/")
 
     async def rl_create(self) -> str | None:
-        status, content = await self.timed("RL create", "POST", "/api/v1/envs/", {"domain": RL_DOMAIN})
+        status, content = await self.timed("RL create", "POST", "/api/v1/envs/", {"domain": self.data["rl_domain"]})
         return json.loads(content)["id"] if status == 201 else None
 
     async def rl_episode(self):
@@ -249,7 +258,15 @@ def cpu_seconds(pid: int, *, children: bool = True) -> float:
     return sum(sum(p.cpu_times()[:2]) for p in [process, *(process.children(recursive=True) if children else [])])
 
 
-def report(timings: dict, server_cpu: float, client_cpu: float) -> None:
+def machine_busy() -> float:
+    """CPU seconds the whole machine spent busy so far (all processes, from /proc/stat)."""
+    with open("/proc/stat") as stat:
+        fields = [int(value) for value in stat.readline().split()[1:]]
+    idle = fields[3] + fields[4]  # idle and iowait
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def report(timings: dict, server_cpu: float, client_cpu: float, busy: float) -> None:
     elapsed = timings.pop("elapsed")
     errors = timings.pop("errors", [])
     total = sum(len(values) for values in timings.values())
@@ -259,8 +276,12 @@ def report(timings: dict, server_cpu: float, client_cpu: float) -> None:
     print(f"{total} requests in {elapsed:.1f} s: {total / elapsed:.1f} requests/s; {len(errors)} errors {errors[:5]}")
     load = os.getloadavg()[0]
     server, client = (1000 * cpu / max(1, total) for cpu in (server_cpu, client_cpu))
-    machine = f"load average {load:.1f} on {os.cpu_count()} CPUs"
-    print(f"CPU a request: server {server:.1f} ms, clients {client:.1f} ms; {machine}")
+    print(f"CPU a request: server {server:.1f} ms, clients {client:.1f} ms; load average {load:.1f}")
+    others = busy - server_cpu - client_cpu
+    print(
+        f"of {os.cpu_count()} CPUs, busy {busy / elapsed:.2f}: the server {server_cpu / elapsed:.2f}, "
+        f"the clients {client_cpu / elapsed:.2f}, PostgreSQL, Redis and everything else {others / elapsed:.2f}"
+    )
 
 
 def main() -> None:
@@ -271,20 +292,28 @@ def main() -> None:
     parser.add_argument("--rl-share", type=float, default=0.2, help="Share of the clients playing RL episodes.")
     parser.add_argument("--creates", type=int, default=50, help="Sessions one account creates at once, after.")
     parser.add_argument("--latency", type=float, default=0.2, help="Seconds the scripted LLM takes to answer.")
+    parser.add_argument("--rl-state", choices=sorted(RL_DOMAINS), default="shop", help="The RL domain's world state.")
     parser.add_argument("--port", type=int, default=int(os.environ.get("SIMIA_BENCH_PORT", "16480")))
     parser.add_argument("--server", default="-c gunicorn.conf.py", help="gunicorn's arguments (the README's).")
     args = parser.parse_args()
-    data = setup(args.rows)
+    data = setup(args.rows, args.rl_state)
     stub, _ = llm_server(args.latency)
     server = None
     try:
         server = web_server(args.server, args.port)
-        print(f"gunicorn {args.server}; {args.rows:,} trajectories; {args.clients} clients for {args.seconds:.0f} s")
+        print(
+            f"gunicorn {args.server}; {args.rows:,} trajectories; {args.clients} clients for {args.seconds:.0f} s, "
+            f"{args.rl_share:.0%} of them playing RL episodes over the {args.rl_state} world state"
+        )
         if args.seconds:
             asyncio.run(run(args.port, data, min(args.clients, 10), 5, args.rl_share))  # warm up
             before, clients_before = cpu_seconds(server.pid), cpu_seconds(os.getpid(), children=False)
+            busy = machine_busy()
             timings = asyncio.run(run(args.port, data, args.clients, args.seconds, args.rl_share))
-            report(timings, cpu_seconds(server.pid) - before, cpu_seconds(os.getpid(), children=False) - clients_before)
+            server_cpu = cpu_seconds(server.pid) - before
+            report(
+                timings, server_cpu, cpu_seconds(os.getpid(), children=False) - clients_before, machine_busy() - busy
+            )
         if args.creates:
             times = asyncio.run(creates_at_once(args.port, data, args.creates))
             print(
