@@ -258,6 +258,25 @@ def cpu_seconds(pid: int, *, children: bool = True) -> float:
     return sum(sum(p.cpu_times()[:2]) for p in [process, *(process.children(recursive=True) if children else [])])
 
 
+def database_cpu() -> dict[int, float]:
+    """CPU seconds so far of each PostgreSQL backend serving this database (the server's connections)."""
+    import psutil
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+        pids = [pid for (pid,) in cursor.fetchall()]
+    found = {}
+    for pid in pids:
+        try:
+            found[pid] = sum(psutil.Process(pid).cpu_times()[:2])
+        except psutil.Error:  # ended meanwhile
+            continue
+    return found
+
+
 def machine_busy() -> float:
     """CPU seconds the whole machine spent busy so far (all processes, from /proc/stat)."""
     with open("/proc/stat") as stat:
@@ -266,7 +285,7 @@ def machine_busy() -> float:
     return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
-def report(timings: dict, server_cpu: float, client_cpu: float, busy: float) -> None:
+def report(timings: dict, server_cpu: float, client_cpu: float, database: float, busy: float) -> None:
     elapsed = timings.pop("elapsed")
     errors = timings.pop("errors", [])
     total = sum(len(values) for values in timings.values())
@@ -277,10 +296,10 @@ def report(timings: dict, server_cpu: float, client_cpu: float, busy: float) -> 
     load = os.getloadavg()[0]
     server, client = (1000 * cpu / max(1, total) for cpu in (server_cpu, client_cpu))
     print(f"CPU a request: server {server:.1f} ms, clients {client:.1f} ms; load average {load:.1f}")
-    others = busy - server_cpu - client_cpu
+    others = busy - server_cpu - client_cpu - database
     print(
-        f"of {os.cpu_count()} CPUs, busy {busy / elapsed:.2f}: the server {server_cpu / elapsed:.2f}, "
-        f"the clients {client_cpu / elapsed:.2f}, PostgreSQL, Redis and everything else {others / elapsed:.2f}"
+        f"of {os.cpu_count()} CPUs, busy {busy / elapsed:.2f}: the server {server_cpu / elapsed:.2f}, its PostgreSQL "
+        f"{database / elapsed:.2f}, the clients {client_cpu / elapsed:.2f}, everything else {others / elapsed:.2f}"
     )
 
 
@@ -308,12 +327,12 @@ def main() -> None:
         if args.seconds:
             asyncio.run(run(args.port, data, min(args.clients, 10), 5, args.rl_share))  # warm up
             before, clients_before = cpu_seconds(server.pid), cpu_seconds(os.getpid(), children=False)
-            busy = machine_busy()
+            busy, database = machine_busy(), database_cpu()
             timings = asyncio.run(run(args.port, data, args.clients, args.seconds, args.rl_share))
             server_cpu = cpu_seconds(server.pid) - before
-            report(
-                timings, server_cpu, cpu_seconds(os.getpid(), children=False) - clients_before, machine_busy() - busy
-            )
+            database_used = sum(cpu - database.get(pid, 0.0) for pid, cpu in database_cpu().items())
+            clients_cpu = cpu_seconds(os.getpid(), children=False) - clients_before
+            report(timings, server_cpu, clients_cpu, database_used, machine_busy() - busy)
         if args.creates:
             times = asyncio.run(creates_at_once(args.port, data, args.creates))
             print(
