@@ -11,6 +11,9 @@ bind = os.environ.get("SIMIA_BIND", "0.0.0.0:8000")
 worker_class = "gthread"
 workers = int(os.environ.get("SIMIA_WEB_WORKERS", str(os.cpu_count() or 2)))
 threads = int(os.environ.get("SIMIA_WEB_THREADS", "32"))
+# A process's threads share a pool of PostgreSQL connections (read by the settings in each worker): one each
+# would be 64 connections for two processes, of the 100 PostgreSQL allows by default, which workers also need.
+os.environ.setdefault("SIMIA_DB_POOL_SIZE", "8")
 # A worker process is replaced after this many requests (with jitter, so not all at once): memory a request
 # grew it by goes back to the system.
 max_requests = 20_000
