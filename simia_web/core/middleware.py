@@ -1,6 +1,6 @@
 """Refusals that pages answer with the limit named, where Django alone would answer a bare 400."""
 
-from django.http import HttpResponse
+from django.http import HttpResponse, UnreadablePostError
 
 from .filters import QueryTooLong
 from .uploads import UploadTooLarge
@@ -29,6 +29,8 @@ class RefusalMiddleware:
             request.POST  # noqa: B018 (parsing it is the point)
         except UploadTooLarge as exc:
             return _refusal(413, str(exc))
+        except UnreadablePostError:  # the client went away: CSRF protection treats it as it always has
+            pass
         return None
 
     def process_exception(self, request, exception):
