@@ -68,6 +68,7 @@ MIDDLEWARE = [
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
+    "simia_web.core.middleware.RefusalMiddleware",  # before CSRF, which reads the body
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
@@ -195,8 +196,8 @@ CONTENT_SECURITY_POLICY = {
         "frame-ancestors": [NONE],
     }
 }
-# Rate limits (throttles, login lockout) count in this cache: set SIMIA_CACHE_URL (redis://...) to share the
-# counts between web processes; without it each process counts on its own.
+# Django's cache, in Redis when SIMIA_CACHE_URL names one (shared by the web processes); REST throttles count in
+# SIMIA_THROTTLE_STORAGE_URL, set below from the broker.
 if os.environ.get("SIMIA_CACHE_URL"):
     CACHES = {
         "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": os.environ["SIMIA_CACHE_URL"]}
@@ -215,10 +216,7 @@ REST_FRAMEWORK = {
         "rest_framework.parsers.MultiPartParser",
     ],
     "EXCEPTION_HANDLER": "simia_web.core.rest.exception_handler",
-    "DEFAULT_THROTTLE_CLASSES": [
-        "rest_framework.throttling.AnonRateThrottle",
-        "rest_framework.throttling.UserRateThrottle",
-    ],
+    "DEFAULT_THROTTLE_CLASSES": ["simia_web.core.throttling.AnonThrottle", "simia_web.core.throttling.UserThrottle"],
     # Throttles count per client address: REMOTE_ADDR, or behind SIMIA_NUM_PROXIES proxies the address the
     # outermost one put in X-Forwarded-For (never the whole header, which a client could vary at will).
     "NUM_PROXIES": int(os.environ.get("SIMIA_NUM_PROXIES", "0")),
@@ -306,11 +304,20 @@ CELERY_BROKER_CONNECTION_MAX_RETRIES = None
 # the job watchdog, which one worker of the cluster runs each period (see jobs.watchdog).
 SIMIA_UNIT_HEARTBEAT_SECONDS = float(os.environ.get("SIMIA_UNIT_HEARTBEAT_SECONDS", "5"))
 
+# REST throttles (simia_web.core.throttling) count here, for every web process and machine: SIMIA_CACHE_URL, else the
+# broker's Redis; without Redis each process counts on its own. The login lockout counts in the database.
+_REDIS = ("redis://", "rediss://")
+SIMIA_THROTTLE_STORAGE_URL = os.environ.get("SIMIA_CACHE_URL") or (
+    CELERY_BROKER_URL if CELERY_BROKER_URL.startswith(_REDIS) else "memory://"
+)
+
 # Default LLM endpoint; per-stage profiles live in the database.
 OPENAI_BASE_URL = os.environ.get("OPENAI_BASE_URL", "")
 OPENAI_API_KEY_ENV = "OPENAI_API_KEY"
 # Variables an endpoint profile may name as its key besides those ending in _API_KEY.
 SIMIA_ALLOWED_KEY_ENVS = env_list("SIMIA_ALLOWED_KEY_ENVS", "")
+# Endpoint profiles may not point at link-local or cloud metadata addresses (169.254.169.254, fe80::/10) unless on.
+SIMIA_ALLOW_LINK_LOCAL_ENDPOINTS = env_bool("SIMIA_ALLOW_LINK_LOCAL_ENDPOINTS", False)
 SIMIA_MODEL = os.environ.get("SIMIA_MODEL", "gpt-4o-mini")
 SIMIA_LLM_MAX_ATTEMPTS = int(os.environ.get("SIMIA_LLM_MAX_ATTEMPTS", "4"))
 SIMIA_LLM_BACKOFF_BASE = float(os.environ.get("SIMIA_LLM_BACKOFF_BASE", "0.5"))
@@ -355,8 +362,18 @@ SIMIA_JSON_MAX_DEPTH = int(os.environ.get("SIMIA_JSON_MAX_DEPTH", "64"))
 SIMIA_JSON_MAX_STRING = int(os.environ.get("SIMIA_JSON_MAX_STRING", str(1024 * 1024)))  # characters
 SIMIA_JSON_MAX_KEYS = int(os.environ.get("SIMIA_JSON_MAX_KEYS", "50000"))  # per object
 SIMIA_JSON_MAX_ITEMS = int(os.environ.get("SIMIA_JSON_MAX_ITEMS", "100000"))  # per array
+# Values (items of arrays and objects) one document may hold: its byte limit / this, counted before parsing.
+SIMIA_JSON_BYTES_PER_VALUE = int(os.environ.get("SIMIA_JSON_BYTES_PER_VALUE", "10"))
 DATA_UPLOAD_MAX_MEMORY_SIZE = SIMIA_IMPORT_MAX_BYTES
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
+# Request bodies are refused over this before they are read (at the server and in Django), uploaded files over
+# SIMIA_IMPORT_MAX_BYTES as they stream, before memory or disk (simia_web.core.uploads).
+SIMIA_REQUEST_MAX_BYTES = int(os.environ.get("SIMIA_REQUEST_MAX_BYTES", str(SIMIA_IMPORT_MAX_BYTES + 1024 * 1024)))
+FILE_UPLOAD_HANDLERS = [
+    "simia_web.core.uploads.BoundedUploadHandler",
+    "django.core.files.uploadhandler.MemoryFileUploadHandler",
+    "django.core.files.uploadhandler.TemporaryFileUploadHandler",
+]
 
 LOGGING = {
     "version": 1,

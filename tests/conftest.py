@@ -10,6 +10,7 @@ from django.db import transaction
 from simia_web.accounts.models import Role
 from simia_web.accounts.services import user_create
 from simia_web.catalog.selectors import catalog_cache_clear
+from simia_web.core.throttling import throttles_reset
 from simia_web.llm import client as llm_client
 from simia_web.llm import services as llm_services
 from simia_web.llm.models import EndpointProfile
@@ -37,7 +38,8 @@ def _fast_llm_retries(settings):
     llm_services._finishing_jobs.clear()  # job ids come round again in later tests
     profile_cache_clear()  # rows of earlier tests are gone, their cached profiles must go too
     catalog_cache_clear()
-    cache.clear()  # throttle counts of earlier tests
+    cache.clear()
+    throttles_reset()  # throttle counts of earlier tests
 
 
 @pytest.fixture

@@ -1,5 +1,5 @@
-"""Issue 16, row by row (row 11, job parameter caps, is tested with the job serializers): each refusal is a
-clean 4xx naming the field and the limit, never a 500, and who sees what follows the roles."""
+"""Hostile input and access, case by case (job parameter caps are tested with the job serializers): each refusal
+is a clean 4xx naming the field and the limit, never a 500, and who sees what follows the roles."""
 
 import json
 import os
@@ -17,7 +17,7 @@ from rest_framework.test import APIClient
 
 from simia_web.accounts.services import user_create, user_token
 from simia_web.catalog.models import Domain, Seed, Task
-from simia_web.core.schemas import first_error, schema_error, schema_validator
+from simia_web.core.schemas import Validator, first_error, schema_error
 from simia_web.environments.models import EnvSession
 from simia_web.llm.client import client_for_stage
 from simia_web.llm.models import EndpointProfile, LLMCall
@@ -39,12 +39,12 @@ def api(users, role: str) -> APIClient:
     return client
 
 
-# ---------------------------------------------------------------- row 2: ReDoS
+# ---------------------------------------------------------------- ReDoS
 
 
 def test_schema_patterns_run_in_linear_time():
     schema = {"type": "object", "properties": {"x": {"type": "string", "pattern": "^(a+)+$"}}}
-    assert schema_validator(schema).VALIDATORS["pattern"] is not jsonschema.Draft202012Validator.VALIDATORS["pattern"]
+    assert Validator.VALIDATORS["pattern"] is not jsonschema.Draft202012Validator.VALIDATORS["pattern"]
     # 5,000 characters: exponential backtracking would never finish this.
     assert "does not match" in first_error(schema, {"x": "a" * 5000 + "!"})
     assert first_error(schema, {"x": "aaa"}) is None
@@ -58,7 +58,7 @@ def test_patterns_that_need_backtracking_are_refused(pattern):
     assert "cannot run in linear time" in schema_error({"patternProperties": {pattern: {}}})
 
 
-# ---------------------------------------------------------------- row 3: pages that stay small
+# ---------------------------------------------------------------- pages that stay small
 
 
 def test_large_seed_page_is_paged_and_cut(client_for):
@@ -75,7 +75,7 @@ def test_large_seed_page_is_paged_and_cut(client_for):
     assert client.post(f"/seeds/{seed.pk}/", {"version": 1, "messages": "[]"}).status_code == 403
 
 
-# ---------------------------------------------------------------- row 4: 500s become refusals
+# ---------------------------------------------------------------- 500s become refusals
 
 
 HOSTILE_BODIES = {
@@ -139,7 +139,7 @@ def test_catalog_json_fields_refuse_hostile_json(client_for):
     assert domain.version == 1 and domain.initial_state == {}
 
 
-# ---------------------------------------------------------------- rows 6-8: who sees what
+# ---------------------------------------------------------------- who sees what
 
 
 def test_endpoint_profiles_are_for_admins_with_credentials_masked(users):
@@ -193,7 +193,7 @@ def test_llm_calls_are_for_admins_and_the_rl_session_owner(client_for, users):
     assert client_for("admin").get(f"/llm/calls/{other.pk}/").status_code == 200
 
 
-# ---------------------------------------------------------------- row 9: throttling and passwords
+# ---------------------------------------------------------------- throttling and passwords
 
 
 @pytest.mark.parametrize("url", ["/accounts/login/", "/admin/login/"])
@@ -238,7 +238,7 @@ def test_generated_admin_password_passes_the_validators(db, capsys):
     assert "Admin login: admin / " in capsys.readouterr().out
 
 
-# ---------------------------------------------------------------- row 10: deploy settings
+# ---------------------------------------------------------------- deploy settings
 
 
 PRODUCTION = {
@@ -298,3 +298,84 @@ def test_forwarded_for_headers_do_not_reset_the_token_throttle(users, settings):
     client.credentials(HTTP_AUTHORIZATION="Token wrong")
     statuses = [client.get("/api/v1/me/", HTTP_X_FORWARDED_FOR=f"10.0.0.{i}").status_code for i in range(limit + 1)]
     assert statuses[-1] == 429
+
+
+# ---------------------------------------------------------------- endpoints and the profiles a job names
+
+
+def test_a_job_naming_a_profile_that_is_not_there_is_refused_at_submission(users):
+    from simia_web.jobs.models import Job
+
+    client = api(users, "curator")
+    response = client.post(
+        "/api/v1/jobs/", {"kind": "amplify", "count": 1, "profiles": {"agent": 999999}}, format="json"
+    )
+    assert response.status_code == 400, response.content
+    assert response.json()["profiles"] == ["agent: no endpoint profile with id 999999"]
+    assert not Job.objects.exists()
+    profile = EndpointProfile.objects.create(name="judge-endpoint", model="m", base_url="http://127.0.0.1:9/v1")
+    known = client.post(
+        "/api/v1/jobs/", {"kind": "amplify", "count": 1, "profiles": {"judge": profile.pk}}, format="json"
+    )
+    assert known.status_code == 400 and list(known.json()) == ["seed"]  # the profile passed; no seeds yet
+
+
+LINK_LOCAL = [
+    "http://169.254.169.254/latest/meta-data/",
+    "http://2852039166/v1",  # 169.254.169.254 spelled as one number
+    "http://[fe80::1]:8000/v1",
+    "http://[::ffff:169.254.169.254]/v1",
+    "http://metadata.google.internal/v1",
+    "http://100.100.100.200/v1",
+]
+
+
+@pytest.mark.parametrize("url", LINK_LOCAL)
+def test_link_local_and_metadata_endpoints_are_refused_unless_allowed(db, settings, url):
+    from simia_web.llm.validation import profile_validate
+
+    with pytest.raises(ValidationError) as refused:
+        profile_validate(base_url=url, api_key_env="OPENAI_API_KEY")
+    assert "link-local or cloud metadata" in refused.value.message_dict["base_url"][0] or "metadata service" in str(
+        refused.value
+    )
+    settings.SIMIA_ALLOW_LINK_LOCAL_ENDPOINTS = True
+    profile_validate(base_url=url, api_key_env="OPENAI_API_KEY")
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:8089/v1", "https://api.openai.com/v1", "http://10.0.0.5:8000/v1"])
+def test_ordinary_endpoints_are_allowed(db, url):
+    from simia_web.llm.validation import profile_validate
+
+    profile_validate(base_url=url, api_key_env="OPENAI_API_KEY")
+
+
+LEAKY_URL = "http://agent:s3cr3t-pass@127.0.0.1:9/v1?api-key=sk-leaked-123&api-version=2024"
+
+
+def test_credentials_in_openai_base_url_are_masked_everywhere_shown(client_for, users, settings):
+    from simia_web.jobs.models import Job, JobStatus
+    from simia_web.llm.client import LLMError
+    from simia_web.llm.selectors import profile_default
+
+    settings.OPENAI_BASE_URL = LEAKY_URL
+    settings.SIMIA_LLM_MAX_ATTEMPTS = 1
+    settings.SIMIA_LLM_ATOMIC_BLOCKS_ALLOWED = 1  # the test's own transaction
+    profile = profile_default()
+    job = Job.objects.create(kind="rollout", status=JobStatus.FAILED, params={}, stage="rollout", error="x")
+    with pytest.raises(LLMError):
+        client_for_stage("judge", job_id=job.pk).chat(messages=[{"role": "user", "content": "hi"}])
+
+    admin = client_for("admin")
+    pages = [
+        admin.get("/admin/llm/endpointprofile/").content,
+        admin.get(f"/admin/llm/endpointprofile/{profile.pk}/change/").content,
+        admin.get(f"/jobs/{job.pk}/").content,
+        api(users, "admin").get("/api/v1/llm/profiles/").content,
+        api(users, "admin").get(f"/api/v1/jobs/{job.pk}/").content,
+        *[call.error.encode() for call in LLMCall.objects.all()],
+    ]
+    for page in pages:
+        assert b"s3cr3t" not in page and b"sk-leaked" not in page, page[:2000]
+    assert b"127.0.0.1:9" in pages[0] and b"api-version=2024" in pages[3]
+    assert LLMCall.objects.filter(job=job, error_kind="connection_error").exists()

@@ -6,7 +6,7 @@ from rest_framework.test import APIClient
 from simia_web.accounts.services import user_token
 from simia_web.core.json_input import JsonInvalid, JsonLimits, JsonRefused, json_parse, value_check
 
-LIMITS = JsonLimits(max_bytes=300_000, max_depth=4, max_string=10, max_keys=3, max_items=3)
+LIMITS = JsonLimits(max_bytes=300_000, max_depth=4, max_string=10, max_keys=3, max_items=3, max_values=1_000_000)
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,7 @@ from simia_web.accounts.permissions import IsCurator, IsMember
 from .filters import ApiFilter, SeedFilter, TaskFilter
 from .importers import FORMATS, ImportRejected, seeds_import
 from .models import Api, Domain, Seed, Task
+from .selectors import with_domain_named
 
 SUMMARY_DEFERRED = ("policy", "state_schema", "initial_state", "provenance")
 
@@ -169,13 +170,13 @@ class DomainViewSet(SummaryDetailViewSet):
 class ApiViewSet(viewsets.ReadOnlyModelViewSet):
     serializer_class = ApiSerializer
     filterset_class = ApiFilter
-    queryset = Api.objects.select_related("domain")
+    queryset = with_domain_named(Api.objects.all())
 
 
 class TaskViewSet(SummaryDetailViewSet):
     summary_serializer, detail_serializer = TaskSummarySerializer, TaskDetailSerializer
     filterset_class = TaskFilter
-    queryset = Task.objects.select_related("domain")
+    queryset = with_domain_named(Task.objects.all())
 
 
 class SeedViewSet(SummaryDetailViewSet):
@@ -183,7 +184,7 @@ class SeedViewSet(SummaryDetailViewSet):
     filterset_class = SeedFilter
 
     def get_queryset(self):
-        qs = Seed.objects.select_related("domain")
+        qs = with_domain_named(Seed.objects.all())
         return qs.defer("messages", "tools", "provenance", "problems") if self.action == "list" else qs
 
     def get_permissions(self):

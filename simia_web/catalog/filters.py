@@ -1,11 +1,12 @@
 import django_filters
 
+from simia_web.core.filters import BoundedFilterSet
 from simia_web.curation.filters import IdFilter, TextFilter
 
 from .models import Api, ApiKind, Seed, SeedFormat, Task, TaskStatus
 
 
-class DomainScopedFilter(django_filters.FilterSet):
+class DomainScopedFilter(BoundedFilterSet):
     domain = TextFilter(field_name="domain__name", help_text="Domain name.")
     job = IdFilter(field_name="job_id")
 

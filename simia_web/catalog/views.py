@@ -13,6 +13,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from simia_web.accounts.permissions import role_required
 from simia_web.core.clipping import clipped, message_page, shown_in_full, too_large_to_edit
 from simia_web.core.display import json_diff, pretty_json
+from simia_web.core.filters import query_text
 from simia_web.core.selectors import revision_list
 from simia_web.core.services import VersionConflict
 from simia_web.jobs.pipelines import queueable_pipelines
@@ -22,6 +23,7 @@ from . import services
 from .forms import ApiEditForm, DomainEditForm, SeedEditForm, TaskEditForm
 from .importers import FORMATS, ImportRejected, seeds_import
 from .models import Api, Domain, Seed, Task, TaskStatus
+from .selectors import with_domain_named
 
 PAGE_SIZE = 50
 HISTORY_LIMIT = 20
@@ -50,7 +52,7 @@ def _history(obj) -> list[dict]:
 
 
 def _domain_filter(request, qs):
-    domain = request.GET.get("domain", "")
+    domain = query_text(request.GET, "domain")
     if domain:
         qs = qs.filter(domain__name=domain)
     return qs, domain
@@ -66,7 +68,7 @@ def domain_list(request):
         n_tasks=_count(Task, domain=OuterRef("pk"), status=TaskStatus.VALID),
         n_seeds=_count(Seed, domain=OuterRef("pk")),
     ).order_by("name")
-    q = request.GET.get("q", "").strip()
+    q = query_text(request.GET, "q")
     if q:
         qs = qs.filter(Q(name__icontains=q) | Q(description__icontains=q))
     page, query = _page(request, qs)
@@ -78,11 +80,11 @@ def domain_list(request):
 
 @role_required("annotator")
 def api_list(request):
-    qs, domain = _domain_filter(request, Api.objects.select_related("domain").defer("parameters", "returns"))
+    qs, domain = _domain_filter(request, with_domain_named(Api.objects.defer("parameters", "returns")))
     valid = request.GET.get("valid", "")
     if valid in ("yes", "no"):
         qs = qs.filter(valid=valid == "yes")
-    q = request.GET.get("q", "").strip()
+    q = query_text(request.GET, "q")
     if q:
         qs = qs.filter(Q(name__icontains=q) | Q(description__icontains=q))
     page, query = _page(request, qs.order_by("domain__name", "name", "id"))
@@ -95,11 +97,11 @@ def api_list(request):
 
 @role_required("annotator")
 def task_list(request):
-    qs, domain = _domain_filter(request, Task.objects.select_related("domain"))
+    qs, domain = _domain_filter(request, with_domain_named(Task.objects.all()))
     status = request.GET.get("status", "")
     if status in TaskStatus.values:
         qs = qs.filter(status=status)
-    q = request.GET.get("q", "").strip()
+    q = query_text(request.GET, "q")
     if q:
         qs = qs.filter(instruction__icontains=q)
     page, query = _page(request, qs.order_by("domain__name", "id"))
@@ -120,7 +122,7 @@ def task_list(request):
 
 @role_required("annotator")
 def seed_list(request):
-    qs, domain = _domain_filter(request, Seed.objects.select_related("domain").defer("messages", "tools"))
+    qs, domain = _domain_filter(request, with_domain_named(Seed.objects.defer("messages", "tools")))
     usable = request.GET.get("usable", "")
     if usable in ("yes", "no"):
         qs = qs.filter(usable=usable == "yes")

@@ -2,13 +2,22 @@
 LLM answers.
 
 A document is refused, with where and which limit, when it is bigger than its byte budget (counted as read,
-never taken from a header), nested too deep, holds a string or an object too large, or a number that does not
-fit: NaN and Infinity are not JSON, `1e999` is, but overflows to infinity, and integers beyond 64 bits break
-orjson and the databases' JSON columns. The standard library's parser takes hooks for numbers and constants,
-and raises RecursionError (not a crash) on deep nesting; the size, depth and key limits are checked by one
-walk over the parsed value, without recursion.
+never taken from a header), holds more values than its value budget, is nested too deep, holds a string or an
+object too large, or a number that does not fit: NaN and Infinity are not JSON, `1e999` is, but overflows to
+infinity, and integers beyond 64 bits break orjson and the databases' JSON columns.
+
+Bytes alone do not bound memory: `{"a":[[],[],...]}` costs 3 bytes per empty list as text and 64 once parsed.
+So the values of a document (items of arrays and objects, an empty one counting as one: the commas and opening
+brackets outside its strings) are counted in C before it is parsed, and a document with more than its byte limit
+/ SIMIA_JSON_BYTES_PER_VALUE of them is refused unparsed. Parsed, a document then takes at most about 12 times
+its byte limit in memory (objects of one key each, the costliest shape per value, 11.2 times).
+
+The standard library's parser takes hooks for numbers and constants, and raises RecursionError (not a crash)
+on deep nesting; the size, depth and key limits are checked by one walk over the parsed value, without
+recursion.
 """
 
+import io
 import json
 import math
 import re
@@ -43,34 +52,77 @@ class JsonLimits:
     max_string: int
     max_keys: int
     max_items: int
+    max_values: int  # arrays, objects and items in the whole document
 
     @classmethod
     def from_settings(cls, **overrides) -> "JsonLimits":
+        """The settings' limits; the value budget follows the byte limit unless it is given."""
+        max_bytes = overrides.pop("max_bytes", settings.SIMIA_JSON_MAX_BYTES)
         limits = cls(
-            max_bytes=settings.SIMIA_JSON_MAX_BYTES,
+            max_bytes=max_bytes,
             max_depth=settings.SIMIA_JSON_MAX_DEPTH,
             max_string=settings.SIMIA_JSON_MAX_STRING,
             max_keys=settings.SIMIA_JSON_MAX_KEYS,
             max_items=settings.SIMIA_JSON_MAX_ITEMS,
+            max_values=max(1, max_bytes // settings.SIMIA_JSON_BYTES_PER_VALUE),
         )
         return replace(limits, **overrides)
 
 
 def bytes_bounded(chunks, *, limit: int, where: str) -> bytes:
-    """The bytes of an iterable of chunks, refused as soon as more than `limit` have arrived."""
-    parts, total = [], 0
+    """The bytes of an iterable of chunks, refused as soon as more than `limit` have arrived (gathered in one
+    growing buffer, which getvalue() hands over without a copy: joining a list held them twice)."""
+    gathered = io.BytesIO()
     for chunk in chunks:
-        total += len(chunk)
-        if total > limit:
+        if gathered.tell() + len(chunk) > limit:
             raise JsonRefused(where, f"larger than the limit of {limit:,} bytes")
-        parts.append(chunk)
-    return b"".join(parts)
+        gathered.write(chunk)
+    return gathered.getvalue()
 
 
 def stream_chunks(stream, size: int = _CHUNK):
     """Chunks of a file-like object, read `size` bytes at a time."""
     while chunk := stream.read(size):
         yield chunk
+
+
+_STRUCTURE = {str: (",", "[", "{"), bytes: (b",", b"[", b"{")}
+_NOT_KEPT = bytes(sorted(set(range(256)) - set(b'",[{')))
+
+
+def _structure_count(text: str | bytes) -> int:
+    return sum(text.count(mark) for mark in _STRUCTURE[type(text)])
+
+
+def _structure_count_outside_strings(text: bytes) -> int:
+    """Commas and opening brackets outside strings, counted in C without an object per string (a regular-
+    expression substitution held 200 MB of pieces to count a 10 MB body of short strings).
+
+    Escaped backslashes, then escaped quotes, are taken out (left to right, as a parser reads them), so that
+    the quotes left delimit the strings; then all but quotes, commas and opening brackets. Two quotes in a row
+    (an empty string, or two strings with nothing counted between them) change no mark's side, so they go too;
+    what is left outside the strings is every second piece between the quotes that remain, which are those of
+    strings holding commas or brackets."""
+    marks = text.replace(b"\\\\", b"").replace(b'\\"', b"").translate(None, _NOT_KEPT).replace(b'""', b"")
+    return sum(map(len, marks.split(b'"')[::2]))
+
+
+def values_count_check(text: str | bytes, *, where: str, limits: JsonLimits) -> None:
+    """Refuse a document with more values than limits.max_values before it is parsed: the items of its arrays
+    and objects, an empty one counting as one, which are the opening brackets and commas outside its strings.
+
+    Those of the whole text bound them from above; only a text over the limit by that count is counted again
+    without its strings. In a text that is not JSON the count may be off, but only past the first error, where
+    the parser stops."""
+    if _structure_count(text) <= limits.max_values:
+        return
+    data = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
+    if _structure_count_outside_strings(data) > limits.max_values:
+        raise JsonRefused(where, _too_many_values(limits))
+
+
+def _too_many_values(limits: JsonLimits) -> str:
+    return f"more than {limits.max_values:,} values (items of arrays and objects; an empty one counts as one)"
 
 
 def _refuse_constant(name: str):
@@ -102,7 +154,8 @@ def value_decode(
 ) -> tuple[object, int]:
     """One JSON value starting at `position` of `text` and where it ends, checked against `limits`.
 
-    A syntax error is left as json.JSONDecodeError, for callers that report it with its line."""
+    The caller counts the text's values first (values_count_check), once for the whole of it. A syntax error is
+    left as json.JSONDecodeError, for callers that report it with its line."""
     try:
         value, end = (_decoder if strict else _lenient_decoder).raw_decode(text, position)
     except RecursionError:
@@ -121,6 +174,7 @@ def json_parse(data: bytes | str, *, where: str = "", limits: JsonLimits | None 
     measured = data.encode() if isinstance(data, str) and len(data) * 4 > limits.max_bytes else data
     if len(measured) > limits.max_bytes:
         raise JsonRefused(where, f"larger than the limit of {limits.max_bytes:,} bytes")
+    values_count_check(data, where=where, limits=limits)
     if isinstance(data, bytes):
         try:
             data = data.decode("utf-8-sig")
@@ -139,16 +193,29 @@ def json_parse(data: bytes | str, *, where: str = "", limits: JsonLimits | None 
 def value_check(value, *, where: str = "", limits: JsonLimits | None = None) -> None:
     """Refuse a parsed value (or one built in memory, such as an LLM's tool arguments) that breaks a limit."""
     limits = limits or JsonLimits.from_settings()
-    stack = [(value, 1, "")]
+    stack, values = [(value, 1, None)], 0
     while stack:
-        node, depth, path = stack.pop()
+        node, depth, trail = stack.pop()
         problem = _node_problem(node, depth, limits)
+        if problem is None and isinstance(node, dict | list):
+            values += max(1, len(node))  # as values_count_check counts them: its items, or itself when empty
+            if values > limits.max_values:
+                problem = _too_many_values(limits)
         if problem:
-            raise JsonRefused(where, problem, path.lstrip(".") or "(root)")
+            raise JsonRefused(where, problem, _path(trail))
+        # A child's place is its parent's trail and its key, spelled out only for a refusal.
         if isinstance(node, dict):
-            stack.extend((item, depth + 1, f"{path}.{_short(key)}") for key, item in node.items())
+            stack.extend((item, depth + 1, (trail, key)) for key, item in node.items())
         elif isinstance(node, list):
-            stack.extend((item, depth + 1, f"{path}[{i}]") for i, item in enumerate(node))
+            stack.extend((item, depth + 1, (trail, index)) for index, item in enumerate(node))
+
+
+def _path(trail) -> str:
+    parts = []
+    while trail is not None:
+        trail, key = trail
+        parts.append(f"[{key}]" if isinstance(key, int) else f".{_short(key)}")
+    return "".join(reversed(parts)).lstrip(".") or "(root)"
 
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")

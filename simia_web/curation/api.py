@@ -8,6 +8,7 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
+from simia_web.catalog.selectors import with_domain_named
 from simia_web.formats import FormatError
 
 from .filters import TrajectoryFilter
@@ -230,7 +231,7 @@ class TrajectoryViewSet(viewsets.ReadOnlyModelViewSet):
     def get_queryset(self):
         qs = Trajectory.objects.select_related("domain")
         if self.action == "list":
-            return qs.defer(*HEAVY_FIELDS)
+            return with_domain_named(qs).defer(*HEAVY_FIELDS)
         if self.action in ("reviews", "revert"):
             return Trajectory.objects.all()
         return qs.prefetch_related(

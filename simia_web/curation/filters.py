@@ -9,6 +9,8 @@ from django.db.models.functions import Cast
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 
+from simia_web.core.filters import BoundedFilterSet
+
 from .models import PENDING_STATUSES, RuleViolation, Trajectory, TrajectoryKind, TrajectoryStatus
 
 ALL = "all"
@@ -72,7 +74,7 @@ class StatusListFilter(django_filters.Filter):
 VERDICTS = [("pass", "Judge: pass"), ("fail", "Judge: fail"), ("none", "No verdict")]
 
 
-class TrajectoryFilter(django_filters.FilterSet):
+class TrajectoryFilter(BoundedFilterSet):
     domain = TextFilter(field_name="domain__name", help_text="Domain name.")
     job = IdFilter(field_name="job_id")
     task = IdFilter(field_name="task_id")

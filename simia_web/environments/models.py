@@ -71,6 +71,8 @@ class EnvSession(models.Model):
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="env_sessions"
     )
+    # Counted against its account's SIMIA_ENV_MAX_LIVE_SESSIONS: set once the session is written and counted.
+    admitted = models.BooleanField(default=True)
     # Bumped on every write: steps run without a lock and store their result only if it is unchanged.
     version = models.PositiveIntegerField(default=1)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)

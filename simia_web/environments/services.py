@@ -195,32 +195,59 @@ def env_create(
     llm_calls_write(calls)
     if episode is None:
         raise EnvUpstreamError(f"the user simulator could not write the customer's opening message: {failure}")
-    with transaction.atomic():
-        # Locking the account's row makes the count and the insert one step for concurrent creates.
-        User.objects.select_for_update().filter(pk=actor.pk).first()
-        _live_sessions_check(actor)
-        return EnvSession.objects.create(
-            domain=domain,
-            task=task,
-            group=group,
-            tools=episode.tools,
-            api_specs=episode.apis,
-            initial_state=episode.initial_state,
-            state=episode.state,
-            messages=episode.messages,
-            tokens_used=_tokens(calls),
-            llm_call_ids=[call.pk for call in calls],
-            created_by=actor,
-            **limits,
-        )
+    # Written on its own, alongside other creates (megabytes of world state each), then admitted under the cap.
+    session = EnvSession.objects.create(
+        domain=domain,
+        task=task,
+        group=group,
+        tools=episode.tools,
+        api_specs=episode.apis,
+        initial_state=episode.initial_state,
+        state=episode.state,
+        messages=episode.messages,
+        tokens_used=_tokens(calls),
+        llm_call_ids=[call.pk for call in calls],
+        created_by=actor,
+        admitted=False,
+        **limits,
+    )
+    _session_admit(actor, session)
+    return session
+
+
+def _live_sessions(actor):
+    return EnvSession.objects.filter(created_by=actor, done=False, admitted=True)
+
+
+def _live_sessions_refusal(cap: int) -> EnvSessionLimit:
+    return EnvSessionLimit(
+        f"you have {cap} unfinished sessions (SIMIA_ENV_MAX_LIVE_SESSIONS): finish or abandon some first"
+    )
 
 
 def _live_sessions_check(actor) -> None:
     cap = settings.SIMIA_ENV_MAX_LIVE_SESSIONS
-    if EnvSession.objects.filter(created_by=actor, done=False).count() >= cap:
-        raise EnvSessionLimit(
-            f"you have {cap} unfinished sessions (SIMIA_ENV_MAX_LIVE_SESSIONS): finish or abandon some first"
-        )
+    if _live_sessions(actor).count() >= cap:
+        raise _live_sessions_refusal(cap)
+
+
+def _session_admit(actor, session: EnvSession) -> None:
+    """Count the written session against the cap: admitted, or taken back when the cap is reached.
+
+    Creates of one account take turns (a lock on the account's row) only for this count, an index scan, and
+    not for writing their sessions: with the write inside the lock, 100 creates at once queued behind each
+    other's megabytes. Only admitted sessions are counted, so the cap is exact and sessions still being
+    written do not count against the ones being admitted."""
+    cap = settings.SIMIA_ENV_MAX_LIVE_SESSIONS
+    with transaction.atomic():
+        # NO KEY: a lock that other creates' inserts (which check the account's key) do not wait for.
+        User.objects.select_for_update(no_key=True).filter(pk=actor.pk).first()
+        session.admitted = _live_sessions(actor).count() < cap
+        if session.admitted:
+            EnvSession.objects.filter(pk=session.pk).update(admitted=True)
+    if not session.admitted:
+        session.delete()
+        raise _live_sessions_refusal(cap)
 
 
 def _episode_limits(limits: dict) -> EpisodeLimits:

@@ -6,7 +6,7 @@ normalized (without hiding mistakes: arguments that are not JSON stay text so th
 them), then safe repairs are applied and recorded, then every rule runs (amplified_check).
 """
 
-from simia_web.core.schemas import SCHEMA_FAILURES, schema_validator
+from simia_web.core.schemas import SCHEMA_FAILURES, schema_errors
 
 from .conversation import (
     ROLES,
@@ -32,7 +32,7 @@ def argument_violations(schema: dict, arguments: dict, index: int | None, tool: 
             if name not in properties:
                 found.append(Violation("unknown_parameter", index, f"{tool}: unknown parameter {name!r}"))
     try:
-        errors = list(schema_validator(schema).iter_errors(arguments))
+        errors = schema_errors(schema, arguments)
     except SCHEMA_FAILURES as exc:  # the tool's own schema is broken
         return [Violation("tool_schema_invalid", index, f"{tool}: {getattr(exc, 'message', exc)}")]
     for error in errors:

@@ -1,10 +1,12 @@
 import django_filters
 
+from simia_web.core.filters import BoundedFilterSet
+
 from .models import Job, JobStatus
 from .pipelines import job_kind_choices
 
 
-class JobFilter(django_filters.FilterSet):
+class JobFilter(BoundedFilterSet):
     kind = django_filters.ChoiceFilter(choices=job_kind_choices)
     status = django_filters.ChoiceFilter(choices=JobStatus.choices)
 

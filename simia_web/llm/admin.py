@@ -1,16 +1,28 @@
+from django import forms
 from django.contrib import admin, messages
 from django.utils.html import format_html, format_html_join
 
 from .models import EndpointProfile, LLMCall, StageRoute
 from .tasks import endpoint_check_run
+from .validation import url_redacted
+
+
+class EndpointProfileForm(forms.ModelForm):
+    """The base URL is shown with its credentials masked; saved so, it is refused until they are taken out."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if "base_url" in self.fields and self.instance.base_url:
+            self.initial["base_url"] = url_redacted(self.instance.base_url)
 
 
 @admin.register(EndpointProfile)
 class EndpointProfileAdmin(admin.ModelAdmin):
+    form = EndpointProfileForm
     list_display = (
         "name",
         "model",
-        "base_url",
+        "endpoint_url",
         "structured_mode",
         "tool_mode",
         "found_modes",
@@ -18,15 +30,27 @@ class EndpointProfileAdmin(admin.ModelAdmin):
         "max_concurrency",
         "is_default",
     )
-    search_fields = ("name", "model", "base_url")
+    search_fields = ("name", "model")
     actions = ["test_endpoint"]
 
     def get_readonly_fields(self, request, obj=None):
         found = ("capabilities_found", "chars_per_token", "tokens_per_second")
         # Each machine takes these from its environment while the profile follows it (see the help text).
         if obj is not None and obj.follows_environment:
-            return ("base_url", "model", "api_key_env", *found)
+            return ("endpoint_url", "model", "api_key_env", *found)
         return found
+
+    def get_fieldsets(self, request, obj=None):
+        fieldsets = super().get_fieldsets(request, obj)
+        if obj is None or not obj.follows_environment:
+            return fieldsets
+        (name, options), *rest = fieldsets
+        fields = tuple("endpoint_url" if field == "base_url" else field for field in options["fields"])
+        return [(name, {**options, "fields": fields}), *rest]
+
+    @admin.display(description="base URL")
+    def endpoint_url(self, obj):
+        return url_redacted(obj.base_url)
 
     @admin.display(description="found (structured / tools)")
     def found_modes(self, obj):

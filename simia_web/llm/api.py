@@ -15,6 +15,7 @@ from .validation import url_redacted
 
 class EndpointProfileSerializer(serializers.ModelSerializer):
     base_url = serializers.SerializerMethodField(help_text="The endpoint's base URL, credentials masked.")
+    capabilities = serializers.SerializerMethodField(help_text="What the probe found and what was learned in use.")
 
     class Meta:
         model = EndpointProfile
@@ -43,6 +44,13 @@ class EndpointProfileSerializer(serializers.ModelSerializer):
 
     def get_base_url(self, profile) -> str:
         return url_redacted(profile.base_url)
+
+    def get_capabilities(self, profile) -> dict:
+        found = dict(profile.capabilities or {})
+        if isinstance(found.get("endpoint"), str):  # "<base URL> <model>", as rows older than its masking hold it
+            url, _, model = found["endpoint"].rpartition(" ")
+            found["endpoint"] = f"{url_redacted(url)} {model}"
+        return found
 
 
 class EndpointProfileViewSet(viewsets.ReadOnlyModelViewSet):

@@ -4,6 +4,7 @@ from django.db import IntegrityError, transaction
 from simia_web.core.cache import ProcessCache
 
 from .models import EndpointProfile, StageRoute
+from .validation import url_redacted
 
 _resolved = ProcessCache("SIMIA_PROFILE_CACHE_SECONDS")
 
@@ -64,8 +65,9 @@ profile_cache_clear = _resolved.clear
 
 
 def profile_endpoint(profile: EndpointProfile) -> str:
-    """The server and model a profile's findings are about: one that follows the environment can move."""
-    return f"{profile.base_url} {profile.model}"
+    """The server and model a profile's findings are about: one that follows the environment can move (shown
+    in the API, so without the credentials a base URL may hold)."""
+    return f"{url_redacted(profile.base_url)} {profile.model}"
 
 
 def profile_findings(profile: EndpointProfile) -> dict:

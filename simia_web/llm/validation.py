@@ -1,10 +1,14 @@
-"""What an endpoint profile may hold: a base URL without credentials in it, and the name of an environment
-variable that is meant to hold an API key (never SECRET_KEY, DATABASE_URL and the like, which a profile
-pointing at a server its author controls would otherwise send as `Authorization: Bearer <value>`)."""
+"""What an endpoint profile may hold: a base URL without credentials in it, that does not point at a link-local
+or cloud metadata address (workers would send there whatever the profile asks, the way to a machine's instance
+credentials), unless SIMIA_ALLOW_LINK_LOCAL_ENDPOINTS; and the name of an environment variable that is meant
+to hold an API key (never SECRET_KEY, DATABASE_URL and the like, which a profile pointing at a server its author
+controls would otherwise send as `Authorization: Bearer <value>`)."""
 
+import ipaddress
 import logging
 import os
 import re
+import socket
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from django.conf import settings
@@ -20,6 +24,33 @@ FORBIDDEN_KEY_ENVS = frozenset(
 # Query parameters that carry a credential (Azure's `api-version` does not; `api-key`, `sig`, `token` do).
 SECRET_PARAMETER = re.compile(r"key|token|secret|passw|sig|auth|credential|session", re.IGNORECASE)
 REDACTED = "***"
+# Cloud metadata services by name, and those outside 169.254.0.0/16 by address (Alibaba, AWS over IPv6, Oracle).
+METADATA_HOSTS = frozenset({"metadata", "metadata.google.internal", "metadata.goog", "instance-data"})
+METADATA_ADDRESSES = frozenset(map(ipaddress.ip_address, ("100.100.100.200", "fd00:ec2::254", "192.0.0.192")))
+
+
+def _addresses(host: str) -> set:
+    """The addresses `host` stands for: an address in any of its spellings (2852039166 is 169.254.169.254), or
+    what the name resolves to here (nothing, when it does not resolve: the workers may see other names)."""
+    try:
+        found = socket.getaddrinfo(host.split("%")[0], None, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError):
+        return set()
+    addresses = {ipaddress.ip_address(info[4][0].split("%")[0]) for info in found}
+    return {getattr(address, "ipv4_mapped", None) or address for address in addresses}
+
+
+def url_address_problem(url: str) -> str | None:
+    """Why a profile may not send to `url`'s host (a link-local or metadata address), or None."""
+    host = (urlsplit(url).hostname or "").rstrip(".")
+    if not host or settings.SIMIA_ALLOW_LINK_LOCAL_ENDPOINTS:
+        return None
+    if host in METADATA_HOSTS:
+        return f"{host} is a cloud metadata service"
+    for address in sorted(_addresses(host), key=str):
+        if address.is_link_local or address in METADATA_ADDRESSES:
+            return f"{host} is a link-local or cloud metadata address ({address})"
+    return None
 
 
 def url_credentials(url: str) -> list[str]:
@@ -69,6 +100,8 @@ def profile_validate(*, base_url: str, api_key_env: str) -> None:
             f"must not contain credentials ({', '.join(credentials)}): put the key in an environment variable "
             "and name it in the key variable field"
         )
+    elif address := url_address_problem(base_url or ""):
+        errors["base_url"] = f"must not point at {address} (SIMIA_ALLOW_LINK_LOCAL_ENDPOINTS allows it)"
     if not api_key_env_allowed(api_key_env or ""):
         errors["api_key_env"] = (
             "must name a variable ending in _API_KEY (or one listed in SIMIA_ALLOWED_KEY_ENVS); "

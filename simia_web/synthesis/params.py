@@ -9,7 +9,7 @@ from simia_web.catalog.models import Domain
 from simia_web.formats.rules import DEFAULT_MAX_MESSAGES, DEFAULT_MIN_MESSAGES
 from simia_web.jobs.forms import JobParametersForm
 from simia_web.jobs.parameters import CappedIntegerField, CappedListField, units_cap_check
-from simia_web.llm.models import Stage
+from simia_web.llm.models import EndpointProfile, Stage
 
 from .amplify import STRATEGIES
 from .selectors import valid_task_count
@@ -31,6 +31,11 @@ class _JobParametersSerializer(serializers.Serializer):
         unknown = sorted(set(value) - set(Stage.values))
         if unknown:
             raise serializers.ValidationError(f"no stage named {', '.join(unknown)}; stages: {', '.join(Stage.values)}")
+        # Checked now: a job naming a profile that is not there would fail every one of its units.
+        existing = set(EndpointProfile.objects.filter(pk__in=value.values()).values_list("pk", flat=True))
+        missing = {stage: [f"no endpoint profile with id {pk}"] for stage, pk in value.items() if pk not in existing}
+        if missing:
+            raise serializers.ValidationError(missing)
         return value
 
     def create(self, validated_data):

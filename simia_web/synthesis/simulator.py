@@ -1,9 +1,11 @@
 """The environment simulator: answers a tool call and returns a JSON Patch to the explicit world state."""
 
-import copy
 import re
 
 import jsonpatch
+import jsonpointer
+import orjson
+from django.conf import settings
 
 from simia_web.core.json_input import json_parse
 from simia_web.core.schemas import SCHEMA_FAILURES, first_error
@@ -13,6 +15,10 @@ from .prompt_fit import compact_json, json_size, messages_fit, text_clip
 from .state_slice import state_view
 
 PROMPT_VERSION = "simulator-v4"  # v4: paths go into a collection; add and replace carry a value; reads patch nothing
+# Operations in one patch, whatever the server was asked for (the prompt's schema allows 6), and the characters
+# of compact JSON one patch may add to the state (an answer holds a few thousand; only a copy writes more).
+PATCH_MAX_OPERATIONS = 32
+PATCH_MAX_GROWTH = 1 << 20
 
 # What an answer must be: any JSON response, and a patch of operations (applying it is checked apart).
 ANSWER = {
@@ -22,6 +28,7 @@ ANSWER = {
         "patch": {
             "type": "array",
             "description": "RFC 6902 JSON Patch operations applied to the world state; empty for reads.",
+            "maxItems": PATCH_MAX_OPERATIONS,
             "items": {
                 "type": "object",
                 "properties": {
@@ -117,13 +124,25 @@ def simulator_messages(
 
 
 def state_apply(state: dict, patch: list[dict], state_schema: dict | None) -> tuple[dict, str | None]:
-    """Apply a patch to a copy of the state and validate the result; on error the state is unchanged."""
-    new_state = copy.deepcopy(state)
+    """Apply a patch to a copy of the state and validate the result; on error the state is unchanged.
+
+    A patch is at most PATCH_MAX_OPERATIONS operations, and what each one adds is counted before it runs: the
+    patch adds at most PATCH_MAX_GROWTH characters of compact JSON, and the state stays within
+    SIMIA_JSON_MAX_BYTES. A `copy` is the one operation that writes more than the answer holds: copying a
+    collection into itself doubled the state each time (19 of them made 35.6 MB and took 2 GB)."""
+    if len(patch) > PATCH_MAX_OPERATIONS:
+        return state, f"the patch has {len(patch)} operations; at most {PATCH_MAX_OPERATIONS} are applied"
+    size = json_size(state)
+    limit = min(size + PATCH_MAX_GROWTH, max(size, settings.SIMIA_JSON_MAX_BYTES))
+    new_state = orjson.loads(orjson.dumps(state))  # a copy, several times faster than copy.deepcopy for JSON
     for position, operation in enumerate(patch):
+        where = f"operation {position} ({operation.get('op')} {operation.get('path')})"
         try:
+            size += _patch_growth(new_state, operation)
+            if size > limit:
+                return state, f"patch could not be applied: {where}: it would take the state over {limit:,} characters"
             new_state = jsonpatch.apply_patch(new_state, [operation], in_place=True)
         except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException, TypeError, KeyError, IndexError) as exc:
-            where = f"operation {position} ({operation.get('op')} {operation.get('path')})"
             return state, f"patch could not be applied: {where}: {_patch_reason(exc)}"
     if state_schema:
         try:
@@ -133,6 +152,16 @@ def state_apply(state: dict, patch: list[dict], state_schema: dict | None) -> tu
         if error:
             return state, f"patched state breaks the state schema {error}"
     return new_state, None
+
+
+def _patch_growth(state: dict, operation: dict) -> int:
+    """At most how many characters the operation adds to the state: its value, or for a copy what it copies
+    (what replace and remove take away is not subtracted: the bound only needs to hold)."""
+    if operation.get("op") in ("add", "replace"):
+        return json_size(operation.get("value"))
+    if operation.get("op") == "copy" and isinstance(operation.get("from"), str):
+        return json_size(jsonpointer.resolve_pointer(state, operation["from"], None))
+    return 0
 
 
 def _patch_reason(exc: Exception) -> str:

@@ -129,3 +129,51 @@ def test_an_abandon_goes_through_while_a_step_waits_and_the_step_then_loses(
     session = EnvSession.objects.get(pk=env_id)
     assert session.termination_reason == "abandoned" and [m["role"] for m in session.messages] == ["system", "user"]
     assert LLMCall.objects.filter(stage="simulator").count() == 1  # the losing step's call is recorded
+
+
+def test_a_create_writes_its_session_while_another_create_holds_the_account(transactional_db, shop, script, users):
+    """The account's row lock covers only the count after the write: a create is not queued behind others'
+    writes (100 creates at once used to wait on each other's megabytes of world state)."""
+    from django.db import transaction
+
+    from simia_web.accounts.models import User
+    from tests.conftest import wait_for
+
+    curator = users["curator"]
+    held, release, answers = threading.Event(), threading.Event(), []
+
+    def hold_the_account():
+        with transaction.atomic():
+            User.objects.select_for_update(no_key=True).get(pk=curator.pk)  # as a create counting
+            held.set()
+            release.wait(60)
+
+    def create():
+        answers.append(token_client(user_token(user=curator)).post(URL, {"task": shop["tasks"][0].pk}, format="json"))
+
+    holder = threading.Thread(target=lambda: run_threads(lambda: hold_the_account(), [()]))
+    holder.start()
+    assert held.wait(30)
+    creator = threading.Thread(target=lambda: run_threads(create, [()]))
+    creator.start()
+    try:
+        wait_for(lambda: EnvSession.objects.filter(created_by=curator).exists(), message="the session to be written")
+        assert answers == []  # written, and now waiting to be counted
+    finally:
+        release.set()
+        holder.join(60)
+        creator.join(60)
+    assert [answer.status_code for answer in answers] == [201]
+
+
+def test_racing_creates_keep_the_live_session_cap_exact(transactional_db, shop, script, users, settings):
+    settings.SIMIA_ENV_MAX_LIVE_SESSIONS = 3
+    token = user_token(user=users["curator"])
+    statuses = []
+
+    def create():
+        statuses.append(token_client(token).post(URL, {"task": shop["tasks"][0].pk}, format="json").status_code)
+
+    run_threads(create, [()] * 8)
+    assert sorted(statuses) == [201] * 3 + [429] * 5
+    assert EnvSession.objects.filter(created_by=users["curator"], done=False).count() == 3

@@ -1,5 +1,5 @@
-"""Issue 16 row 4 on the step path: hostile JSON in a step body, or in a tool call's arguments string, is a
-clean refusal (400, or an invalid-tool-call observation) and changes nothing but the error count."""
+"""Hostile JSON on the step path, in a step body or in a tool call's arguments string: a clean refusal (400, or
+an invalid-tool-call observation) that changes nothing but the error count."""
 
 import pytest
 

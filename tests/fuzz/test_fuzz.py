@@ -1,15 +1,17 @@
-"""The fuzz suite that keeps issue 16 fixed: schemathesis over every REST endpoint, and hypothesis-generated
-hostile JSON through every upload, form and step path. No answer is a 5xx, a refused input writes nothing,
-and memory stays bounded. SIMIA_FUZZ_EXAMPLES raises the number of examples for a deeper run."""
+"""The fuzz suite: schemathesis over every REST endpoint, hypothesis-generated hostile JSON through every upload,
+form and step path, and generated schemas (uniqueItems, combinators, deep nesting) over wide and deep instances.
+No answer is a 5xx, a refused input writes nothing, memory stays bounded and a schema check's CPU time stays within
+a constant per value. SIMIA_FUZZ_EXAMPLES raises the number of examples for a deeper run."""
 
 import io
+import json
 import os
 import tracemalloc
 import zipfile
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 from rest_framework.test import APIClient
 
@@ -163,3 +165,75 @@ def test_hostile_form_json_gets_no_5xx_and_writes_nothing_when_refused(client_fo
 
     check()
     assert Trajectory.objects.filter(pk=trajectory.pk).exists() and not EnvSession.objects.exists()
+
+
+# Schemas an upload, an editor or an LLM could write: uniqueItems at any level, combinators, enum and const, nested.
+_leaf_schemas = st.sampled_from(
+    [
+        {},
+        {"type": "string"},
+        {"type": "integer"},
+        {"type": "object"},
+        {"enum": [1, "a", {"k": [1]}]},
+        {"const": {"a": 1}},
+    ]
+)
+fuzz_schemas = st.recursive(
+    _leaf_schemas,
+    lambda inner: st.one_of(
+        st.builds(lambda s, unique: {"type": "array", "items": s, "uniqueItems": unique}, inner, st.booleans()),
+        st.builds(lambda s: {"type": "object", "properties": {"a": s, "b": s}, "additionalProperties": s}, inner),
+        st.builds(lambda a, b: {"anyOf": [a, b]}, inner, inner),
+        st.builds(lambda a, b: {"allOf": [a, b]}, inner, inner),
+        st.builds(lambda a, b: {"oneOf": [a, b]}, inner, inner),
+        st.builds(lambda s: {"not": s}, inner),
+        st.builds(lambda s: {"contains": s, "uniqueItems": True}, inner),
+        st.builds(lambda s: {"items": {"$ref": "#/$defs/nested"}, "contains": s}, inner),
+    ),
+    max_leaves=12,
+).map(
+    # A recursive definition at the root: arrays of arrays, unique at every level.
+    lambda s: {"$defs": {"nested": {"items": {"$ref": "#/$defs/nested"}, "uniqueItems": True}}, "allOf": [s]}
+)
+
+
+def _instance(width: int, depth: int, shape: str):
+    """A wide array of objects or arrays (with a repeat at the end), under `depth` levels of nesting."""
+    item = {"object": lambda i: {"a": i % 13, "b": [i, {"c": str(i)}]}, "array": lambda i: [i % 7, [i]]}[shape]
+    value = [item(i) for i in range(width)] + [item(0)]
+    for level in range(depth):
+        value = {"a": value, "b": [level]} if level % 2 else [value, level]
+    return value
+
+
+def test_schema_checks_stay_within_cpu_bounds_for_generated_schemas_and_instances():
+    """Whatever the schema, a check costs at most a constant per value of the instance (core.schemas' budget)."""
+    import time
+
+    from simia_web.core.schemas import STEPS_BASE, STEPS_PER_VALUE, schema_error, schema_errors
+
+    instances = st.builds(
+        _instance,
+        st.integers(min_value=0, max_value=4_000),
+        st.integers(min_value=0, max_value=40),
+        st.sampled_from(["object", "array"]),
+    )
+
+    unique_objects = {"type": "array", "items": {"type": "object"}, "uniqueItems": True}
+    nested_choices = {"anyOf": [{"type": "integer"}, {"allOf": [{"not": {"type": "string"}}, {"uniqueItems": True}]}]}
+
+    @given(schema=fuzz_schemas, instance=instances)
+    @example(schema={"allOf": [unique_objects]}, instance=_instance(4_000, 0, "object"))
+    @example(schema={"items": nested_choices, "uniqueItems": True}, instance=_instance(4_000, 40, "array"))
+    @FUZZ
+    def check(schema, instance):
+        assert schema_error(schema) is None, schema
+        values = len(json.dumps(instance))  # an upper bound of the values it holds
+        started = time.thread_time()
+        errors = schema_errors(schema, instance)
+        spent = time.thread_time() - started
+        assert len(errors) <= 50
+        # 10 µs of CPU a step, far above a step's cost, and far below a pairwise check's (84 s for 8,000 objects).
+        assert spent < 0.5 + 10e-6 * (STEPS_BASE + STEPS_PER_VALUE * values), (spent, schema)
+
+    check()

@@ -1,0 +1,62 @@
+"""Filters bounded on every path: the same SIMIA_QUERY_MAX_LENGTH for every parameter of every FilterSet, whether
+it comes from a page's query string, a bulk action's saved query, a snapshot's stored filters or the REST API.
+
+django-filter leaves a filter out when its value does not validate, so a query that is too long would have run
+without it (a bulk action over everything instead of over the matches). Here it is a form error (code
+`query_too_long`), and filtering with it raises QueryTooLong (a 400) instead. A 50,000-word full-text search
+made PostgreSQL fail with "stack depth limit exceeded".
+"""
+
+import django_filters
+from django import forms
+from django.conf import settings
+from django.core.exceptions import BadRequest, ValidationError
+
+QUERY_TOO_LONG = "query_too_long"
+
+
+class QueryTooLong(BadRequest):
+    """A filter parameter over SIMIA_QUERY_MAX_LENGTH; the message names it."""
+
+
+def _too_long_message() -> str:
+    return f"at most {settings.SIMIA_QUERY_MAX_LENGTH:,} characters (SIMIA_QUERY_MAX_LENGTH)"
+
+
+def query_text(params, name: str) -> str:
+    """A page's own free-text parameter (stripped), held to the FilterSets' limit: QueryTooLong beyond it."""
+    value = params.get(name, "")
+    if len(value) > settings.SIMIA_QUERY_MAX_LENGTH:
+        raise QueryTooLong(f"{name}: {_too_long_message()}")
+    return value.strip()
+
+
+def _values(data, name: str) -> list:
+    return data.getlist(name) if hasattr(data, "getlist") else [data.get(name)]
+
+
+class _LengthCheckedForm(forms.Form):
+    def clean(self):
+        cleaned = super().clean()
+        limit = settings.SIMIA_QUERY_MAX_LENGTH
+        for name in self.fields:
+            values = _values(self.data, self.add_prefix(name))
+            if any(isinstance(value, str) and len(value) > limit for value in values):
+                self.add_error(name, ValidationError(_too_long_message(), code=QUERY_TOO_LONG))
+        return cleaned
+
+
+class BoundedFilterSet(django_filters.FilterSet):
+    def get_form_class(self):
+        form_class = super().get_form_class()
+        return type(form_class.__name__, (_LengthCheckedForm, form_class), {})
+
+    def filter_queryset(self, queryset):
+        too_long = [
+            f"{name}: {errors[0].message}"
+            for name, errors in self.form.errors.as_data().items()
+            if any(error.code == QUERY_TOO_LONG for error in errors)
+        ]
+        if too_long:
+            raise QueryTooLong("; ".join(too_long))
+        return super().filter_queryset(queryset)
