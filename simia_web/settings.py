@@ -121,14 +121,17 @@ elif os.environ.get("SIMIA_DB_POOL_SIZE"):
     # Workers with hundreds of threads (an endpoint allowing hundreds of concurrent requests) share a pool of
     # this many PostgreSQL connections: a thread gives its connection back while it waits on the LLM.
     # The pool looks at each connection it hands out (without a round trip unless the server has written to
-    # it: simia_web.core.db), so that connections a restart ended are replaced instead of failing a query.
-    from simia_web.core.db import pool_connection_check
+    # it: simia_web.core.db), so that connections a restart ended are replaced instead of failing a query, and
+    # tries to reconnect every few seconds while the server is away (not at ever longer intervals).
+    from simia_web.core.db import POOL_RECONNECT_SECONDS, pool_connection_check, pool_reconnect_again
 
     DATABASES["default"]["CONN_MAX_AGE"] = 0
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
         "min_size": 2,
         "max_size": int(os.environ["SIMIA_DB_POOL_SIZE"]),
         "check": pool_connection_check,
+        "reconnect_timeout": POOL_RECONNECT_SECONDS,
+        "reconnect_failed": pool_reconnect_again,
     }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 AUTH_USER_MODEL = "accounts.User"

@@ -50,6 +50,17 @@ def pool_connection_check(conn) -> None:
         ConnectionPool.check_connection(conn)
 
 
+# A pool waits ever longer between attempts to reconnect (1 s, doubling, until its reconnect_timeout): after a
+# restart longer than a few seconds a process could stay without connections, answering 503, for half a minute.
+# Attempts give up after POOL_RECONNECT_SECONDS instead, and pool_reconnect_again starts afresh at once.
+POOL_RECONNECT_SECONDS = 4.0
+
+
+def pool_reconnect_again(pool) -> None:
+    """The pool's reconnect_failed callback: grow it again now (check() starts a new attempt if none runs)."""
+    pool.check()
+
+
 def _server_spoke(conn) -> bool:
     """Whether an idle connection's socket has something to read (or is gone): the server ended it."""
     try:

@@ -56,12 +56,14 @@ def database_restart(run: FaultRun) -> dict:
     time.sleep(DOWN_SECONDS)
     back_at = time.time()
     run.servers.postgres.start()
+    recovering, recovered_at = web.until_answered(timeout=60)
     after = web.get_all(times=4)
     ended_at = run.wait_job_end()
     return {
         "down": back_at - stopped_at,
         "units": len(run.units()),
-        "web_during": during,
+        "web_recovered_after": recovered_at - back_at,
+        "web_during": during + recovering,
         "web_after": after,
         **_progress(run.units(), back_at, ended_at),
     }
@@ -122,10 +124,22 @@ class _Web:
                 answers.append((response.status_code, response.headers.get("retry-after")))
         return answers
 
+    def until_answered(self, *, timeout: float) -> tuple[list[tuple[int, str | None]], float]:
+        """Ask until both answer 200; the answers before that, and when that happened."""
+        answers, deadline = [], time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            latest = self.get_all(times=1)
+            if all(status == 200 for status, _ in latest):
+                return answers, time.time()
+            answers += latest
+            time.sleep(0.2)
+        raise AssertionError(f"the web processes still answer {answers[-2:]} {timeout:.0f} s after the restart")
+
 
 def _web(run: FaultRun) -> _Web:
     port = free_port()
-    gunicorn = [sys.executable, "-m", "gunicorn", "simia_web.wsgi", "-w", "2", "-b", f"127.0.0.1:{port}"]
+    gunicorn = [sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py", "simia_web.wsgi", "-w", "2"]
+    gunicorn += ["-b", f"127.0.0.1:{port}"]  # the production command: threads sharing a pool of connections
     server = subprocess.Popen([*gunicorn, "--log-level", "warning"], cwd=ROOT, env=run.env)
     run.others.append(server)
     url = f"http://127.0.0.1:{port}"
