@@ -123,13 +123,19 @@ elif os.environ.get("SIMIA_DB_POOL_SIZE"):
     # The pool looks at each connection it hands out (without a round trip unless the server has written to
     # it: simia_web.core.db), so that connections a restart ended are replaced instead of failing a query, and
     # tries to reconnect every few seconds while the server is away (not at ever longer intervals).
-    from simia_web.core.db import POOL_RECONNECT_SECONDS, pool_connection_check, pool_reconnect_again
+    from simia_web.core.db import (
+        POOL_RECONNECT_SECONDS,
+        POOL_WAIT_SECONDS,
+        pool_connection_check,
+        pool_reconnect_again,
+    )
 
     DATABASES["default"]["CONN_MAX_AGE"] = 0
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
         "min_size": 2,
         "max_size": int(os.environ["SIMIA_DB_POOL_SIZE"]),
         "check": pool_connection_check,
+        "timeout": POOL_WAIT_SECONDS,
         "reconnect_timeout": POOL_RECONNECT_SECONDS,
         "reconnect_failed": pool_reconnect_again,
     }

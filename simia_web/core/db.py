@@ -54,6 +54,9 @@ def pool_connection_check(conn) -> None:
 # restart longer than a few seconds a process could stay without connections, answering 503, for half a minute.
 # Attempts give up after POOL_RECONNECT_SECONDS instead, and pool_reconnect_again starts afresh at once.
 POOL_RECONNECT_SECONDS = 4.0
+# How long a thread waits for one of the pool's connections before its request fails (a web request then answers
+# 503 with Retry-After): psycopg's 30 s default kept a page hanging for half a minute during an outage.
+POOL_WAIT_SECONDS = 10.0
 
 
 def pool_reconnect_again(pool) -> None:
