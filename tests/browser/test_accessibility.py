@@ -8,11 +8,12 @@ import pytest
 from axe_playwright_python.sync_playwright import Axe
 from django.template.loader import render_to_string
 from django.utils import timezone
+from playwright.sync_api import expect
 
 from simia_web.catalog.models import Seed
 from simia_web.catalog.services import apis_store, domain_ensure, tasks_store
 from simia_web.curation.models import Trajectory
-from simia_web.curation.services import draft_save, review_decide
+from simia_web.curation.services import draft_save, review_decide, trajectory_edit
 from simia_web.exports.services import snapshot_create
 from simia_web.jobs.models import JobStatus, JobUnit, UnitStatus
 from simia_web.llm.models import LLMCall
@@ -159,8 +160,9 @@ def log_in(browser, base_url: str, username: str | None, **options):
 
 
 def blocking_violations(page) -> list[dict]:
-    """axe-core's serious and critical violations on the page as it stands, every <details> opened first so that
-    what a person can unfold is checked too."""
+    """axe-core's serious and critical violations on the page once htmx has drawn it, every <details> opened first
+    so that what a person can unfold is checked too."""
+    page.wait_for_function("() => !document.querySelector('.htmx-request')")  # a part loading (or polled) is in place
     page.evaluate("document.querySelectorAll('details').forEach((d) => { d.open = true; })")
     results = AXE.run(page).response
     return [v for v in results["violations"] if v["impact"] in BLOCKING]
@@ -182,7 +184,6 @@ def test_no_serious_or_critical_axe_violation_on_any_page(browser, live_server, 
     counts: dict[str, int] = {}
 
     def check(page, where: str) -> None:
-        page.wait_for_load_state("networkidle")
         violations = blocking_violations(page)
         counts[where] = sum(len(v["nodes"]) for v in violations)
         if violations:
@@ -255,6 +256,29 @@ def test_no_serious_or_critical_axe_violation_on_any_page(browser, live_server, 
     print("\nserious/critical axe nodes per page:\n" + "\n".join(f"{n:4d}  {where}" for where, n in counts.items()))
     print(f"total {sum(counts.values())} on {sum(1 for n in counts.values() if n)} of {len(counts)} pages")
     assert not found, "axe-core found serious or critical violations:\n" + describe(found)
+
+
+def test_job_status_is_announced_and_a_refused_decision_takes_the_focus(browser, live_server, users):
+    job = make_job()
+    JobUnit.objects.create(job=job, stage="rollout", key="u0")
+    page = log_in(browser, live_server.url, users["curator"].username)
+    page.goto(f"/jobs/{job.pk}/")
+    page.wait_for_load_state("load")  # htmx and the announcer are running
+    expect(page.locator("#status-announcer")).to_have_text("")
+    JobUnit.objects.filter(job=job).update(status=UnitStatus.DONE)
+    job.status = JobStatus.SUCCEEDED
+    job.save(update_fields=["status"])
+    expect(page.locator("#status-announcer")).to_have_text(f"Job {job.pk} succeeded", timeout=8000)
+
+    trajectory = make_trajectory(judge=verdict(passed=False))
+    page.goto(f"/trajectories/{trajectory.pk}/")
+    page.wait_for_load_state("load")
+    edited = [dict(m) for m in trajectory.messages]
+    edited[4]["content"] = "Someone else's fix."
+    trajectory_edit(trajectory=trajectory, editor=users["admin"], messages=edited, expected_version=1)
+    page.click("#accept-btn")
+    expect(page.locator("#conflict")).to_be_focused()
+    page.context.close()
 
 
 PHONE = {"viewport": {"width": 390, "height": 844}, "device_scale_factor": 1, "is_mobile": True, "has_touch": True}
