@@ -248,6 +248,8 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
     "SWAGGER_UI_DIST": "SIDECAR",  # Swagger UI from our static files: no CDN, works offline
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    # Deep links would put a link inside each operation's button: a control nested in a control (WCAG 4.1.2).
+    "SWAGGER_UI_SETTINGS": {"deepLinking": False},
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "simia_web.core.openapi.query_limits",

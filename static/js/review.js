@@ -29,6 +29,15 @@
       event.detail.isError = false;
     }
   });
+  // A refused decision replaces the card the focus was in: the focus goes to the reason it was refused.
+  document.addEventListener("htmx:afterSettle", function (event) {
+    if (!event.detail.target || event.detail.target.id !== "decision") return;
+    var card = document.getElementById("decision");
+    var reason = card && card.querySelector("[role=alert]");
+    if (!reason) return;
+    reason.setAttribute("tabindex", "-1");
+    reason.focus();
+  });
   function showWhyOff() {
     var reason = document.getElementById("disabled-reason");
     if (!reason) return;

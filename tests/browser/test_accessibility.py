@@ -1,0 +1,354 @@
+"""Accessibility in Chromium: axe-core (from the pinned `axe-playwright-python` package) finds no serious or
+critical violation on any page, as each role that can open it; and the queue, the trajectory page and the editor
+work at a phone's width (390 px) without sideways scrolling, their key buttons within reach."""
+
+from datetime import timedelta
+
+import pytest
+from axe_playwright_python.sync_playwright import Axe
+from django.template.loader import render_to_string
+from django.utils import timezone
+from playwright.sync_api import expect
+
+from simia_web.catalog.models import Seed
+from simia_web.catalog.services import apis_store, domain_ensure, tasks_store
+from simia_web.curation.models import Trajectory
+from simia_web.curation.services import draft_save, review_decide, trajectory_edit
+from simia_web.exports.services import snapshot_create
+from simia_web.jobs.models import JobStatus, JobUnit, UnitStatus
+from simia_web.llm.models import LLMCall
+from tests.conftest import PASSWORD
+from tests.pages.factories import make_job, make_trajectory, verdict
+
+pytestmark = pytest.mark.browser
+
+AXE = Axe()
+BLOCKING = {"serious", "critical"}
+
+# Every page, with the least role that opens it; a role below gets the 403 page, which is checked too.
+PAGES = {
+    "annotator": [
+        "/",
+        "/review/",
+        "/review/?status=all&sort=-score",
+        "/trajectories/{trajectory}/",
+        "/trajectories/{errored}/",
+        "/trajectories/{trajectory}/edit/",
+        "/agreement/",
+        "/jobs/",
+        "/jobs/{running_job}/",
+        "/jobs/{failed_job}/",
+        "/domains/",
+        "/domains/{domain}/",
+        "/apis/",
+        "/apis/{api}/",
+        "/tasks/",
+        "/tasks/{task}/",
+        "/seeds/",
+        "/seeds/{seed}/",
+        "/exports/",
+        "/exports/{snapshot}/",
+        "/api/docs/",
+        "/no-such-page/",
+    ],
+    "curator": ["/queue/synthesis/", "/queue/rollouts/", "/queue/amplify/", "/seeds/upload/"],
+    "admin": ["/llm/calls/{call}/"],
+}
+ROLES = ["annotator", "curator", "admin"]
+
+
+def pages_for(role: str) -> list[str]:
+    """The role's own pages and, for the pages of the roles above it, the 403 page they get instead."""
+    return [url for other in ROLES for url in PAGES[other]]
+
+
+def seed_everything(users) -> dict:
+    """One of each thing a page shows: a domain with APIs, tasks and a seed; trajectories judged, violating,
+    decided and errored; a running and a failed job with LLM calls; a snapshot that left a record out."""
+    domain = domain_ensure(name="shop", description="A small shop", policy="Be polite.\nConfirm first.")
+    apis = apis_store(
+        domain=domain,
+        apis=[
+            {
+                "name": "cancel_order",
+                "description": "Cancel an order",
+                "parameters": {"type": "object", "properties": {"order_id": {"type": "string"}}},
+                "kind": "write",
+                "touches": ["orders"],
+            },
+            {"name": "bad api", "description": "An invalid one", "parameters": {}},
+        ],
+        state_schema={"type": "object"},
+        initial_state={"orders": {"W1": {"status": "pending"}}},
+    )
+    tasks = tasks_store(
+        domain=domain,
+        tasks=[
+            {"instruction": "Cancel order W1.", "apis_needed": ["cancel_order"], "expected_outcome": "cancelled"},
+            {"instruction": "Use a ghost.", "apis_needed": ["ghost"]},
+        ],
+    )
+    running_job = make_job()
+    for i, status in enumerate([UnitStatus.DONE, UnitStatus.PENDING, UnitStatus.FAILED]):
+        JobUnit.objects.create(job=running_job, stage="rollout", key=f"u{i}", status=status)
+    failed_job = make_job(status=JobStatus.FAILED)
+    failed_job.error = "connection_error: could not reach the endpoint"
+    failed_job.save(update_fields=["error"])
+    call = LLMCall.objects.create(
+        stage="judge",
+        model="m",
+        request_hash="h",
+        request={"messages": [{"role": "user", "content": "hi"}]},
+        response={"choices": []},
+        job=failed_job,
+    )
+    LLMCall.objects.create(
+        stage="agent", model="m", request_hash="h2", request={}, job=failed_job, error_kind="timeout", error="slow"
+    )
+    trajectory = make_trajectory(
+        judge=verdict(passed=False, confidence=0.9), violations=["unknown_tool"], job=running_job, task=tasks[0]
+    )
+    accepted = make_trajectory(judge=verdict(passed=True))
+    review_decide(trajectory=accepted, reviewer=users["annotator"], decision="accept", expected_version=1)
+    rejected = make_trajectory(judge=verdict(passed=True, score=0.4))
+    review_decide(
+        trajectory=rejected, reviewer=users["curator"], decision="reject", expected_version=1, reason="rude"
+    )
+    broken = make_trajectory(judge=verdict())
+    messages = [dict(m) for m in broken.messages]
+    del messages[3]["tool_call_id"]  # the export's gate leaves it out
+    Trajectory.objects.filter(pk=broken.pk).update(messages=messages, status="accepted")
+    errored = make_trajectory(
+        messages=[{"role": "system", "content": "You are a retail agent."}, {"role": "user", "content": "Hello?"}],
+        termination_reason="llm_error",
+    )
+    for _ in range(3):
+        make_trajectory(judge=verdict(passed=True, score=0.7), domain="air")
+    draft_save(
+        trajectory=trajectory,
+        author=users["annotator"],
+        based_on_version=trajectory.version,
+        fields={"content-4": ["a draft"]},
+    )
+    seed = Seed.objects.create(domain=domain, source_format="openai", messages=trajectory.messages, content_hash="s")
+    snapshot = snapshot_create(format="openai", filters={"status": "accepted"})
+    return {
+        "trajectory": trajectory.pk,
+        "errored": errored.pk,
+        "running_job": running_job.pk,
+        "failed_job": failed_job.pk,
+        "domain": domain.name,
+        "api": apis[0].pk,
+        "task": tasks[0].pk,
+        "seed": seed.pk,
+        "snapshot": snapshot.pk,
+        "call": call.pk,
+    }
+
+
+def log_in(browser, base_url: str, username: str | None, **options):
+    context = browser.new_context(base_url=base_url, **options)
+    context.set_default_timeout(15_000)
+    page = context.new_page()
+    if username:
+        page.goto("/accounts/login/")
+        page.fill("input[name=username]", username)
+        page.fill("input[name=password]", PASSWORD)
+        page.click("button[type=submit]")
+        page.wait_for_url("**/")
+    return page
+
+
+def blocking_violations(page) -> list[dict]:
+    """axe-core's serious and critical violations on the page once htmx has drawn it, every <details> opened first
+    so that what a person can unfold is checked too."""
+    page.wait_for_function("() => !document.querySelector('.htmx-request')")  # a part loading (or polled) is in place
+    page.evaluate("document.querySelectorAll('details').forEach((d) => { d.open = true; })")
+    results = AXE.run(page).response
+    return [v for v in results["violations"] if v["impact"] in BLOCKING]
+
+
+def describe(found: dict[str, list[dict]]) -> str:
+    lines = []
+    for where, violations in found.items():
+        for v in violations:
+            lines.append(f"{where}: {v['id']} ({v['impact']}, {len(v['nodes'])} nodes): {v['help']}")
+            for node in v["nodes"][:5]:
+                lines.append(f"    {', '.join(map(str, node['target']))}: {node.get('failureSummary', '')}")
+    return "\n".join(lines)
+
+
+def test_no_serious_or_critical_axe_violation_on_any_page(browser, live_server, users, eager):
+    ids = seed_everything(users)
+    found: dict[str, list[dict]] = {}
+    counts: dict[str, int] = {}
+
+    def check(page, where: str) -> None:
+        violations = blocking_violations(page)
+        counts[where] = sum(len(v["nodes"]) for v in violations)
+        if violations:
+            found[where] = violations
+
+    anonymous = log_in(browser, live_server.url, None)
+    anonymous.goto("/accounts/login/")
+    check(anonymous, "anonymous /accounts/login/")
+    anonymous.fill("input[name=username]", "nobody")
+    anonymous.fill("input[name=password]", "wrong")
+    anonymous.click("button[type=submit]")
+    check(anonymous, "anonymous /accounts/login/ (refused)")
+    # The 500 page is static HTML (no context): served as it renders, under the live server's static files.
+    anonymous.route("**/server-error/", lambda route: route.fulfill(body=render_to_string("500.html"), status=500))
+    anonymous.goto("/server-error/")
+    check(anonymous, "anonymous 500 page")
+    anonymous.context.close()
+
+    for role in ROLES:
+        page = log_in(browser, live_server.url, users[role].username)
+        for url in pages_for(role):
+            url = url.format(**ids)
+            response = page.goto(url)
+            assert response.status in (200, 403, 404), (role, url, response.status)
+            if url == "/api/docs/":
+                page.wait_for_selector(".swagger-ui .opblock")  # Swagger UI has drawn the operations
+            check(page, f"{role} {url}")
+        page.context.close()
+
+    # States a person reaches by acting: the review stream, a decision's notice, an item someone else holds,
+    # the keyboard help, a refused upload and the bulk confirmation.
+    page = log_in(browser, live_server.url, users["annotator"].username)
+    page.goto("/review/")
+    page.click("#start-reviewing")
+    page.wait_for_selector("#stream-bar")
+    check(page, "annotator trajectory in the review stream")
+    page.keyboard.press("a")
+    page.wait_for_selector(".toast")
+    check(page, "annotator trajectory after a decision (notice with Undo)")
+    page.keyboard.press("?")
+    page.wait_for_selector("dialog#help[open]")
+    check(page, "annotator keyboard help")
+    page.context.close()
+
+    held = Trajectory.objects.filter(status="judged_pass", domain__name="air").first()
+    Trajectory.objects.filter(pk=held.pk).update(
+        reserved_by=users["admin"], reserved_until=timezone.now() + timedelta(hours=1)
+    )
+    page = log_in(browser, live_server.url, users["curator"].username)
+    page.goto(f"/trajectories/{held.pk}/")
+    check(page, "curator trajectory held by someone else")
+    page.goto(f"/trajectories/{held.pk}/edit/")
+    check(page, "curator editor of an item held by someone else")
+    page.goto("/seeds/upload/")
+    bad_file = {"name": "bad.jsonl", "mimeType": "application/json", "buffer": b'{"x": 1}\n'}
+    page.set_input_files("input[name=file]", bad_file)
+    page.select_option("select[name=format]", "openai")
+    page.click("#upload-btn")
+    page.wait_for_selector("#upload-errors")
+    check(page, "curator seed upload refused")
+    page.goto("/review/?status=all")
+    page.select_option("#bulk-action", "reject")
+    page.select_option("#bulk-scope", "all")
+    page.fill(".bulkbar input[name=reason]", "off-policy")
+    page.click(".bulkbar button[type=submit]")
+    page.wait_for_selector("#bulk-confirm")
+    check(page, "curator bulk confirmation")
+    page.context.close()
+
+    print("\nserious/critical axe nodes per page:\n" + "\n".join(f"{n:4d}  {where}" for where, n in counts.items()))
+    print(f"total {sum(counts.values())} on {sum(1 for n in counts.values() if n)} of {len(counts)} pages")
+    assert not found, "axe-core found serious or critical violations:\n" + describe(found)
+
+
+def test_job_status_is_announced_and_a_refused_decision_takes_the_focus(browser, live_server, users):
+    job = make_job()
+    JobUnit.objects.create(job=job, stage="rollout", key="u0")
+    page = log_in(browser, live_server.url, users["curator"].username)
+    page.goto(f"/jobs/{job.pk}/")
+    page.wait_for_load_state("load")  # htmx and the announcer are running
+    expect(page.locator("#status-announcer")).to_have_text("")
+    JobUnit.objects.filter(job=job).update(status=UnitStatus.DONE)
+    job.status = JobStatus.SUCCEEDED
+    job.save(update_fields=["status"])
+    expect(page.locator("#status-announcer")).to_have_text(f"Job {job.pk} succeeded", timeout=8000)
+
+    trajectory = make_trajectory(judge=verdict(passed=False))
+    page.goto(f"/trajectories/{trajectory.pk}/")
+    page.wait_for_load_state("load")
+    edited = [dict(m) for m in trajectory.messages]
+    edited[4]["content"] = "Someone else's fix."
+    trajectory_edit(trajectory=trajectory, editor=users["admin"], messages=edited, expected_version=1)
+    page.click("#accept-btn")
+    expect(page.locator("#conflict")).to_be_focused()
+    page.context.close()
+
+
+PHONE = {"viewport": {"width": 390, "height": 844}, "device_scale_factor": 1, "is_mobile": True, "has_touch": True}
+
+
+def fits_the_width(page) -> None:
+    width = page.evaluate("[document.documentElement.scrollWidth, document.documentElement.clientWidth]")
+    assert width[0] <= width[1], f"{page.url} scrolls sideways: {width[0]} px of content in {width[1]} px"
+
+
+def within_reach(page, selector: str) -> None:
+    """The control, once scrolled to, is wholly inside the viewport and nothing (a sticky bar) covers it."""
+    control = page.locator(selector).first
+    control.scroll_into_view_if_needed()
+    box = control.bounding_box()
+    assert box is not None, f"{selector} is not shown"
+    viewport = page.viewport_size
+    assert box["x"] >= 0 and box["x"] + box["width"] <= viewport["width"], (selector, box)
+    assert box["y"] >= 0 and box["y"] + box["height"] <= viewport["height"], (selector, box)
+    centre = (box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    assert control.evaluate("(el, [x, y]) => el.contains(document.elementFromPoint(x, y))", centre), (
+        f"{selector} is covered"
+    )
+
+
+def test_queue_trajectory_and_editor_at_390px(browser, live_server, users, eager, tmp_path_factory):
+    shots = tmp_path_factory.mktemp("phone")
+    ids = seed_everything(users)
+    trajectory = Trajectory.objects.get(pk=ids["trajectory"])
+    long_words = "a_very_long_identifier_without_any_break_" * 4
+    messages = [dict(m) for m in trajectory.messages]
+    messages[4]["content"] = f"Order W1 is cancelled. Reference {long_words}."
+    Trajectory.objects.filter(pk=trajectory.pk).update(messages=messages, preview=f"Cancel {long_words}")
+    page = log_in(browser, live_server.url, users["curator"].username, **PHONE)
+
+    page.goto("/review/?status=all")
+    fits_the_width(page)
+    for control in ("#start-reviewing", "#queue-filters button[type=submit]", ".bulkbar button[type=submit]"):
+        within_reach(page, control)
+    box = page.locator("#queue-table").locator("xpath=..")
+    assert box.evaluate("b => b.scrollWidth > b.clientWidth"), "the queue's table scrolls in its own box"
+    assert box.get_attribute("tabindex") == "0" and box.get_attribute("role") == "region"  # and takes the keys
+    page.screenshot(path=str(shots / "queue.png"), full_page=True)
+    found = {"queue": blocking_violations(page)}
+
+    page.goto(f"/trajectories/{trajectory.pk}/")
+    fits_the_width(page)
+    conversation = page.locator(".conversation").bounding_box()
+    sidebar = page.locator(".sidebar").bounding_box()
+    assert sidebar["y"] >= conversation["y"] + conversation["height"], "the sidebar covers the conversation"
+    for control in ("#accept-btn", "#decide-reject button", "#edit-link", "#judge-again button"):
+        within_reach(page, control)
+    page.screenshot(path=str(shots / "trajectory.png"), full_page=True)
+    found["trajectory"] = blocking_violations(page)
+
+    page.goto(f"/trajectories/{trajectory.pk}/edit/")
+    fits_the_width(page)
+    for control in ("#save-fix", "#save-edit", "#editor-back", "[data-add-message]"):
+        within_reach(page, control)
+    for control in ("[data-move='-1']", "[data-move='1']", "[data-insert]", "[data-remove]", "[data-remove-call]"):
+        within_reach(page, f".edit-msg:nth-child(3) {control}")
+    page.screenshot(path=str(shots / "editor.png"), full_page=True)
+    found["editor"] = blocking_violations(page)
+    found = {where: violations for where, violations in found.items() if violations}
+    assert not found, "axe-core found serious or critical violations at 390 px:\n" + describe(found)
+
+    for url in pages_for("curator"):
+        page.goto(url.format(**ids))
+        if url == "/api/docs/":
+            page.wait_for_selector(".swagger-ui .opblock")
+        fits_the_width(page)
+    print(f"\nscreenshots at 390 px: {shots}")
+    page.context.close()
