@@ -25,6 +25,7 @@ from .models import FileKind
 
 matplotlib.use("Agg")  # files only, no display; before pyplot is imported
 from matplotlib import pyplot  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 CARD = "README.md"
 AGREEMENT_DOMAINS = 20  # the domain-wide agreement is read for the largest domains of the snapshot, up to this many
@@ -56,12 +57,19 @@ def _share(part: int, whole: int) -> str:
     return f"{part / whole:.1%}" if whole else "—"
 
 
-def _counted(counter: Counter, names: dict | None = None, *, limit: int = LISTED) -> str:
-    rows = [[(names or {}).get(key, key), n, _share(n, sum(counter.values()))] for key, n in counter.most_common(limit)]
-    rest = counter.most_common()[limit:]
+def _counted(counter: Counter, names: dict | None = None, *, shares: bool = True) -> str:
+    """A table of records per key, the most first; with `shares` when each record counts under one key only."""
+    rows = [[(names or {}).get(key, key), n] for key, n in counter.most_common(LISTED)]
+    rest = counter.most_common()[LISTED:]
     if rest:
-        rows.append([f"{len(rest)} more", sum(n for _, n in rest), _share(sum(n for _, n in rest), counter.total())])
-    return _table(["", "records", "share"], rows) if rows else "None."
+        rows.append([f"{len(rest)} more", sum(n for _, n in rest)])
+    if shares:
+        rows = [[*row, _share(row[1], counter.total())] for row in rows]
+    return _table(["", "records", *(["share"] if shares else [])], rows) if rows else "None."
+
+
+def _records(n: int) -> str:
+    return f"{n} record{'' if n == 1 else 's'}"
 
 
 def size_category(count: int) -> str:
@@ -81,6 +89,8 @@ def _plot(distribution: Distribution, title: str, unit: str) -> bytes | None:
         axes.set_title(title)
         axes.set_xlabel(unit)
         axes.set_ylabel("records")
+        axes.xaxis.set_major_locator(MaxNLocator(integer=True))
+        axes.yaxis.set_major_locator(MaxNLocator(integer=True))
         figure.tight_layout()
         png = io.BytesIO()
         figure.savefig(png, format="png")
@@ -241,7 +251,7 @@ def _humans(facts: DatasetFacts, domains: dict) -> list[str]:
 def _left_out(facts: DatasetFacts, card: CardInput) -> list[str]:
     lines = [
         "## Left out",
-        f"{card.refused} records matched the filters but failed the export gate (the strict conversation check or "
+        f"{_records(card.refused)} matched the filters but failed the export gate (the strict conversation check or "
         f"the {card.format} format's validator) and are not in the data.",
     ]
     if card.refusal_reasons:
@@ -263,9 +273,12 @@ def _fidelity(facts: DatasetFacts) -> list[str]:
 
 def _provenance(facts: DatasetFacts) -> list[str]:
     lines = ["## How it was made", "From the records' provenance (records naming each):"]
-    for title, counter in (("Models", facts.models), ("Endpoint profiles", facts.profiles)):
-        lines += [f"### {title}", _counted(counter)]
-    lines += ["### Prompt versions", _counted(facts.prompt_versions)]
+    for title, counter in (
+        ("Models", facts.models),
+        ("Endpoint profiles", facts.profiles),
+        ("Prompt versions", facts.prompt_versions),
+    ):
+        lines += [f"### {title}", _counted(counter, shares=False)]
     calls = facts.calls
     lines.append("### LLM calls")
     if calls.rows:
@@ -284,7 +297,8 @@ def _provenance(facts: DatasetFacts) -> list[str]:
 
 
 def _seeds(facts: DatasetFacts) -> list[str]:
-    lines = ["## Seeds", f"{facts.seeds.total()} records grew from {len(facts.seeds)} seeds."]
+    seeds = len(facts.seeds)
+    lines = ["## Seeds", f"{_records(facts.seeds.total())} grew from {seeds} seed{'' if seeds == 1 else 's'}."]
     if facts.seeds:
         top = facts.seeds.most_common(LISTED)
         seeds = Seed.objects.in_bulk([seed_id for seed_id, _ in top])
