@@ -2,15 +2,16 @@
 
 Creates N accepted trajectories (bulk_create) in a domain of their own, each with the review that accepted it and
 a judge verdict (what its manifest line names), exports them with the same service the snapshot jobs use (data,
-manifest and report), and compares with dumping the same rows' JSON through PostgreSQL COPY. Each export runs in
-a fresh child process so its peak RSS is its own.
+manifest, dataset card and report), and compares with dumping the same rows' JSON through PostgreSQL COPY. Each
+export runs in a fresh child process so its peak RSS is its own. The dataset card's build (its plots and the reads
+it makes besides the records) is timed on its own; Parquet's shards are listed with their sizes.
 
 The gate (the strict normaliser over each record's messages and tools, then the format's validator) is measured
 twice: the export again with the gate's functions replaced by pass-throughs in the child process (the same
 conversion, manifest and files), and the gate's own CPU time over the same conversations in this process, which
 does not move with the load of a shared machine. Both are printed per 100k records.
 
-    DATABASE_URL=postgres://... python bench/export_throughput.py [--rows 100000] [--format openai]
+    DATABASE_URL=postgres://... python bench/export_throughput.py [--rows 100000] [--format FORMAT]
 
 The rows are deleted at the end unless --keep is given.
 """
@@ -154,23 +155,46 @@ def _peak_rss_kb() -> int:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
+def _card_timed() -> dict:
+    """In the child process: the card writer, timed (what it adds to a snapshot's build)."""
+    from simia_web.exports import services
+
+    timing = {"card_seconds": 0.0}
+    card_write = services.card_write
+
+    def timed(*args, **kwargs):
+        started = time.perf_counter()
+        try:
+            return card_write(*args, **kwargs)
+        finally:
+            timing["card_seconds"] += time.perf_counter() - started
+
+    services.card_write = timed
+    return timing
+
+
 def export_child(fmt: str, output: str, gate: bool) -> dict:
-    """Runs in the child process: the export alone, with its own peak RSS."""
+    """Runs in the child process: the export (with its dataset card, as a snapshot has), with its own peak RSS."""
     from simia_web.exports.selectors import export_filters_clean
-    from simia_web.exports.services import export_write
+    from simia_web.exports.services import ExportOptions, export_write
 
     if not gate:
         _gate_off()
+    timing = _card_timed()
     started, cpu_started = time.perf_counter(), time.process_time()
-    result = export_write(format=fmt, filters=export_filters_clean({"domain": DOMAIN}), path=Path(output))
+    result = export_write(
+        format=fmt, filters=export_filters_clean({"domain": DOMAIN}), path=Path(output), options=ExportOptions()
+    )
     seconds, cpu_seconds = time.perf_counter() - started, time.process_time() - cpu_started
     peak_kb = _peak_rss_kb()
     return {
         "rows": result.stats.count,
         "refused": result.stats.refused_count,
-        "seconds": seconds,
+        "seconds": seconds - timing["card_seconds"],
         "cpu_seconds": cpu_seconds,
+        "card_seconds": timing["card_seconds"],
         "bytes": result.bytes,
+        "shards": [f.bytes for f in result.data_files],
         "manifest_bytes": result.file("manifest").bytes,
         "peak_rss_mb": peak_kb / 1024,
     }
@@ -180,8 +204,14 @@ def gate_cpu_seconds(fmt: str, n: int) -> tuple[float, float]:
     """CPU seconds of converting n conversations without and with the gate (in this process, no database)."""
     from simia_web.formats.conversation import messages_strict, tools_list
     from simia_web.formats.openai import canonical_to_openai, openai_problems
+    from simia_web.formats.parquet import parquet_row
     from simia_web.formats.sharegpt import canonical_to_sharegpt, sharegpt_problems, sharegpt_repair
     from simia_web.formats.tau2 import tau2_simulation, tau2_simulation_problems
+
+    def parquet(messages, tools):  # the row is built from the OpenAI record, which the gate checks
+        record = canonical_to_openai(messages, tools)
+        parquet_row(record, {})
+        return record
 
     def tau2(messages, tools):
         row = {"id": 1, "messages": messages, "steps": {}, "created_at": None, "judge_score": 0.9, "reward": None}
@@ -193,6 +223,7 @@ def gate_cpu_seconds(fmt: str, n: int) -> tuple[float, float]:
         "openai": (canonical_to_openai, openai_problems),
         "sharegpt": (lambda m, t: sharegpt_repair(canonical_to_sharegpt(m, t))[0], sharegpt_problems),
         "tau2": (tau2, tau2_simulation_problems),
+        "parquet": (parquet, openai_problems),
     }[fmt]
     conversations = [_conversation(i) for i in range(n)]
     started = time.process_time()
@@ -234,7 +265,7 @@ def _export(fmt: str, output: Path, gate: bool) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=100_000)
-    parser.add_argument("--format", default="openai", choices=["openai", "sharegpt", "tau2"])
+    parser.add_argument("--format", default="openai", choices=["openai", "sharegpt", "tau2", "parquet"])
     parser.add_argument("--keep", action="store_true", help="Keep the benchmark rows afterwards.")
     parser.add_argument("--reuse", action="store_true", help="Export rows left by an earlier --keep run.")
     parser.add_argument("--child", help=argparse.SUPPRESS)  # internal: run the export and print JSON
@@ -289,6 +320,11 @@ def main() -> None:
         f"  the gate's CPU (strict normaliser + {args.format} validator, {sample} records in-process): "
         f"{(gated_cpu - plain_cpu) * 100_000 / sample:.2f}s per 100k records "
         f"(conversion alone {plain_cpu * 100_000 / sample:.2f}s, with the gate {gated_cpu * 100_000 / sample:.2f}s)"
+    )
+    shards = export["shards"]
+    print(
+        f"  the dataset card: built in {export['card_seconds']:.2f}s (not in the export's time above); "
+        f"{len(shards)} data file(s) of {', '.join(f'{size / 1e6:.1f}' for size in shards)} MB"
     )
     print(
         f"COPY json:   {copy['rows']} rows in {copy['seconds']:.2f}s = {copy_rate:,.0f} rows/s, "

@@ -174,6 +174,17 @@ STORAGES = {
 }
 MEDIA_ROOT = Path(os.environ.get("SIMIA_MEDIA_ROOT", VAR_DIR / "media"))
 EXPORTS_DIR = Path(os.environ.get("SIMIA_EXPORTS_DIR", MEDIA_ROOT / "exports"))
+# Parquet snapshots: a shard ends at whichever limit it reaches first (rows, or bytes at a row-group boundary).
+EXPORT_SHARD_ROWS = int(os.environ.get("SIMIA_EXPORT_SHARD_ROWS", "100000"))
+EXPORT_SHARD_BYTES = int(os.environ.get("SIMIA_EXPORT_SHARD_BYTES", str(256 * 1024 * 1024)))
+# The dataset card: its `license` (a Hugging Face license id) and, to count tokens, a tokenizer.json (the
+# `tokenizers` format of the model to be trained); without one the card counts characters.
+DATASET_CARD_LICENSE = os.environ.get("SIMIA_DATASET_LICENSE", "unknown")
+DATASET_CARD_TOKENIZER = os.environ.get("SIMIA_CARD_TOKENIZER", "")
+# Publishing snapshots to the Hugging Face Hub (optional): a token, the dataset repo and the Hub's address.
+HF_TOKEN = os.environ.get("HF_TOKEN", "")
+HF_DATASET_REPO = os.environ.get("SIMIA_HF_DATASET_REPO", "")
+HF_ENDPOINT = os.environ.get("HF_ENDPOINT", "https://huggingface.co")
 
 SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_HTTPONLY = False  # htmx reads the token from the page, not the cookie

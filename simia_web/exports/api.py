@@ -1,6 +1,7 @@
 """REST endpoints of dataset snapshots: request one (a job builds it), inspect it, download it."""
 
 import base64
+from pathlib import Path
 
 from django.core.exceptions import ValidationError
 from django.http import FileResponse
@@ -16,15 +17,23 @@ from simia_web.jobs.api import drf_validation_error
 
 from .formats import CONTENT_TYPES
 from .models import ExportFormat, FileKind, Snapshot
-from .selectors import snapshot_list
-from .services import snapshot_create, snapshot_path
+from .selectors import snapshot_download_path, snapshot_list
+from .services import snapshot_create, snapshot_named_path
 
 FILE_KINDS_HELP = (
-    "data (the records, in the format's layout), manifest (JSONL, one line per record in the data's order: "
-    "trajectory_id, version, decision_id, decided_by, judge verdict and score, sha256 of the record's bytes), "
-    "report (JSON: counts, records left out by reason with examples, the data's and the manifest's sha256)."
+    "data (the records, in the format's layout; Parquet's are shards `data/train-00000-of-00002.parquet`), manifest "
+    "(JSONL, one line per record in the data's order: trajectory_id, version, decision_id, decided_by, judge verdict "
+    "and score, sha256 of the record's bytes), card (the Hugging Face dataset card README.md: counts by domain, API "
+    "and status, turns, tool calls and length, judge pass rates, agreement with people, what was left out, models, "
+    "prompt versions, endpoint profiles and seeds), image (the card's plots, PNG), report (JSON: counts, records "
+    "left out by reason with examples, every other file's sha256)."
 )
-FILE_CONTENT_TYPES = {FileKind.MANIFEST: "application/jsonl", FileKind.REPORT: "application/json"}
+FILE_CONTENT_TYPES = {
+    FileKind.MANIFEST: "application/jsonl",
+    FileKind.REPORT: "application/json",
+    FileKind.CARD: "text/markdown; charset=utf-8",
+    FileKind.IMAGE: "image/png",
+}
 
 
 class SnapshotFileSerializer(serializers.Serializer):
@@ -35,9 +44,31 @@ class SnapshotFileSerializer(serializers.Serializer):
     download_url = serializers.CharField()
 
 
-def _download_path(snapshot: Snapshot, kind: str) -> str:
-    path = f"/api/v1/snapshots/{snapshot.pk}/download/"
-    return path if kind == FileKind.DATA else f"{path}?file={kind}"
+class SnapshotHubSerializer(serializers.Serializer):
+    status = serializers.ChoiceField(choices=["pushed", "skipped", "failed"])
+    detail = serializers.CharField()
+    repo = serializers.CharField()
+    url = serializers.CharField(help_text="The Hub commit, when pushed.")
+    at = serializers.DateTimeField()
+
+
+class SnapshotOptionsSerializer(serializers.Serializer):
+    shard_rows = serializers.IntegerField(
+        required=False, min_value=1, help_text="Parquet: rows per shard at most (default SIMIA_EXPORT_SHARD_ROWS)."
+    )
+    shard_bytes = serializers.IntegerField(
+        required=False,
+        min_value=1024 * 1024,
+        help_text="Parquet: a shard ends at the first row group past this size (default SIMIA_EXPORT_SHARD_BYTES).",
+    )
+    push_to_hub = serializers.BooleanField(
+        required=False,
+        help_text="After the build, push the files to a Hugging Face dataset repo (needs HF_TOKEN; skipped with a "
+        "reason in `hub` otherwise).",
+    )
+    hub_repo = serializers.CharField(
+        required=False, help_text='The dataset repo, "owner/name" (default SIMIA_HF_DATASET_REPO).'
+    )
 
 
 class SnapshotSerializer(serializers.ModelSerializer):
@@ -54,6 +85,8 @@ class SnapshotSerializer(serializers.ModelSerializer):
     refusals = serializers.ListField(
         read_only=True, help_text="The first 1000 records left out: [{trajectory, reasons}]."
     )
+    options = SnapshotOptionsSerializer(read_only=True)
+    hub = serializers.SerializerMethodField()
 
     class Meta:
         model = Snapshot
@@ -61,6 +94,7 @@ class SnapshotSerializer(serializers.ModelSerializer):
             "id",
             "format",
             "filters",
+            "options",
             "status",
             "job",
             "count",
@@ -76,28 +110,38 @@ class SnapshotSerializer(serializers.ModelSerializer):
             "built_at",
             "download_url",
             "files",
+            "hub",
         ]
 
     def _url(self, path: str) -> str:
         request = self.context.get("request")
         return request.build_absolute_uri(path) if request else path
 
+    @extend_schema_field(serializers.CharField(allow_null=True))
     def get_download_url(self, snapshot) -> str | None:
-        return self._url(_download_path(snapshot, FileKind.DATA)) if snapshot.is_built else None
+        """The data file; null while not built and for Parquet, whose shards are in `files`."""
+        data = [entry for entry in snapshot.files if entry["kind"] == FileKind.DATA] if snapshot.is_built else []
+        return self._url(snapshot_download_path(snapshot, data[0])) if len(data) == 1 else None
 
     @extend_schema_field(SnapshotFileSerializer(many=True))
     def get_files(self, snapshot) -> list[dict]:
-        """The data, the manifest and the report, each with its size, sha256 and where to download it."""
+        """The data (one entry per shard), the manifest, the card and its plots, and the report, each with its
+        size, sha256 and where to download it."""
         return [
             {
                 "name": entry["name"],
                 "kind": entry["kind"],
                 "bytes": entry["bytes"],
                 "sha256": entry["sha256"],
-                "download_url": self._url(_download_path(snapshot, entry["kind"])),
+                "download_url": self._url(snapshot_download_path(snapshot, entry)),
             }
             for entry in (snapshot.files if snapshot.is_built else [])
         ]
+
+    @extend_schema_field(SnapshotHubSerializer(allow_null=True))
+    def get_hub(self, snapshot) -> dict | None:
+        """Where the files were published, when `push_to_hub` was asked: pushed, skipped or failed, and why."""
+        return snapshot.hub or None
 
 
 class SnapshotCreateSerializer(serializers.Serializer):
@@ -105,7 +149,9 @@ class SnapshotCreateSerializer(serializers.Serializer):
         choices=ExportFormat.choices,
         help_text="openai: JSONL of {messages, tools}. sharegpt: a zip of data.jsonl, dataset_info.json and "
         "manifest.jsonl (unzip and pass the folder to LLaMA-Factory as dataset_dir). tau2: one JSON {tasks, "
-        "simulations}. Every snapshot also has a manifest and a report (see `files`).",
+        "simulations}. parquet: shards data/train-NNNNN-of-NNNNN.parquet with messages and tools as nested columns "
+        "(datasets.load_dataset('parquet', data_files=...)). Every snapshot also has a manifest, a dataset card "
+        "(README.md with plots) and a report (see `files`).",
     )
     filters = serializers.DictField(
         required=False,
@@ -113,6 +159,7 @@ class SnapshotCreateSerializer(serializers.Serializer):
         help_text="Trajectory filters as in GET /trajectories/ (domain, job, status, kind, judge_passed, "
         "min_score, max_score, violation, q). The status defaults to accepted; `all` takes every status.",
     )
+    options = SnapshotOptionsSerializer(required=False)
 
 
 class SnapshotViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
@@ -129,7 +176,10 @@ class SnapshotViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         form.is_valid(raise_exception=True)
         try:
             snapshot = snapshot_create(
-                format=form.validated_data["format"], filters=form.validated_data["filters"], actor=request.user
+                format=form.validated_data["format"],
+                filters=form.validated_data["filters"],
+                options=form.validated_data.get("options"),
+                actor=request.user,
             )
         except ValidationError as exc:
             raise drf_validation_error(exc) from None
@@ -139,35 +189,54 @@ class SnapshotViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         parameters=[
             OpenApiParameter(
                 "file", enum=FileKind.values, default=FileKind.DATA, description="Which file: " + FILE_KINDS_HELP
-            )
+            ),
+            OpenApiParameter(
+                "name",
+                str,
+                description="A file by its name in `files` (`data/train-00000-of-00002.parquet`, `images/turns.png`); "
+                "takes precedence over `file`.",
+            ),
         ],
         responses={
             (200, "application/octet-stream"): OpenApiResponse(
                 OpenApiTypes.BINARY, description="The file; its sha256 is in the X-Checksum-SHA256 header."
             ),
-            400: OpenApiResponse(ErrorSerializer, description="No such file kind."),
-            404: OpenApiResponse(ErrorSerializer, description="The snapshot was built before it had this file."),
+            400: OpenApiResponse(
+                ErrorSerializer, description="No such file kind, or the kind has several files (name one)."
+            ),
+            404: OpenApiResponse(
+                ErrorSerializer, description="No such file (or the snapshot was built before it had this file)."
+            ),
             409: OpenApiResponse(ErrorSerializer, description="Not built (yet), or the build failed."),
         },
     )
     @action(detail=True, methods=["get"], filter_backends=[])
     def download(self, request, pk=None):
         snapshot = self.get_object()
-        kind = request.query_params.get("file", FileKind.DATA)
-        if kind not in FileKind.values:
+        name, kind = request.query_params.get("name"), request.query_params.get("file", FileKind.DATA)
+        if name is None and kind not in FileKind.values:
             return Response({"detail": f"file: choose one of {', '.join(FileKind.values)}"}, status=400)
         if not snapshot.is_built:
             body = {"detail": f"Snapshot {snapshot.pk} is not built ({snapshot.job.status})."}
             return Response(body, status=status.HTTP_409_CONFLICT)
-        entry, path = snapshot.file_entry(kind), snapshot_path(snapshot, kind)
-        if entry is None or path is None or not path.is_file():
-            body = {"detail": f"Snapshot {snapshot.pk} has no {kind} file (built before snapshots had one)."}
+        if name is None:
+            entries = [entry for entry in snapshot.files if entry["kind"] == kind]
+            if len(entries) > 1:
+                names = ", ".join(entry["name"] for entry in entries[:3])
+                body = {"detail": f"Snapshot {snapshot.pk} has {len(entries)} {kind} files ({names}…): name one."}
+                return Response(body, status=status.HTTP_400_BAD_REQUEST)
+            name = entries[0]["name"] if entries else None
+        found = snapshot_named_path(snapshot, name) if name is not None else None
+        if found is None or not found[1].is_file():
+            body = {"detail": f"Snapshot {snapshot.pk} has no {name or kind} file."}
             return Response(body, status=status.HTTP_404_NOT_FOUND)
+        entry, path = found
+        content_type = CONTENT_TYPES[snapshot.format] if entry["kind"] == FileKind.DATA else None
         response = FileResponse(
             open(path, "rb"),  # noqa: SIM115 (FileResponse streams and closes it)
             as_attachment=True,
-            filename=entry["name"],
-            content_type=CONTENT_TYPES[snapshot.format] if kind == FileKind.DATA else FILE_CONTENT_TYPES[kind],
+            filename=Path(entry["name"]).name,
+            content_type=content_type or FILE_CONTENT_TYPES[entry["kind"]],
         )
         response["X-Checksum-SHA256"] = entry["sha256"]
         response["Repr-Digest"] = f"sha-256=:{base64.b64encode(bytes.fromhex(entry['sha256'])).decode()}:"

@@ -20,6 +20,13 @@ File layout per format (the data file; the manifest and the report sit beside it
   `manifest.jsonl`, so the unzipped folder is LLaMA-Factory's `dataset_dir` and carries its provenance.
 - tau2: one JSON document `{"timestamp", "info", "tasks": [...], "simulations": [...]}` in the layout of
   τ²-bench results files; a simulation's id is `simia-<trajectory id>`, entry n of the manifest is simulation n.
+- parquet: shards `data/train-00000-of-00003.parquet` (formats.parquet's columns: the OpenAI record's messages and
+  tools nested, beside the columns a training team filters on), written a row group at a time; entry n of the
+  manifest is row n of the shards read in name order (as `datasets` reads them), and its sha256 is that of the
+  row's compact JSON in the schema's column order (pyarrow's `to_pylist()` of the row, dumped again, gives it).
+
+Every record written is also handed to the dataset card's facts (ExportStats.written), so the card's numbers
+are the data's.
 """
 
 import hashlib
@@ -33,12 +40,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import orjson
+import pyarrow as pa
+import pyarrow.parquet as pq
 from django.utils import timezone
 
 from simia_web.catalog.models import Domain, Task
 from simia_web.formats import FormatError
 from simia_web.formats.conversation import messages_strict, tools_list
 from simia_web.formats.openai import canonical_to_openai, openai_problems
+from simia_web.formats.parquet import SCHEMA, parquet_row
 from simia_web.formats.sharegpt import canonical_to_sharegpt, sharegpt_dataset_info, sharegpt_problems, sharegpt_repair
 from simia_web.formats.tau2 import (
     tau2_simulation,
@@ -49,6 +59,8 @@ from simia_web.formats.tau2 import (
     tau2_task_problems,
 )
 
+from .card_facts import DatasetFacts
+from .files import Shards
 from .selectors import export_rows
 
 CHUNK_SIZE = 500
@@ -65,10 +77,17 @@ ROW_FIELDS = (
     "version",
     "decision",
     "verdict",
+    "kind",
+    "seed_id",
+    "job_id",
+    "provenance",
+    "termination_reason",
+    "reward",
+    "model",
 )
 TASK_FIELDS = ("id", "domain_id", "external_id", "instruction", "user_scenario", "expected_outcome", "expected_actions")
 SEEDLESS_TASK_FIELDS = ("id", "domain_id", "messages")
-SIMULATION_FIELDS = (*ROW_FIELDS, "termination_reason", "reward", "judge_score", "judge_passed", "task__external_id")
+SIMULATION_FIELDS = (*ROW_FIELDS, "judge_score", "judge_passed", "task__external_id")
 MANIFEST_ENTRY = "manifest.jsonl"  # the manifest's name inside the sharegpt zip
 
 
@@ -88,6 +107,12 @@ class ExportStats:
     refused_count: int = 0
     refusal_reasons: Counter = field(default_factory=Counter)
     refusals: list = field(default_factory=list)
+    facts: DatasetFacts = field(default_factory=DatasetFacts)
+
+    def written(self, row: dict, messages: list[dict]) -> None:
+        """A record is in the data: count it, and hand it (with its strict messages) to the dataset card."""
+        self.count += 1
+        self.facts.add(row, messages)
 
     def refuse(self, trajectory_id: int, reasons: list[str]) -> None:
         self.refused_count += 1
@@ -128,7 +153,7 @@ class Manifest:
             "decision_version": decision.get("version"),
             "judge_verdict_id": verdict.get("id"),
             "judge_passed": verdict.get("passed"),
-            "judge_score": verdict.get("score"),
+            "judge_score": None if verdict.get("score") is None else float(verdict["score"]),
             "judge_version": verdict.get("version"),
             "sha256": hashlib.sha256(record).hexdigest(),
         }
@@ -190,7 +215,7 @@ def write_openai(stream, queryset, stats: ExportStats, label: str, manifest: Man
         line = _line(record)
         stream.write(line + b"\n")
         manifest.add(row, line)
-        stats.count += 1
+        stats.written(row, conversation[0])
 
 
 # --- ShareGPT (LLaMA-Factory) -------------------------------------------------------------------
@@ -223,7 +248,7 @@ def write_sharegpt(stream, queryset, stats: ExportStats, label: str, manifest: M
                 line = _line({**record, "trajectory_id": row["id"]})
                 data.write(line + b"\n")
                 manifest.add(row, line)
-                stats.count += 1
+                stats.written(row, conversation[0])
         info = sharegpt_dataset_info(label, "data.jsonl")
         archive.writestr("dataset_info.json", json.dumps(info, indent=2, ensure_ascii=False))
         with archive.open(MANIFEST_ENTRY, "w", force_zip64=True) as entry:
@@ -288,11 +313,96 @@ def write_tau2(stream, queryset, stats: ExportStats, label: str, manifest: Manif
         if _format_refused(row, stats, "tau2", tau2_simulation_problems(record)):
             continue
         manifest.add(row, simulations.add(record))
-        stats.count += 1
+        stats.written(row, conversation[0])
     simulations.close()
     stream.write(b"}")
 
 
-WRITERS = {"openai": write_openai, "sharegpt": write_sharegpt, "tau2": write_tau2}
-EXTENSIONS = {"openai": "jsonl", "sharegpt": "zip", "tau2": "json"}
-CONTENT_TYPES = {"openai": "application/jsonl", "sharegpt": "application/zip", "tau2": "application/json"}
+# --- Parquet (Hugging Face datasets) --------------------------------------------------------------
+
+ROW_GROUP_ROWS = 1000
+ROW_GROUP_BYTES = 8 * 1024 * 1024  # of the rows' JSON: a row group of long conversations is cut sooner
+
+
+class _ShardWriter:
+    """Rows into the current shard, a row group at a time; a new shard once one holds `max_rows` rows or has
+    passed `max_bytes` (checked at row-group boundaries, so a shard ends within one row group of the limit)."""
+
+    def __init__(self, shards: Shards):
+        self.shards, self.buffer, self.buffered_bytes = shards, [], 0
+        self.writer = self.stream = None
+        self.rows_in_shard = 0
+
+    def add(self, row: dict, size: int) -> None:
+        if self.writer is None:
+            self._open()
+        self.buffer.append(row)
+        self.buffered_bytes += size
+        self.rows_in_shard += 1
+        if len(self.buffer) >= ROW_GROUP_ROWS or self.buffered_bytes >= ROW_GROUP_BYTES:
+            self._flush()
+        if self.rows_in_shard >= self.shards.max_rows or (
+            not self.buffer and self.stream.bytes >= self.shards.max_bytes
+        ):
+            self._close()
+
+    def _open(self) -> None:
+        self.stream = self.shards.open()
+        self.writer = pq.ParquetWriter(pa.PythonFile(self.stream, mode="w"), SCHEMA, compression="zstd")
+        self.rows_in_shard = 0
+
+    def _flush(self) -> None:
+        if self.buffer:
+            self.writer.write_table(pa.Table.from_pylist(self.buffer, schema=SCHEMA))
+        self.buffer, self.buffered_bytes = [], 0
+
+    def _close(self) -> None:
+        self._flush()
+        self.writer.close()
+        self.shards.close()
+        self.writer = None
+
+    def close(self) -> None:
+        """Close the last shard; an export of no records still has one shard, with the columns and no rows."""
+        if self.writer is None and not self.shards.written:
+            self._open()
+        if self.writer is not None:
+            self._close()
+
+
+def write_parquet(shards: Shards, queryset, stats: ExportStats, label: str, manifest: Manifest) -> None:
+    domain_names = dict(Domain.objects.values_list("id", "name"))
+    writer = _ShardWriter(shards)
+    for row in record_rows(queryset):
+        conversation = strict_conversation(row, stats)
+        if conversation is None:
+            continue
+        record = canonical_to_openai(*conversation)
+        if _format_refused(row, stats, "parquet", openai_problems(record)):
+            continue
+        decision, verdict = row["decision"] or {}, row["verdict"] or {}
+        about = {
+            **row,
+            "trajectory_id": row["id"],
+            "domain": domain_names.get(row["domain_id"], ""),
+            "judge_passed": verdict.get("passed"),
+            "judge_score": None if verdict.get("score") is None else float(verdict["score"]),
+            "human_decision": decision.get("decision"),
+        }
+        values = parquet_row(record, about)
+        line = _line(values)
+        writer.add(values, len(line))
+        manifest.add(row, line)
+        stats.written(row, conversation[0])
+    writer.close()
+
+
+WRITERS = {"openai": write_openai, "sharegpt": write_sharegpt, "tau2": write_tau2, "parquet": write_parquet}
+SHARDED = {"parquet"}  # writers given Shards (a data/ folder) rather than one stream
+EXTENSIONS = {"openai": "jsonl", "sharegpt": "zip", "tau2": "json", "parquet": "parquet"}
+CONTENT_TYPES = {
+    "openai": "application/jsonl",
+    "sharegpt": "application/zip",
+    "tau2": "application/json",
+    "parquet": "application/vnd.apache.parquet",
+}

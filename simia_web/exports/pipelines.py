@@ -1,26 +1,42 @@
-"""The export job kind: one unit that builds the job's snapshot."""
+"""The export job kind: one unit that builds the job's snapshot, then, when its options ask, one that publishes it
+to the Hugging Face Hub."""
 
 from simia_web.jobs.pipelines import UnitPlan, pipeline_register
 
+from .hub import FAILED
 from .models import Snapshot
-from .services import EXPORT, snapshot_build
+from .services import EXPORT, snapshot_build, snapshot_hub_record, snapshot_publish
+
+BUILD, PUBLISH = "build", "publish"
 
 
 class ExportPipeline:
     kind = EXPORT
     label = "Dataset export"
-    stages = ("build",)
+    stages = (BUILD, PUBLISH)
     parameters = None  # queued with its snapshot (exports.services.snapshot_create)
     form = None
 
     def plan(self, job, stage):
+        snapshot = Snapshot.objects.get(job=job)
         if stage is None:
-            snapshot = Snapshot.objects.get(job=job)
-            return "build", [UnitPlan("build", f"snapshot:{snapshot.pk}", {"snapshot": snapshot.pk})]
+            return BUILD, [UnitPlan(BUILD, f"snapshot:{snapshot.pk}", {"snapshot": snapshot.pk})]
+        if stage == BUILD and snapshot.options.get("push_to_hub") and snapshot.is_built:
+            return PUBLISH, [UnitPlan(PUBLISH, f"publish:{snapshot.pk}", {"snapshot": snapshot.pk})]
         return None
 
     def run(self, job, unit):
-        return snapshot_build(snapshot=Snapshot.objects.get(pk=unit.params["snapshot"]))
+        snapshot = Snapshot.objects.get(pk=unit.params["snapshot"])
+        if unit.stage == BUILD:
+            return snapshot_build(snapshot=snapshot)
+        outcome = snapshot_publish(snapshot=snapshot)  # the network call, before the writer's transaction
+
+        def record() -> dict:
+            snapshot_hub_record(snapshot=snapshot, outcome=outcome)
+            result = {"snapshot": snapshot.pk, "hub": outcome["status"], "detail": outcome["detail"]}
+            return {**result, "error": outcome["detail"]} if outcome["status"] == FAILED else result
+
+        return record
 
 
 pipeline_register(ExportPipeline())

@@ -1,5 +1,8 @@
 """Reads for exports: which trajectories a snapshot covers, and snapshots with their job."""
 
+import re
+from urllib.parse import quote
+
 from django.core.exceptions import ValidationError
 from django.db.models import JSONField, OuterRef, Subquery
 from django.db.models.functions import JSONObject
@@ -7,7 +10,7 @@ from django.db.models.functions import JSONObject
 from simia_web.curation.filters import TrajectoryFilter
 from simia_web.curation.models import STANDING, JudgeVerdict, Review, Trajectory, TrajectoryStatus
 
-from .models import Snapshot
+from .models import FileKind, Snapshot
 
 DEFAULT_STATUS = TrajectoryStatus.ACCEPTED
 
@@ -45,8 +48,9 @@ def export_queryset(filters: dict):
 
 def export_rows(queryset):
     """The trajectories with what a manifest line names beside each record: `decision`, the human decision that
-    stands (id, decision, by, at, the version it was made on and the version it made), and `verdict`, the judge's
-    latest verdict on the newest version it judged (id, passed, score, version). One index lookup each per row."""
+    stands (id, decision, by, at, the version it was made on, the version it made, whether it was part of a bulk
+    action), and `verdict`, the judge's latest verdict on the newest version it judged (id, passed, score, version,
+    its per-criterion scores, model and LLM call, for the dataset card). One index lookup each per row."""
     decision = (
         Review.objects.filter(STANDING, trajectory=OuterRef("pk"))
         .order_by("-id")
@@ -58,13 +62,24 @@ def export_rows(queryset):
                 at="created_at",
                 made_on_version="based_on_version",
                 version="trajectory_version",
+                bulk="bulk",
             )
         )[:1]
     )
     verdict = (
         JudgeVerdict.objects.filter(trajectory=OuterRef("pk"), error="")
         .order_by("-trajectory_version", "-id")
-        .values(json=JSONObject(id="id", passed="passed", score="score", version="trajectory_version"))[:1]
+        .values(
+            json=JSONObject(
+                id="id",
+                passed="passed",
+                score="score",
+                version="trajectory_version",
+                scores="scores",
+                model="model",
+                llm_call="llm_call_id",
+            )
+        )[:1]
     )
     return queryset.annotate(
         decision=Subquery(decision, output_field=JSONField()), verdict=Subquery(verdict, output_field=JSONField())
@@ -73,3 +88,50 @@ def export_rows(queryset):
 
 def snapshot_list():
     return Snapshot.objects.select_related("job", "created_by")
+
+
+def snapshot_download_path(snapshot: Snapshot, entry: dict) -> str:
+    """Where one of the snapshot's files downloads: the only data file at the bare URL, the only file of another
+    kind at `?file=KIND`, any file at `?name=NAME` (Parquet shards, the card's plots)."""
+    path = f"/api/v1/snapshots/{snapshot.pk}/download/"
+    if sum(1 for other in snapshot.files if other["kind"] == entry["kind"]) > 1:
+        return f"{path}?name={quote(entry['name'])}"
+    return path if entry["kind"] == FileKind.DATA else f"{path}?file={entry['kind']}"
+
+
+OPTIONS = ("shard_rows", "shard_bytes", "push_to_hub", "hub_repo")
+SHARD_ROWS_MIN, SHARD_BYTES_MIN = 1, 1024 * 1024
+HUB_REPO = re.compile(r"[A-Za-z0-9][\w.-]{0,95}/[A-Za-z0-9][\w.-]{0,95}")
+
+
+def export_options_clean(options: dict | None) -> dict:
+    """Snapshot options as stored: shard_rows and shard_bytes (whole numbers, for Parquet), push_to_hub (a boolean)
+    and hub_repo ("owner/name", else the SIMIA_HF_DATASET_REPO setting). Unknown names are refused."""
+    options = dict(options or {})
+    errors, cleaned = {}, {}
+    unknown = sorted(set(options) - set(OPTIONS))
+    if unknown:
+        errors["options"] = f"unknown option(s) {', '.join(unknown)}; use {', '.join(OPTIONS)}"
+    for name, least in (("shard_rows", SHARD_ROWS_MIN), ("shard_bytes", SHARD_BYTES_MIN)):
+        value = options.get(name)
+        if value in (None, ""):
+            continue
+        if isinstance(value, bool) or not str(value).isdigit() or int(value) < least:
+            errors[f"options.{name}"] = f"must be a whole number of at least {least}"
+        else:
+            cleaned[name] = int(value)
+    push = options.get("push_to_hub")
+    if push not in (None, ""):
+        if push not in (True, False, "true", "false"):
+            errors["options.push_to_hub"] = "must be true or false"
+        elif push in (True, "true"):
+            cleaned["push_to_hub"] = True
+    repo = options.get("hub_repo")
+    if repo not in (None, ""):
+        if not isinstance(repo, str) or not HUB_REPO.fullmatch(repo):
+            errors["options.hub_repo"] = 'must be a Hugging Face repo id, "owner/name"'
+        else:
+            cleaned["hub_repo"] = repo
+    if errors:
+        raise ValidationError(errors)
+    return cleaned

@@ -1,17 +1,16 @@
-"""Building dataset file sets (data, manifest, report): one writer core shared by snapshot jobs and the `export`
-command.
+"""Building dataset file sets (data, manifest, report, dataset card): one writer core shared by snapshot jobs and
+the `export` command.
 
-Checksums: the data file's sha256 is the snapshot's `sha256` (and the download's X-Checksum-SHA256); the
-manifest's and the report's are in `files`; the report lists the data's and the manifest's; each manifest line
-holds the sha256 of its record's bytes in the data."""
+Checksums: the data's sha256 is the snapshot's `sha256` (a single data file's own; for Parquet shards, the sha256
+of their `sha256sum` lines, see files.data_sha256); every file's own is in `files` (the download's
+X-Checksum-SHA256); the report lists every other file's; each manifest line holds the sha256 of its record."""
 
-import hashlib
 import json
 import os
 import shutil
 import uuid
 from contextlib import nullcontext
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 from django.conf import settings
@@ -22,28 +21,14 @@ from django.utils import timezone
 from simia_web.core.services import audit_record
 from simia_web.jobs.services import job_create
 
-from .formats import EXTENSIONS, WRITERS, ExportStats, Manifest
+from .card import CardInput, card_write
+from .files import FileDigest, HashingWriter, Shards, data_sha256, digest_of, file_synced
+from .formats import EXTENSIONS, SHARDED, WRITERS, ExportStats, Manifest
+from .hub import hub_push
 from .models import ExportFormat, FileKind, Snapshot
-from .selectors import export_filters_clean, export_queryset
+from .selectors import export_filters_clean, export_options_clean, export_queryset
 
 EXPORT = "export"  # the job kind that builds a snapshot (registered in exports.pipelines)
-
-
-class HashingWriter:
-    """A write-only binary stream that counts and hashes every byte on its way to the file."""
-
-    def __init__(self, stream):
-        self.stream = stream
-        self.sha256 = hashlib.sha256()
-        self.bytes = 0
-
-    def write(self, data) -> int:
-        self.sha256.update(data)
-        self.bytes += len(data)
-        return self.stream.write(data)
-
-    def flush(self) -> None:
-        self.stream.flush()
 
 
 def _read_transaction():
@@ -53,20 +38,10 @@ def _read_transaction():
     return transaction.atomic() if connection.vendor == "postgresql" else nullcontext()
 
 
-@dataclass(frozen=True)
-class FileDigest:
-    name: str
-    kind: str
-    bytes: int
-    sha256: str
-
-    def as_dict(self) -> dict:
-        return asdict(self)
-
-
 @dataclass
 class ExportResult:
-    """What an export wrote: its counts and the data, the manifest and the report, each with its size and sha256."""
+    """What an export wrote: its counts and its files (the data, the manifest, the card and its plots, the report),
+    each with its size and sha256."""
 
     stats: ExportStats
     files: list[FileDigest]
@@ -75,16 +50,21 @@ class ExportResult:
         return next(f for f in self.files if f.kind == kind)
 
     @property
+    def data_files(self) -> list[FileDigest]:
+        return [f for f in self.files if f.kind == FileKind.DATA]
+
+    @property
     def bytes(self) -> int:
-        return self.file(FileKind.DATA).bytes
+        return sum(f.bytes for f in self.data_files)
 
     @property
     def sha256(self) -> str:
-        return self.file(FileKind.DATA).sha256
+        return data_sha256(self.data_files)
 
 
 def export_file_names(data_name: str) -> dict[str, str]:
-    """The file set around a data file: `retail.zip` → `retail.manifest.jsonl` and `retail.report.json`."""
+    """The file set around a data file: `retail.zip` → `retail.manifest.jsonl` and `retail.report.json` (for
+    Parquet, `data_name` names the folder and the shards go in its `data/`)."""
     stem = Path(data_name).stem
     return {
         FileKind.DATA: data_name,
@@ -93,14 +73,17 @@ def export_file_names(data_name: str) -> dict[str, str]:
     }
 
 
-def _synced(handle) -> None:
-    handle.flush()
-    os.fsync(handle.fileno())
+@dataclass(frozen=True)
+class ExportOptions:
+    label: str = "simia"
+    card: bool = True  # write the dataset card (README.md) and its plots
+    shard_rows: int = 0  # Parquet shard limits; 0: the EXPORT_SHARD_* settings
+    shard_bytes: int = 0
 
 
 def _report(*, format: str, filters: dict, label: str, stats: ExportStats, files: list[FileDigest], about: dict):
     """The report file: what was asked for, what was written, what was left out and why, and the sizes and sha256
-    of the data and the manifest (the snapshot row holds the report's own)."""
+    of every other file (the snapshot row holds the report's own)."""
     return {
         **about,
         "format": format,
@@ -114,83 +97,137 @@ def _report(*, format: str, filters: dict, label: str, stats: ExportStats, files
         "left_out_examples": stats.refusals,
         "gate": "every record passed the strict normaliser (messages and tools) and the format's validator",
         "manifest": " ".join(Manifest.__doc__.split("\n\n", 1)[1].split()),  # what its lines hold
+        "data_sha256": data_sha256([f for f in files if f.kind == FileKind.DATA]),
         "files": [f.as_dict() for f in files],
     }
 
 
+def _write_data(*, format: str, queryset, folder: Path, names: dict, stats, manifest: Manifest, options):
+    """The data file (or Parquet shards) through the format's writer; returns their digests."""
+    if format in SHARDED:
+        shards = Shards(
+            folder,
+            kind=FileKind.DATA,
+            extension=EXTENSIONS[format],
+            max_rows=options.shard_rows or settings.EXPORT_SHARD_ROWS,
+            max_bytes=options.shard_bytes or settings.EXPORT_SHARD_BYTES,
+        )
+        try:
+            WRITERS[format](shards, queryset, stats, options.label, manifest)
+        finally:
+            shards.abandon()  # a shard still open after a failure
+        return shards.finish()
+    with open(folder / names[FileKind.DATA], "wb") as data_file:
+        data = HashingWriter(data_file)
+        WRITERS[format](data, queryset, stats, options.label, manifest)
+        file_synced(data_file)
+    return [FileDigest(names[FileKind.DATA], FileKind.DATA, data.bytes, data.sha256.hexdigest())]
+
+
 def _export_into(
-    *, format: str, filters: dict, folder: Path, names: dict[str, str], label: str, about: dict
+    *, format: str, filters: dict, folder: Path, names: dict[str, str], options: ExportOptions, about: dict
 ) -> ExportResult:
-    """Write the file set into `folder` and sync it to disk; on any failure (or interruption) remove it."""
+    """Write the file set into `folder` (a new, empty folder of the caller's) and sync it to disk; on any failure
+    (or interruption) empty the folder again."""
     stats = ExportStats()
-    paths = {kind: folder / name for kind, name in names.items()}
+    manifest_path = folder / names[FileKind.MANIFEST]
     try:
-        with (
-            _read_transaction(),
-            open(paths[FileKind.DATA], "wb") as data_file,
-            open(paths[FileKind.MANIFEST], "wb") as manifest_file,
-        ):
-            data, manifest_stream = HashingWriter(data_file), HashingWriter(manifest_file)
-            WRITERS[format](data, export_queryset(filters), stats, label, Manifest(manifest_stream, paths["manifest"]))
-            _synced(data_file)
-            _synced(manifest_file)
-        files = [
-            FileDigest(names[FileKind.DATA], FileKind.DATA, data.bytes, data.sha256.hexdigest()),
-            FileDigest(
-                names[FileKind.MANIFEST], FileKind.MANIFEST, manifest_stream.bytes, manifest_stream.sha256.hexdigest()
-            ),
-        ]
-        report = _report(format=format, filters=filters, label=label, stats=stats, files=files, about=about)
+        with _read_transaction(), open(manifest_path, "wb") as manifest_file:
+            manifest_stream = HashingWriter(manifest_file)
+            files = _write_data(
+                format=format,
+                queryset=export_queryset(filters),
+                folder=folder,
+                names=names,
+                stats=stats,
+                manifest=Manifest(manifest_stream, manifest_path),
+                options=options,
+            )
+            file_synced(manifest_file)
+        manifest_digest = FileDigest(
+            names[FileKind.MANIFEST], FileKind.MANIFEST, manifest_stream.bytes, manifest_stream.sha256.hexdigest()
+        )
+        files.append(manifest_digest)
+        if options.card:
+            card = CardInput(
+                format=format,
+                label=options.label,
+                filters=filters,
+                refused=stats.refused_count,
+                refusal_reasons=stats.refusal_reasons,
+                data_files=files[:-1],
+                manifest=manifest_digest,
+                about=about,
+            )
+            files += card_write(folder, stats.facts, card)
+        report = _report(format=format, filters=filters, label=options.label, stats=stats, files=files, about=about)
         body = json.dumps(report, indent=2, ensure_ascii=False, default=str).encode()
-        with open(paths[FileKind.REPORT], "wb") as report_file:
-            report_file.write(body)
-            _synced(report_file)
-        files.append(FileDigest(names[FileKind.REPORT], FileKind.REPORT, len(body), hashlib.sha256(body).hexdigest()))
+        files.append(digest_of(folder, names[FileKind.REPORT], FileKind.REPORT, body))
     except BaseException:
-        for path in paths.values():
-            path.unlink(missing_ok=True)
+        for child in folder.iterdir():
+            if child.is_dir():
+                shutil.rmtree(child)
+            else:
+                child.unlink()
         raise
     return ExportResult(stats=stats, files=files)
 
 
-def export_write(*, format: str, filters: dict, path: Path, label: str = "simia") -> ExportResult:
-    """Write the export's data to `path`, its manifest and report beside it (see export_file_names), each through
-    a temporary folder beside them and moved into place at the end."""
+def export_write(*, format: str, filters: dict, path: Path, options: ExportOptions | None = None) -> ExportResult:
+    """Write the export's data to `path`, its manifest and report (and, with options.card, README.md and images/)
+    beside it (see export_file_names), each through a temporary folder beside them and moved into place at the end.
+    For Parquet `path` is a folder to create (its shards go in `data/`, the other files beside that)."""
     if format not in WRITERS:
         raise ValueError(f"Unknown format {format!r}; choose from {', '.join(WRITERS)}.")
+    options = options or ExportOptions(card=False)
     path = Path(path)
+    if format in SHARDED and path.exists() and (not path.is_dir() or any(path.iterdir())):
+        raise ValueError(f"{path} exists and is not an empty folder: Parquet shards are written into a new folder.")
     path.parent.mkdir(parents=True, exist_ok=True)
     names = export_file_names(path.name)
     partial = path.with_name(f".{path.name}.{uuid.uuid4().hex}.part")
     partial.mkdir()
     try:
-        result = _export_into(format=format, filters=filters, folder=partial, names=names, label=label, about={})
-        for name in names.values():
-            os.replace(partial / name, path.parent / name)
+        result = _export_into(format=format, filters=filters, folder=partial, names=names, options=options, about={})
+        target = path if format in SHARDED else path.parent
+        for written in result.files:
+            (target / written.name).parent.mkdir(parents=True, exist_ok=True)
+            os.replace(partial / written.name, target / written.name)
     finally:
         shutil.rmtree(partial, ignore_errors=True)
     return result
 
 
-def snapshot_create(*, format: str, filters: dict | None, actor=None) -> Snapshot:
-    """Record the request and queue the job that builds it."""
+def snapshot_create(*, format: str, filters: dict | None, options: dict | None = None, actor=None) -> Snapshot:
+    """Record the request and queue the job that builds it (and publishes it when options ask)."""
     if format not in ExportFormat.values:
         raise ValidationError({"format": f"choose from {', '.join(ExportFormat.values)}"})
     cleaned = export_filters_clean(filters)
+    chosen = export_options_clean(options)
     actor = actor if getattr(actor, "pk", None) else None
     with transaction.atomic():
-        job = job_create(kind=EXPORT, params={"format": format, "filters": cleaned}, actor=actor)
-        snapshot = Snapshot.objects.create(format=format, filters=cleaned, job=job, created_by=actor)
-        audit_record(actor=actor, action="snapshot.create", target=snapshot, data={"format": format, **cleaned})
+        job = job_create(kind=EXPORT, params={"format": format, "filters": cleaned, "options": chosen}, actor=actor)
+        snapshot = Snapshot.objects.create(format=format, filters=cleaned, options=chosen, job=job, created_by=actor)
+        audit_record(
+            actor=actor, action="snapshot.create", target=snapshot, data={"format": format, **cleaned, **chosen}
+        )
     return snapshot
 
 
 def snapshot_path(snapshot: Snapshot, kind: str = FileKind.DATA) -> Path | None:
-    """Where one of the snapshot's files is (the data file by default; None for a file it does not have)."""
+    """Where one of the snapshot's files is (the data file by default, the shards' folder for Parquet; None for a
+    file it does not have)."""
     if kind == FileKind.DATA:
         return Path(settings.EXPORTS_DIR) / snapshot.file
     entry = snapshot.file_entry(kind)
     return Path(settings.EXPORTS_DIR) / entry["path"] if entry else None
+
+
+def snapshot_named_path(snapshot: Snapshot, name: str) -> tuple[dict, Path] | None:
+    """The `files` entry named `name` (`README.md`, `data/train-00000-of-00002.parquet`) and where it is; None for
+    a name the snapshot does not list, so nothing outside its files is ever served."""
+    entry = next((entry for entry in snapshot.files if entry["name"] == name), None)
+    return (entry, Path(settings.EXPORTS_DIR) / entry["path"]) if entry else None
 
 
 def snapshot_folder_name(snapshot: Snapshot) -> str:
@@ -198,7 +235,8 @@ def snapshot_folder_name(snapshot: Snapshot) -> str:
 
 
 def snapshot_file_name(snapshot: Snapshot) -> str:
-    """The data file's name: `snapshot-7-sharegpt.zip` (its manifest and report are named after it)."""
+    """The data file's name: `snapshot-7-sharegpt.zip` (its manifest and report are named after it; a Parquet
+    snapshot's shards are `data/train-00000-of-00002.parquet`, its manifest `snapshot-7-parquet.manifest.jsonl`)."""
     return f"snapshot-{snapshot.pk}-{snapshot.format}.{EXTENSIONS[snapshot.format]}"
 
 
@@ -232,7 +270,7 @@ class SnapshotRecorder:
             repaired_count=stats.repaired_count,
             bytes=self.result.bytes,
             sha256=self.result.sha256,
-            file=f"{folder}/{self.result.file(FileKind.DATA).name}",
+            file=f"{folder}/{'data' if snapshot.format in SHARDED else self.result.file(FileKind.DATA).name}",
             files=files,
             error="",
             built_at=timezone.now(),
@@ -270,7 +308,11 @@ def snapshot_build(*, snapshot: Snapshot) -> SnapshotRecorder:
             filters=snapshot.filters,
             folder=temp,
             names=export_file_names(snapshot_file_name(snapshot)),
-            label=f"simia_snapshot_{snapshot.pk}",
+            options=ExportOptions(
+                label=f"simia_snapshot_{snapshot.pk}",
+                shard_rows=snapshot.options.get("shard_rows", 0),
+                shard_bytes=snapshot.options.get("shard_bytes", 0),
+            ),
             about=about,
         )
     except Exception as exc:
@@ -278,3 +320,19 @@ def snapshot_build(*, snapshot: Snapshot) -> SnapshotRecorder:
         Snapshot.objects.filter(pk=snapshot.pk, sha256="").update(error=f"{type(exc).__name__}: {exc}"[:4000])
         raise
     return SnapshotRecorder(snapshot=snapshot, temp=temp, result=result)
+
+
+def snapshot_publish(*, snapshot: Snapshot) -> dict:
+    """Push a built snapshot's files to its Hugging Face dataset repo (the hub_repo option, else the
+    SIMIA_HF_DATASET_REPO setting); the outcome, pushed or skipped or failed with the reason, is returned for
+    snapshot_hub_record. Makes network calls: never inside a transaction."""
+    folder = Path(settings.EXPORTS_DIR) / snapshot_folder_name(snapshot)
+    repo = snapshot.options.get("hub_repo") or settings.HF_DATASET_REPO
+    names = [entry["name"] for entry in snapshot.files]
+    message = f"Simia Web snapshot {snapshot.pk} ({snapshot.format})"
+    return hub_push(folder=folder, names=names, repo=repo, message=message)
+
+
+def snapshot_hub_record(*, snapshot: Snapshot, outcome: dict) -> None:
+    Snapshot.objects.filter(pk=snapshot.pk).update(hub=outcome)
+    audit_record(actor=None, action=f"snapshot.hub_{outcome['status']}", target=snapshot, data=outcome)

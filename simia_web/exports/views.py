@@ -1,6 +1,8 @@
-"""The exports pages: choose a format and filters, count what matches, queue a snapshot, see past snapshots, and
-one snapshot's files, checksums and the records it left out."""
+"""The exports pages: choose a format and filters, count what matches, queue a snapshot (and its publication to the
+Hugging Face Hub), see past snapshots, and one snapshot's files, checksums, publication and the records it left
+out."""
 
+from django.conf import settings
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.shortcuts import get_object_or_404, redirect, render
@@ -12,7 +14,7 @@ from simia_web.curation.models import Trajectory
 from simia_web.jobs.models import ACTIVE_JOB_STATUSES
 
 from .models import ExportFormat
-from .selectors import DEFAULT_STATUS, snapshot_list
+from .selectors import DEFAULT_STATUS, snapshot_download_path, snapshot_list
 from .services import snapshot_create
 
 # The queue's filters an export form offers (the names are TrajectoryFilter's).
@@ -35,8 +37,11 @@ def export_list(request):
         if not request.user.has_role("curator"):
             raise PermissionDenied("Creating exports needs the curator role.")
         if request.POST.get("action") != COUNT:
+            options = {"push_to_hub": True} if request.POST.get("push_to_hub") else {}
             try:
-                snapshot = snapshot_create(format=request.POST.get("format", ""), filters=filters, actor=request.user)
+                snapshot = snapshot_create(
+                    format=request.POST.get("format", ""), filters=filters, options=options, actor=request.user
+                )
             except ValidationError as exc:
                 error = "; ".join(f"{k}: {', '.join(v)}" for k, v in exc.message_dict.items())
             else:
@@ -57,6 +62,7 @@ def export_list(request):
             "snapshots": snapshots,
             "building": any(s.job.status in ACTIVE_JOB_STATUSES for s in snapshots),
             "error": error,
+            "hub_configured": bool(settings.HF_TOKEN and settings.HF_DATASET_REPO),
         },
         status=400 if error else 200,
     )
@@ -70,6 +76,7 @@ def export_detail(request, pk: int):
         "exports/detail.html",
         {
             "snapshot": snapshot,
+            "files": [{**entry, "download_url": snapshot_download_path(snapshot, entry)} for entry in snapshot.files],
             "reasons": sorted(snapshot.refusal_reasons.items(), key=lambda kv: -kv[1]),
             "refusals": snapshot.refusals[:REFUSALS_SHOWN],
             "building": snapshot.job.status in ACTIVE_JOB_STATUSES,

@@ -182,7 +182,8 @@ def test_a_snapshot_that_left_records_out_says_so_on_its_page_in_the_api_and_in_
     snapshot.refresh_from_db()
 
     assert snapshot.count == 1 and snapshot.refused_count == 3
-    assert [entry["kind"] for entry in snapshot.files] == ["data", "manifest", "report"]
+    kinds = ["data", "manifest", "image", "image", "image", "card", "report"]
+    assert [entry["kind"] for entry in snapshot.files] == kinds
     client = client_for("annotator")
     body = client.get(f"/api/v1/snapshots/{snapshot.pk}/").json()
     assert body["refused_count"] == 3 and sum(body["refusal_reasons"].values()) == 3
@@ -194,14 +195,14 @@ def test_a_snapshot_that_left_records_out_says_so_on_its_page_in_the_api_and_in_
         content = b"".join(response.streaming_content)
         assert hashlib.sha256(content).hexdigest() == entry["sha256"] == response["X-Checksum-SHA256"]
         assert len(content) == entry["bytes"]
-        downloads[entry["kind"]] = content
+        downloads[entry["name"]] = downloads[entry["kind"]] = content
     assert body["download_url"] == body["files"][0]["download_url"] and body["sha256"] == body["files"][0]["sha256"]
     report = json.loads(downloads["report"])
     assert report["snapshot"] == snapshot.pk and report["left_out"] == 3
-    assert {f["kind"]: f["sha256"] for f in report["files"]} == {
-        "data": body["files"][0]["sha256"],
-        "manifest": body["files"][1]["sha256"],
+    assert {f["name"]: f["sha256"] for f in report["files"]} == {
+        f["name"]: f["sha256"] for f in body["files"] if f["kind"] != "report"
     }
+    assert downloads["images/turns.png"].startswith(b"\x89PNG") and b"![turns](images/turns.png)" in downloads["card"]
     (line,) = [json.loads(line) for line in downloads["manifest"].splitlines()]
     assert line["trajectory_id"] == kept.pk
     assert line["sha256"] == hashlib.sha256(downloads["data"].rstrip(b"\n")).hexdigest()

@@ -1,17 +1,19 @@
-"""Write a dataset file from the command line, with the same writers as snapshot jobs."""
+"""Write a dataset file set from the command line, with the same writers as snapshot jobs."""
 
 from pathlib import Path
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
-from simia_web.exports.formats import WRITERS
+from simia_web.exports.formats import SHARDED, WRITERS
+from simia_web.exports.hub import FAILED, hub_push
 from simia_web.exports.selectors import export_filters_clean
-from simia_web.exports.services import export_write
+from simia_web.exports.services import ExportOptions, export_write
 
 
 class Command(BaseCommand):
-    help = "Export trajectories as openai JSONL, a LLaMA-Factory ShareGPT zip, or τ²-bench JSON."
+    help = "Export trajectories as openai JSONL, a LLaMA-Factory ShareGPT zip, τ²-bench JSON or Parquet shards."
 
     def add_arguments(self, parser):
         parser.add_argument("--format", required=True, choices=sorted(WRITERS))
@@ -24,7 +26,23 @@ class Command(BaseCommand):
             "--output",
             required=True,
             help="Data file to write (a .zip for sharegpt); its manifest (NAME.manifest.jsonl) and report "
-            "(NAME.report.json) are written beside it.",
+            "(NAME.report.json) are written beside it. For parquet, a new folder: the shards go in its data/, the "
+            "manifest and report beside that.",
+        )
+        parser.add_argument(
+            "--card",
+            action="store_true",
+            help="Also write the dataset card, README.md and images/, beside the data (replacing any there).",
+        )
+        parser.add_argument("--shard-rows", type=int, default=0, help="parquet: rows per shard at most.")
+        parser.add_argument("--shard-bytes", type=int, default=0, help="parquet: bytes per shard, about.")
+        parser.add_argument(
+            "--push-to-hub",
+            metavar="REPO",
+            nargs="?",
+            const=settings.HF_DATASET_REPO,
+            help="Push the written files to this Hugging Face dataset repo (default SIMIA_HF_DATASET_REPO); needs "
+            "HF_TOKEN and network, else it is skipped and says why.",
         )
 
     def handle(self, *args, **options):
@@ -37,17 +55,36 @@ class Command(BaseCommand):
             cleaned = export_filters_clean(filters)
         except ValidationError as exc:
             raise CommandError("; ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items())) from None
-        result = export_write(format=options["format"], filters=cleaned, path=options["output"], label="simia_export")
-        stats = result.stats
-        self.stdout.write(
-            f"wrote {stats.count} records to {options['output']} ({result.bytes} bytes, sha256 {result.sha256})"
+        chosen = ExportOptions(
+            label="simia_export",
+            card=options["card"],
+            shard_rows=options["shard_rows"],
+            shard_bytes=options["shard_bytes"],
         )
-        for written in result.files[1:]:
-            beside = Path(options["output"]).with_name(written.name)
-            self.stdout.write(f"wrote the {written.kind} {beside} ({written.bytes} bytes, sha256 {written.sha256})")
+        output = Path(options["output"])
+        try:
+            result = export_write(format=options["format"], filters=cleaned, path=output, options=chosen)
+        except ValueError as exc:
+            raise CommandError(str(exc)) from None
+        stats = result.stats
+        folder = output if options["format"] in SHARDED else output.parent
+        self.stdout.write(
+            f"wrote {stats.count} records to {output} ({result.bytes} bytes in {len(result.data_files)} data "
+            f"file(s), sha256 {result.sha256})"
+        )
+        for written in result.files[len(result.data_files) :]:
+            self.stdout.write(
+                f"wrote the {written.kind} {folder / written.name} ({written.bytes} bytes, sha256 {written.sha256})"
+            )
         if stats.repaired_count:
             self.stdout.write(f"repaired {stats.repaired_count} records (consecutive same-side turns merged)")
         if stats.refused_count:
             self.stdout.write(f"left out {stats.refused_count} records that failed the gate:")
             for reason, n in stats.refusal_reasons.most_common():
                 self.stdout.write(f"  {n:>6}  {reason}")
+        if options["push_to_hub"] is not None:
+            names = [written.name for written in result.files]
+            outcome = hub_push(folder=folder, names=names, repo=options["push_to_hub"], message="Simia Web export")
+            self.stdout.write(f"Hugging Face Hub: {outcome['status']}: {outcome['detail']} {outcome['url']}".rstrip())
+            if outcome["status"] == FAILED:
+                raise CommandError(outcome["detail"])

@@ -1,0 +1,231 @@
+"""What the dataset card says about the records, gathered as they are written: the writers hand every record that
+passed the gate to DatasetFacts.add (its row with decision, verdict and provenance, and its strict messages), so
+the card's counts are the data's. Memory stays flat: counters and exact distributions (by value), and the LLM call
+rows the records cite are summed a few thousand ids at a time.
+
+Two fields are for features not built yet and stay None until they fill them, so the card says "not measured":
+`duplicates` (records a deduplicating export removed, by reason) and `fidelity` (simulated tool responses compared
+with a reference implementation, by API and outcome).
+"""
+
+import math
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from django.conf import settings
+
+from simia_web.curation.models import Decision
+from simia_web.llm.models import LLMCall
+
+CALL_IDS_PER_QUERY = 5000
+
+
+class Distribution:
+    """An integer measure over the records, kept as exact counts per value: memory grows with the distinct values,
+    not with the records, and every percentile is exact."""
+
+    def __init__(self):
+        self.counts: Counter[int] = Counter()
+
+    def add(self, value: int) -> None:
+        self.counts[value] += 1
+
+    def summary(self) -> dict | None:
+        n = sum(self.counts.values())
+        if not n:
+            return None
+        values = sorted(self.counts.items())
+        total = sum(value * count for value, count in values)
+
+        def percentile(share: float) -> int:  # nearest rank
+            rank, seen = max(1, math.ceil(share * n)), 0
+            for value, count in values:
+                seen += count
+                if seen >= rank:
+                    return value
+            return values[-1][0]
+
+        return {
+            "records": n,
+            "total": total,
+            "mean": total / n,
+            "min": values[0][0],
+            "median": percentile(0.5),
+            "p90": percentile(0.9),
+            "p99": percentile(0.99),
+            "max": values[-1][0],
+        }
+
+
+def conversation_text(messages: list[dict]) -> str:
+    """What a record's length is counted on: every message's content and every call's name and arguments (not the
+    tools list nor a chat template's markup, which depend on the model trained)."""
+    parts = []
+    for message in messages:
+        parts.append(message["content"])
+        for call in message.get("tool_calls") or []:
+            parts += [call["function"]["name"], call["function"]["arguments"]]
+    return "\n".join(parts)
+
+
+class RecordLength:
+    """Tokens of the tokenizer named by DATASET_CARD_TOKENIZER (a `tokenizers` tokenizer.json), else characters."""
+
+    def __init__(self, tokenizer_path: str):
+        self.tokenizer, self.unit, self.note = None, "characters", "no tokenizer configured (SIMIA_CARD_TOKENIZER)"
+        if tokenizer_path:
+            from tokenizers import Tokenizer
+
+            try:
+                self.tokenizer = Tokenizer.from_file(tokenizer_path)
+            except Exception as exc:  # a missing or unreadable file: the card says so and counts characters
+                self.note = f"the tokenizer {tokenizer_path} could not be read ({type(exc).__name__}: {exc})"
+            else:
+                self.unit, self.note = "tokens", f"counted with the tokenizer {Path(tokenizer_path).name}"
+
+    def __call__(self, text: str) -> int:
+        if self.tokenizer is None:
+            return len(text)
+        return len(self.tokenizer.encode(text, add_special_tokens=False).ids)
+
+
+def _strings(value) -> list[str]:
+    if isinstance(value, str) and value:
+        return [value]
+    if isinstance(value, dict):
+        return [f"{stage}: {v}" for stage, v in value.items() if isinstance(v, str) and v]
+    return []
+
+
+def _staged(provenance: dict, many: str, one: str) -> list[str]:
+    """"stage: value" pairs a provenance names: `{many: {stage: value}}` (rollouts) or `{stage, one: value}`."""
+    found = _strings(provenance.get(many))
+    if isinstance(provenance.get(one), str) and provenance[one]:
+        found.append(f"{provenance.get('stage') or 'unknown'}: {provenance[one]}")
+    return found
+
+
+class CallUsage:
+    """The LLM call rows the records cite (their provenance's `llm_calls` and their verdict's call), summed by
+    stage, model, endpoint profile and prompt version; read a few thousand ids at a time as the records stream."""
+
+    def __init__(self):
+        self.pending: list[int] = []
+        self.rows: dict[tuple, list[int]] = defaultdict(lambda: [0, 0, 0, 0])  # calls, failed, tokens in, out
+        self.cited = 0
+
+    def add(self, ids) -> None:
+        self.pending += ids
+        self.cited += len(ids)
+        if len(self.pending) >= CALL_IDS_PER_QUERY:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.pending:
+            return
+        rows = LLMCall.objects.filter(pk__in=self.pending).values_list(
+            "stage", "model", "profile__name", "prompt_version", "error", "tokens_in", "tokens_out"
+        )
+        for stage, model, profile, prompt_version, error, tokens_in, tokens_out in rows.order_by().iterator():
+            usage = self.rows[(stage, model, profile or "", prompt_version)]
+            usage[0] += 1
+            usage[1] += bool(error)
+            usage[2] += tokens_in
+            usage[3] += tokens_out
+        self.pending = []
+
+    @property
+    def found(self) -> int:
+        return sum(usage[0] for usage in self.rows.values())
+
+
+def _call_ids(row: dict) -> list[int]:
+    ids = (row.get("provenance") or {}).get("llm_calls")
+    ids = {i for i in ids if isinstance(i, int) and not isinstance(i, bool)} if isinstance(ids, list) else set()
+    verdict_call = (row.get("verdict") or {}).get("llm_call")
+    if verdict_call:
+        ids.add(verdict_call)
+    return sorted(ids)
+
+
+@dataclass
+class DatasetFacts:
+    """What the card says about the records written, gathered one record at a time (add)."""
+
+    length: RecordLength = field(default_factory=lambda: RecordLength(settings.DATASET_CARD_TOKENIZER))
+    records: int = 0
+    by_domain: Counter = field(default_factory=Counter)
+    by_status: Counter = field(default_factory=Counter)
+    by_kind: Counter = field(default_factory=Counter)
+    api_calls: Counter = field(default_factory=Counter)
+    api_records: Counter = field(default_factory=Counter)
+    turns: Distribution = field(default_factory=Distribution)
+    tool_calls: Distribution = field(default_factory=Distribution)
+    lengths: Distribution = field(default_factory=Distribution)
+    judged_by_domain: Counter = field(default_factory=Counter)
+    passed_by_domain: Counter = field(default_factory=Counter)
+    judge_scores: list = field(default_factory=lambda: [0.0, 0])
+    criteria: dict = field(default_factory=lambda: defaultdict(lambda: [0.0, 0]))
+    decisions: Counter = field(default_factory=Counter)  # the standing human decision, "bulk " prefixed for bulk
+    agreement: Counter = field(default_factory=Counter)  # (judge passed, person accepted) over individual decisions
+    models: Counter = field(default_factory=Counter)
+    profiles: Counter = field(default_factory=Counter)
+    prompt_versions: Counter = field(default_factory=Counter)
+    seeds: Counter = field(default_factory=Counter)
+    calls: CallUsage = field(default_factory=CallUsage)
+    duplicates: Counter | None = None  # {reason: records removed} once an export deduplicates
+    fidelity: dict | None = None  # {api: {outcome: responses}} once the simulator is measured against a reference
+
+    def add(self, row: dict, messages: list[dict]) -> None:
+        """One record as written: its row (domain_id, status, kind, seed_id, provenance, verdict, decision) and its
+        messages as the strict normaliser returned them."""
+        self.records += 1
+        self.by_domain[row["domain_id"]] += 1
+        self.by_status[row["status"]] += 1
+        self.by_kind[row["kind"]] += 1
+        names = [call["function"]["name"] for message in messages for call in message.get("tool_calls") or []]
+        self.api_calls.update(names)
+        self.api_records.update(set(names))
+        self.turns.add(sum(1 for message in messages if message["role"] in ("user", "assistant")))
+        self.tool_calls.add(len(names))
+        self.lengths.add(self.length(conversation_text(messages)))
+        self._judged(row)
+        self._decided(row)
+        provenance = row.get("provenance") if isinstance(row.get("provenance"), dict) else {}
+        self.models.update(_staged(provenance, "models", "model"))
+        self.profiles.update(_staged(provenance, "profiles", "profile"))
+        self.prompt_versions.update(_staged(provenance, "prompt_versions", "prompt_version"))
+        if (row.get("verdict") or {}).get("model"):
+            self.models[f"judge: {row['verdict']['model']}"] += 1
+        if row.get("seed_id"):
+            self.seeds[row["seed_id"]] += 1
+        self.calls.add(_call_ids(row))
+
+    def _judged(self, row: dict) -> None:
+        verdict = row.get("verdict") or {}
+        if verdict.get("passed") is None:
+            return
+        self.judged_by_domain[row["domain_id"]] += 1
+        self.passed_by_domain[row["domain_id"]] += bool(verdict["passed"])
+        if isinstance(verdict.get("score"), int | float):
+            self.judge_scores[0] += verdict["score"]
+            self.judge_scores[1] += 1
+        for name, value in (verdict.get("scores") or {}).items():
+            value = value.get("score") if isinstance(value, dict) else value
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                self.criteria[name][0] += value
+                self.criteria[name][1] += 1
+
+    def _decided(self, row: dict) -> None:
+        decision = row.get("decision") or {}
+        if not decision.get("decision"):
+            self.decisions["none"] += 1
+            return
+        self.decisions[("bulk " if decision.get("bulk") else "") + decision["decision"]] += 1
+        passed = (row.get("verdict") or {}).get("passed")
+        if not decision.get("bulk") and passed is not None:  # as curation's agreement counts: individual decisions
+            self.agreement[(bool(passed), decision["decision"] != Decision.REJECT)] += 1
+
+    def finish(self) -> None:
+        self.calls.flush()
