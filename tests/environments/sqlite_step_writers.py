@@ -1,4 +1,4 @@
-"""While an RL step waits 5 s for its simulator on SQLite (the embedded default), other writers go through.
+"""While an RL step waits for its simulator on SQLite (the embedded default), other writers go through.
 
 Run in a process of its own by test_sqlite_writers.py, with DATABASE_URL naming a fresh SQLite file:
 prints one JSON line saying which writes went through while the step was still waiting, and the step's result.
@@ -32,7 +32,8 @@ from simia_web.synthesis.services import rollout_queue, synthesis_queue  # noqa:
 from tests.support.llm_stub import Reply, StubLLM  # noqa: E402
 from tests.support.scripts import pipeline_responder, simulator_reply  # noqa: E402
 
-SIMULATOR_WAIT = 5.0
+# The simulator answers once the other writes are done (at most this long): the test holds on a busy machine.
+SIMULATOR_WAIT_CAP = 90.0
 CANCEL = {
     "id": "call_1",
     "type": "function",
@@ -45,22 +46,22 @@ def main() -> None:
     settings.CELERY_TASK_ALWAYS_EAGER = True  # a job runs its units in the call that queues it
     waiting = threading.Event()
     slow = threading.Event()
+    writes_done = threading.Event()
     pipeline = pipeline_responder()
 
     def respond(request):
         if request.stage == "simulator" and slow.is_set():
             slow.clear()
             waiting.set()
-            reply = simulator_reply(request)
-            reply.delay = SIMULATOR_WAIT
-            return reply
+            writes_done.wait(timeout=SIMULATOR_WAIT_CAP)
+            return simulator_reply(request)
         if request.stage == "user_simulator":
             return Reply(content={"message": "Thanks.", "done": True})
         return pipeline(request)
 
     stub = StubLLM(responder=respond).start()
     EndpointProfile.objects.update(is_default=False)
-    EndpointProfile.objects.create(name="stub", base_url=stub.url, model="stub", is_default=True, timeout_seconds=30)
+    EndpointProfile.objects.create(name="stub", base_url=stub.url, model="stub", is_default=True, timeout_seconds=120)
     curator = user_create(username="curator", role="curator", password="correct-horse-9")
     synthesis_queue(domains=["shop"], apis=3, tasks=1, rollouts=1)
     session = env_create(actor=curator, domain_name="shop")
@@ -92,6 +93,7 @@ def main() -> None:
     trajectory = Trajectory.objects.filter(job=job).get()
     review_decide(trajectory=trajectory, reviewer=curator, decision="accept", expected_version=trajectory.version)
     went_through["review"] = step.is_alive()
+    writes_done.set()
 
     step.join(timeout=60)
     stub.stop()
