@@ -119,3 +119,20 @@ def test_a_chunked_body_is_refused(server):
     head = "POST /api/v1/jobs/ HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n"
     answer = _raw_request(server["port"], head)
     assert answer.startswith(b"HTTP/1.1 411"), answer[:200]
+
+
+WRITER_ONLY_LIBRARIES = ("pyarrow", "matplotlib", "huggingface_hub")
+
+
+def test_a_web_process_does_not_load_the_libraries_only_export_writers_use():
+    # Every gunicorn worker holds what its URLconf imports: pyarrow, matplotlib and huggingface_hub add about
+    # 75 MB to each and serve only the worker that writes a Parquet file, a card or a Hub push.
+    probe = (
+        "import django, sys; django.setup(); from django.urls import get_resolver; get_resolver().url_patterns; "
+        f"print([name for name in {WRITER_ONLY_LIBRARIES!r} if name in sys.modules])"
+    )
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "simia_web.settings"}
+    loaded = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True, check=True
+    )
+    assert loaded.stdout.strip() == "[]"

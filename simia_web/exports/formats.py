@@ -40,15 +40,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import orjson
-import pyarrow as pa
-import pyarrow.parquet as pq
 from django.utils import timezone
 
 from simia_web.catalog.models import Domain, Task
 from simia_web.formats import FormatError
 from simia_web.formats.conversation import messages_strict, tools_list
 from simia_web.formats.openai import canonical_to_openai, openai_problems
-from simia_web.formats.parquet import SCHEMA, parquet_row
 from simia_web.formats.sharegpt import canonical_to_sharegpt, sharegpt_dataset_info, sharegpt_problems, sharegpt_repair
 from simia_web.formats.tau2 import (
     tau2_simulation,
@@ -191,13 +188,13 @@ def strict_conversation(row: dict, stats: ExportStats) -> tuple[list[dict], list
         return None
 
 
-def _format_refused(row: dict, stats: ExportStats, format: str, problems: list[str]) -> bool:
+def format_refused(row: dict, stats: ExportStats, format: str, problems: list[str]) -> bool:
     if problems:
         stats.refuse(row["id"], [f"{format}: {problem}" for problem in problems])
     return bool(problems)
 
 
-def _line(record: dict) -> bytes:
+def json_line(record: dict) -> bytes:
     return orjson.dumps(record)
 
 
@@ -210,9 +207,9 @@ def write_openai(stream, queryset, stats: ExportStats, label: str, manifest: Man
         if conversation is None:
             continue
         record = canonical_to_openai(*conversation)
-        if _format_refused(row, stats, "openai", openai_problems(record)):
+        if format_refused(row, stats, "openai", openai_problems(record)):
             continue
-        line = _line(record)
+        line = json_line(record)
         stream.write(line + b"\n")
         manifest.add(row, line)
         stats.written(row, conversation[0])
@@ -242,10 +239,10 @@ def write_sharegpt(stream, queryset, stats: ExportStats, label: str, manifest: M
                 if conversation is None:
                     continue
                 record, repairs = sharegpt_repair(canonical_to_sharegpt(*conversation))
-                if _format_refused(row, stats, "sharegpt", sharegpt_problems(record)):
+                if format_refused(row, stats, "sharegpt", sharegpt_problems(record)):
                     continue
                 stats.repaired_count += bool(repairs)
-                line = _line({**record, "trajectory_id": row["id"]})
+                line = json_line({**record, "trajectory_id": row["id"]})
                 data.write(line + b"\n")
                 manifest.add(row, line)
                 stats.written(row, conversation[0])
@@ -310,7 +307,7 @@ def write_tau2(stream, queryset, stats: ExportStats, label: str, manifest: Manif
         except (KeyError, TypeError, AttributeError) as exc:  # simulator data beside the messages (steps) is broken
             stats.refuse(row["id"], [f"conversion: {type(exc).__name__}: {exc}"])
             continue
-        if _format_refused(row, stats, "tau2", tau2_simulation_problems(record)):
+        if format_refused(row, stats, "tau2", tau2_simulation_problems(record)):
             continue
         manifest.add(row, simulations.add(record))
         stats.written(row, conversation[0])
@@ -318,83 +315,11 @@ def write_tau2(stream, queryset, stats: ExportStats, label: str, manifest: Manif
     stream.write(b"}")
 
 
-# --- Parquet (Hugging Face datasets) --------------------------------------------------------------
-
-ROW_GROUP_ROWS = 1000
-ROW_GROUP_BYTES = 8 * 1024 * 1024  # of the rows' JSON: a row group of long conversations is cut sooner
-
-
-class _ShardWriter:
-    """Rows into the current shard, a row group at a time; a new shard once one holds `max_rows` rows or has
-    passed `max_bytes` (checked at row-group boundaries, so a shard ends within one row group of the limit)."""
-
-    def __init__(self, shards: Shards):
-        self.shards, self.buffer, self.buffered_bytes = shards, [], 0
-        self.writer = self.stream = None
-        self.rows_in_shard = 0
-
-    def add(self, row: dict, size: int) -> None:
-        if self.writer is None:
-            self._open()
-        self.buffer.append(row)
-        self.buffered_bytes += size
-        self.rows_in_shard += 1
-        if len(self.buffer) >= ROW_GROUP_ROWS or self.buffered_bytes >= ROW_GROUP_BYTES:
-            self._flush()
-        if self.rows_in_shard >= self.shards.max_rows or (
-            not self.buffer and self.stream.bytes >= self.shards.max_bytes
-        ):
-            self._close()
-
-    def _open(self) -> None:
-        self.stream = self.shards.open()
-        self.writer = pq.ParquetWriter(pa.PythonFile(self.stream, mode="w"), SCHEMA, compression="zstd")
-        self.rows_in_shard = 0
-
-    def _flush(self) -> None:
-        if self.buffer:
-            self.writer.write_table(pa.Table.from_pylist(self.buffer, schema=SCHEMA))
-        self.buffer, self.buffered_bytes = [], 0
-
-    def _close(self) -> None:
-        self._flush()
-        self.writer.close()
-        self.shards.close()
-        self.writer = None
-
-    def close(self) -> None:
-        """Close the last shard; an export of no records still has one shard, with the columns and no rows."""
-        if self.writer is None and not self.shards.written:
-            self._open()
-        if self.writer is not None:
-            self._close()
-
-
 def write_parquet(shards: Shards, queryset, stats: ExportStats, label: str, manifest: Manifest) -> None:
-    domain_names = dict(Domain.objects.values_list("id", "name"))
-    writer = _ShardWriter(shards)
-    for row in record_rows(queryset):
-        conversation = strict_conversation(row, stats)
-        if conversation is None:
-            continue
-        record = canonical_to_openai(*conversation)
-        if _format_refused(row, stats, "parquet", openai_problems(record)):
-            continue
-        decision, verdict = row["decision"] or {}, row["verdict"] or {}
-        about = {
-            **row,
-            "trajectory_id": row["id"],
-            "domain": domain_names.get(row["domain_id"], ""),
-            "judge_passed": verdict.get("passed"),
-            "judge_score": None if verdict.get("score") is None else float(verdict["score"]),
-            "human_decision": decision.get("decision"),
-        }
-        values = parquet_row(record, about)
-        line = _line(values)
-        writer.add(values, len(line))
-        manifest.add(row, line)
-        stats.written(row, conversation[0])
-    writer.close()
+    # pyarrow (tens of MB) is loaded by the process that writes Parquet, not by every web process.
+    from .parquet_writer import write_parquet_shards
+
+    write_parquet_shards(shards, queryset, stats, label, manifest)
 
 
 WRITERS = {"openai": write_openai, "sharegpt": write_sharegpt, "tau2": write_tau2, "parquet": write_parquet}

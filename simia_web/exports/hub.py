@@ -9,8 +9,6 @@ from pathlib import Path
 import httpx2
 from django.conf import settings
 from django.utils import timezone
-from huggingface_hub import HfApi
-from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled
 
 PUSHED, SKIPPED, FAILED = "pushed", "skipped", "failed"
 
@@ -26,6 +24,10 @@ def hub_push(*, folder: Path, names: list[str], repo: str, message: str) -> dict
         return _outcome(SKIPPED, "not pushed: HF_TOKEN is not set", repo)
     if not repo:
         return _outcome(SKIPPED, "not pushed: no dataset repo (set SIMIA_HF_DATASET_REPO or the hub_repo option)")
+    # huggingface_hub loads in the worker that publishes, not in every web process.
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled
+
     api = HfApi(endpoint=settings.HF_ENDPOINT, token=settings.HF_TOKEN)
     try:
         api.create_repo(repo, repo_type="dataset", private=True, exist_ok=True)

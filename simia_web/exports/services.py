@@ -21,7 +21,6 @@ from django.utils import timezone
 from simia_web.core.services import audit_record
 from simia_web.jobs.services import job_create
 
-from .card import CardInput, card_write
 from .files import FileDigest, HashingWriter, Shards, data_sha256, digest_of, file_synced
 from .formats import EXTENSIONS, SHARDED, WRITERS, ExportStats, Manifest
 from .hub import hub_push
@@ -149,6 +148,9 @@ def _export_into(
         )
         files.append(manifest_digest)
         if options.card:
+            # matplotlib and huggingface_hub load in the process that writes a card, not in every web process.
+            from .card import CardInput, card_write
+
             card = CardInput(
                 format=format,
                 label=options.label,

@@ -20,7 +20,7 @@ from django.core.management import call_command
 from simia_web.accounts.models import User
 from simia_web.catalog.models import Seed
 from simia_web.curation.models import Decision, JudgeVerdict, Review, Trajectory, TrajectoryKind, TrajectoryStatus
-from simia_web.exports import formats
+from simia_web.exports import parquet_writer
 from simia_web.exports.selectors import export_filters_clean
 from simia_web.exports.services import ExportOptions, export_write, snapshot_create
 from simia_web.jobs.models import JobStatus
@@ -208,7 +208,7 @@ def test_a_shard_ends_at_the_first_row_group_past_its_byte_limit(tmp_path, monke
     shop = domain_make()
     for i in range(5):
         trajectory_make(shop, messages=conversation(f"W{i}"))
-    monkeypatch.setattr(formats, "ROW_GROUP_ROWS", 2)
+    monkeypatch.setattr(parquet_writer, "ROW_GROUP_ROWS", 2)
 
     result = export_write(
         format="parquet", filters=export_filters_clean({}), path=tmp_path / "out", options=ExportOptions(shard_bytes=1)
