@@ -19,7 +19,7 @@ from simia_web.core.schemas import first_error, schema_error, schema_errors
 from simia_web.curation.models import Review, Trajectory, TrajectoryStatus
 from simia_web.environments.models import EnvSession
 from simia_web.exports.models import Snapshot
-from simia_web.synthesis.simulator import PATCH_MAX_OPERATIONS, state_apply
+from simia_web.simulation.simulator import PATCH_MAX_OPERATIONS, state_apply
 from tests.environments import conftest as environments
 from tests.environments.conftest import tool_call
 from tests.pages.factories import make_trajectory

@@ -12,8 +12,8 @@ from simia_web.curation.models import Trajectory, TrajectoryStatus
 from simia_web.jobs.models import JobStatus
 from simia_web.llm.client import client_for_stage
 from simia_web.llm.models import LLMCall, Stage
+from simia_web.simulation.simulator import answer_schema
 from simia_web.synthesis.services import rollout_queue, synthesis_queue
-from simia_web.synthesis.simulator import answer_schema
 
 from .support.llm_stub import Reply
 from .support.scripts import SHOP, pipeline_responder
@@ -102,7 +102,7 @@ def test_a_patch_that_does_not_apply_is_asked_for_again_once(eager, llm_stub):
 
 
 def test_a_failed_patch_is_described_without_quoting_the_state():
-    from simia_web.synthesis.simulator import state_apply
+    from simia_web.simulation.simulator import state_apply
 
     users = {f"user_{i}": {"name": "x" * 100} for i in range(10_000)}  # 1 MB, like τ² retail's users
     state = {"users": users}
@@ -118,7 +118,7 @@ def test_a_failed_patch_is_described_without_quoting_the_state():
 
 
 def test_a_read_only_api_is_asked_for_no_patch_and_any_it_writes_is_not_applied(llm_stub):
-    from simia_web.synthesis.simulator import simulate_call
+    from simia_web.simulation.simulator import simulate_call
 
     state = SHOP["initial_state"]
     deleting = {"response": '{"order_id": "W1"}', "patch": [{"op": "remove", "path": "/orders/W1"}]}

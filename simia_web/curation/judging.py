@@ -10,7 +10,7 @@ from simia_web.formats.conversation import message_text
 from simia_web.jobs.pipelines import UnitPlan, pipeline_register
 from simia_web.llm.client import client_for_stage
 from simia_web.llm.models import Stage
-from simia_web.synthesis.judge import judge_run, world_evidence
+from simia_web.simulation.judge import judge_run, world_evidence
 
 from .models import Trajectory
 from .services import JUDGE_JOB_KIND, verdict_record

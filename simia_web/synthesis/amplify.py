@@ -20,10 +20,10 @@ from simia_web.jobs.models import Job
 from simia_web.llm.client import LLMError, client_for_stage
 from simia_web.llm.models import Stage
 from simia_web.llm.services import llm_call_ids
+from simia_web.simulation.judge import judge_run
+from simia_web.simulation.prompt_fit import compact_json, json_size, messages_fit, text_clip, tools_described
 
 from .amplify_answer import AMPLIFIED_ANSWER, amplified_messages, amplified_schema
-from .judge import judge_run
-from .prompt_fit import compact_json, json_size, messages_fit, text_clip, tools_described
 
 PROMPT_VERSION = "amplify-v2"  # v2: the conversation asked for as turns, the prompt fitted to the budget
 STRATEGIES = ("round_robin", "random")

@@ -7,8 +7,14 @@ from simia_web.formats.conversation import Violation, message_text
 from simia_web.formats.rules import ends_with_answer
 from simia_web.llm.client import LLMError
 from simia_web.llm.models import Stage
-
-from .episode import JUDGE_IF_CLEAN, EpisodeLimits, StageClients, api_specs, episode_conclude, episode_start
+from simia_web.simulation.episode import (
+    JUDGE_IF_CLEAN,
+    EpisodeLimits,
+    StageClients,
+    api_specs,
+    episode_conclude,
+    episode_start,
+)
 
 __all__ = ["RolloutLimits", "api_specs", "rollout_run"]
 

@@ -13,8 +13,8 @@ from simia_web.catalog.services import seed_update
 from simia_web.curation.models import Trajectory, TrajectoryKind, TrajectoryStatus
 from simia_web.jobs.models import JobStatus
 from simia_web.jobs.services import job_start
+from simia_web.simulation.prompt_fit import tools_described
 from simia_web.synthesis.amplify import seed_order
-from simia_web.synthesis.prompt_fit import tools_described
 from simia_web.synthesis.services import amplification_queue
 from tests.support.llm_stub import Reply
 from tests.support.scripts import pipeline_responder
