@@ -174,27 +174,24 @@ def test_timeouts_are_retried(eager, llm_stub):
     assert Trajectory.objects.get(job=job).status == TrajectoryStatus.JUDGED_PASS
 
 
-def test_synthesize_command_validates_and_sets_domain_text(eager, llm_stub, tmp_path):
+def test_the_queue_command_validates_and_sets_domain_text(eager, llm_stub, tmp_path):
     from django.core.management import CommandError, call_command
 
-    with pytest.raises(CommandError, match="domains"):
-        call_command("synthesize", "--domain", "not a slug!", "--apis", "3")
+    with pytest.raises(CommandError, match="domains: item 1: Enter a valid .slug."):
+        call_command("queue", "synthesize", "--param", "domains=not a slug!", "--param", "apis=3")
     with pytest.raises(CommandError, match="rollouts"):
-        call_command("synthesize", "--domain", "shop", "--rollouts", "0")
+        call_command("queue", "synthesize", "--param", "domains=shop", "--param", "rollouts=0")
+    with pytest.raises(CommandError, match="param: 'colour=red': expected NAME=VALUE, NAME one of profiles, "):
+        call_command("queue", "synthesize", "--param", "domains=shop", "--param", "colour=red")
+    with pytest.raises(CommandError, match="policy: cannot read"):
+        call_command("queue", "synthesize", "--param", "domains=shop", "--param", f"policy=@{tmp_path / 'none.md'}")
     policy = tmp_path / "policy.md"
     policy.write_text("Refunds need a receipt.")
     call_command(
+        "queue",
         "synthesize",
-        "--domain",
-        "shop",
-        "--apis",
-        "3",
-        "--tasks",
-        "1",
-        "--description",
-        "A shop",
-        "--policy-file",
-        str(policy),
+        *("--param", "domains=shop", "--param", "apis=3", "--param", "tasks=1"),
+        *("--param", "description=A shop", "--param", f"policy=@{policy}"),
         "--wait",
     )
     domain = Domain.objects.get(name="shop")
