@@ -37,13 +37,13 @@ from simia_web.llm.capabilities import endpoint_check  # noqa: E402
 from simia_web.llm.client import LLMError, client_for_stage  # noqa: E402
 from simia_web.llm.models import LLMCall, Stage  # noqa: E402
 from simia_web.llm.selectors import profile_default  # noqa: E402
+from simia_web.simulation.episode import agent_system_prompt  # noqa: E402
+from simia_web.simulation.judge import judge_run  # noqa: E402
+from simia_web.simulation.simulator import simulate_call  # noqa: E402
+from simia_web.simulation.user_simulator import scenario_brief, user_turn  # noqa: E402
 from simia_web.synthesis.amplify import amplify_prompt  # noqa: E402
 from simia_web.synthesis.amplify_answer import AMPLIFIED_ANSWER, amplified_schema  # noqa: E402
-from simia_web.synthesis.episode import agent_system_prompt  # noqa: E402
 from simia_web.synthesis.generation import apis_generate, tasks_generate  # noqa: E402
-from simia_web.synthesis.judge import judge_run  # noqa: E402
-from simia_web.synthesis.simulator import simulate_call  # noqa: E402
-from simia_web.synthesis.user_simulator import scenario_brief, user_turn  # noqa: E402
 
 DEFAULT_DOMAIN = ROOT.parent / "shared" / "data" / "tau2" / "retail"
 STAGES = [

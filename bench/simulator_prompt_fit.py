@@ -25,7 +25,7 @@ django.setup()
 
 from simia_web.llm.client import DEFAULT_CONTEXT_TOKENS, LLMClient  # noqa: E402
 from simia_web.llm.models import EndpointProfile  # noqa: E402
-from simia_web.synthesis.simulator import simulator_messages  # noqa: E402
+from simia_web.simulation.simulator import simulator_messages  # noqa: E402
 
 
 def main() -> None:

@@ -75,10 +75,7 @@ ROUTES: dict[str, Route] = {
     "task-detail": page({"GET": ANNOTATOR, "POST": CURATOR}, pk="task"),
     "seed-list": page({"GET": ANNOTATOR}),
     "seed-detail": page({"GET": ANNOTATOR, "POST": CURATOR}, pk="seed"),
-    "queue-synthesis": page({"GET": CURATOR, "POST": CURATOR}),
-    "queue-rollouts": page({"GET": CURATOR, "POST": CURATOR}),
-    "queue-amplify": page({"GET": CURATOR, "POST": CURATOR}),
-    "queue-job": page({"GET": CURATOR, "POST": CURATOR}, kind="kind"),
+    "job-queue": page({"GET": CURATOR, "POST": CURATOR}, slug="kind"),
     # jobs and the LLM call log
     "job-list": page({"GET": ANNOTATOR}),
     "job-detail": page({"GET": ANNOTATOR}, pk="job"),
@@ -196,7 +193,7 @@ def objects(db, users):
         "snapshot": Snapshot.objects.create(format="openai", job=export_job, created_by=users[CURATOR]),
         "profile": EndpointProfile.objects.create(name="audit", model="m"),
         "session": EnvSession.objects.create(domain=domain, task=task, created_by=users[CURATOR]),
-        "kind": SimpleNamespace(pk="rollout"),  # a job kind, for its queue page
+        "kind": SimpleNamespace(pk="rollouts"),  # a job kind's queue page
     }
 
 

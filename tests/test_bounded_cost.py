@@ -19,7 +19,7 @@ from simia_web.core.schemas import first_error, schema_error, schema_errors
 from simia_web.curation.models import Review, Trajectory, TrajectoryStatus
 from simia_web.environments.models import EnvSession
 from simia_web.exports.models import Snapshot
-from simia_web.synthesis.simulator import PATCH_MAX_OPERATIONS, state_apply
+from simia_web.simulation.simulator import PATCH_MAX_OPERATIONS, state_apply
 from tests.environments import conftest as environments
 from tests.environments.conftest import tool_call
 from tests.pages.factories import make_trajectory
@@ -321,8 +321,9 @@ def test_a_long_filter_on_a_page_is_a_400_naming_it(client_for, url, name):
         assert f"{name}: at most 500 characters" in response.content.decode()
 
 
-def test_a_long_choice_on_a_page_is_ignored_like_any_unknown_choice(client_for):
-    assert client_for("curator").get("/jobs/", {"status": LONG_QUERY, "kind": LONG_QUERY}).status_code == 200
+def test_a_long_choice_on_the_job_list_is_refused_like_any_unknown_choice(client_for):
+    response = client_for("curator").get("/jobs/", {"status": LONG_QUERY, "kind": LONG_QUERY})
+    assert response.status_code == 400 and "at most 500 characters" in response.content.decode()
 
 
 def test_a_long_filter_is_refused_when_a_snapshot_is_asked_for(users):

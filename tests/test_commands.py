@@ -1,4 +1,4 @@
-"""Operator commands: create_user, the queue commands' options, and how the settings refuse a public server
+"""Operator commands: create_user, the queue command's parameters, and how the settings refuse a public server
 without its own key."""
 
 import os
@@ -12,6 +12,8 @@ from django.core.management import CommandError, call_command, load_command_clas
 from rest_framework.authtoken.models import Token
 
 from simia_web.accounts.models import User
+from simia_web.jobs.cli import parameters_from_pairs
+from simia_web.jobs.kinds import job_kinds_queueable
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -54,8 +56,19 @@ def test_without_a_secret_key_only_a_local_server_starts(tmp_path):
     assert keyed.returncode == 0
 
 
-def test_queue_commands_take_their_options_from_the_kinds_parameters():
-    parser = load_command_class("simia_web.synthesis", "synthesize").create_parser("manage.py", "synthesize")
-    assert "APIs per domain. (default 8)" in " ".join(parser.format_help().split())
-    options = parser.parse_args(["--domain", "shop", "--max-steps", "5"])
-    assert (options.max_steps, options.apis) == (5, None)  # unset: the serializer's default applies
+def test_the_queue_command_takes_each_kinds_parameters_from_its_serializer():
+    parser = load_command_class("simia_web.jobs", "queue").create_parser("manage.py", "queue")
+    described = parser.format_help()
+    assert "synthesize: Synthesis (domains → APIs → tasks → rollouts)" in described
+    assert "  apis           integer 1..50; default 8. APIs per domain." in described
+    assert "  domains        list of slug; required." in described
+    assert "  strategy       one of round_robin, random; default round_robin" in described
+    options = parser.parse_args(["rollout", "--param", "domain=shop", "--param", "max-steps=5"])
+    job_kind = job_kinds_queueable()[options.kind]
+    # As text, for the serializer to judge; what is not given takes the serializer's default.
+    assert parameters_from_pairs(job_kind, options.pairs) == {"domain": "shop", "max_steps": "5"}
+    pairs = ["domains=a", "domains=b", 'profiles={"judge": 3}']
+    assert parameters_from_pairs(job_kinds_queueable()["synthesize"], pairs) == {
+        "domains": ["a", "b"],
+        "profiles": {"judge": 3},
+    }

@@ -79,7 +79,10 @@ def test_a_stage_partly_errored_is_drawn_as_partly_failed(client_for):
     job = make_job(status=JobStatus.FINISHED_WITH_ERRORS)
     for i in range(3):
         JobUnit.objects.create(job=job, stage="rollout", key=f"ok{i}", status=UnitStatus.DONE)
-    errored = JobUnit.objects.create(job=job, stage="rollout", key="bad", status=UnitStatus.DONE)
+    # The unit stored a trajectory that an LLM error cut short, and said so in its result.
+    errored = JobUnit.objects.create(
+        job=job, stage="rollout", key="bad", status=UnitStatus.DONE, result={"error": "agent: timeout"}
+    )
     make_trajectory(job=job, unit=errored, termination_reason="llm_error")
 
     body = client_for("annotator").get(f"/jobs/{job.pk}/").content.decode()

@@ -1,4 +1,4 @@
-"""The job engine's exactly-once contract with pipelines, without any LLM."""
+"""The job engine's exactly-once contract with job kinds, without any LLM."""
 
 import pytest
 
@@ -54,7 +54,7 @@ def redis_queue(settings):
 
 
 def _run(monkeypatch, unit, pipeline):
-    monkeypatch.setattr(services, "pipeline_for", lambda kind: pipeline)
+    monkeypatch.setattr(services, "job_kind_for", lambda kind: pipeline)
     monkeypatch.setattr(services, "job_advance", lambda **kwargs: None)
     services.unit_execute(unit_id=unit.pk)
     unit.refresh_from_db()
@@ -111,7 +111,7 @@ def test_a_unit_whose_database_was_out_of_reach_is_run_again(eager, monkeypatch,
 
     monkeypatch.setattr(unit_rows, "unit_for_run", pool_timeout_once)
     writer = RecordingWriter()
-    monkeypatch.setattr(services, "pipeline_for", lambda kind: OneUnitPipeline(writer))
+    monkeypatch.setattr(services, "job_kind_for", lambda kind: OneUnitPipeline(writer))
     monkeypatch.setattr(services, "job_advance", lambda **kwargs: None)
     tasks.unit_execute.delay(unit.pk)
     unit.refresh_from_db()
@@ -221,7 +221,7 @@ def test_the_last_unit_of_a_stage_marks_its_job_finishing(monkeypatch, unit):
     """From then on this worker gives the job's units the endpoint fewest-calls-first (llm_slot_rank)."""
     from simia_web.llm import services as llm_services
 
-    monkeypatch.setattr(services, "pipeline_for", lambda kind: OneUnitPipeline(RecordingWriter()))
+    monkeypatch.setattr(services, "job_kind_for", lambda kind: OneUnitPipeline(RecordingWriter()))
     monkeypatch.setattr(services, "job_advance", lambda **kwargs: None)
     services.unit_execute(unit_id=unit.pk)
     assert unit.job_id not in llm_services._finishing_jobs

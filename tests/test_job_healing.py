@@ -43,7 +43,7 @@ def no_pauses(monkeypatch):
 
 
 def _run(monkeypatch, unit, pipeline) -> JobUnit:
-    monkeypatch.setattr(services, "pipeline_for", lambda kind: pipeline)
+    monkeypatch.setattr(services, "job_kind_for", lambda kind: pipeline)
     monkeypatch.setattr(services, "job_advance", lambda **kwargs: None)
     services.unit_execute(unit_id=unit.pk)
     unit.refresh_from_db()

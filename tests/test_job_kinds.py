@@ -1,97 +1,101 @@
-"""A job kind is one registration; its parameters (ranges and caps) are checked the same way by the API, the
-commands and the queue pages, and a refused job writes nothing; progress is one query for any number of jobs."""
+"""A job kind is one module, found when the application starts; its parameters (ranges and caps) are checked the
+same way by the API, `manage.py queue` and the queue pages, and a refused job writes nothing; progress is one query
+for any number of jobs."""
+
+import sys
+from io import StringIO
 
 import pytest
-from django import forms
-from django.core.exceptions import ValidationError
-from django.core.management import call_command
+from django.core.exceptions import ImproperlyConfigured, ValidationError
+from django.core.management import call_command, load_command_class
 from django.core.management.base import CommandError
-from rest_framework import serializers
+from django.test import override_settings
 
 from simia_web.accounts.services import user_token
 from simia_web.catalog.models import Domain, Task, TaskStatus
 from simia_web.core.models import AuditEvent
-from simia_web.jobs import pipelines
-from simia_web.jobs.forms import JobParametersForm
+from simia_web.jobs import kinds
+from simia_web.jobs.kinds import KIND_MAX_LENGTH, JobKind, job_kind_register
 from simia_web.jobs.models import Job, JobStatus
-from simia_web.jobs.parameters import CappedListField
-from simia_web.jobs.pipelines import UnitPlan, pipeline_register
 from simia_web.jobs.selectors import jobs_progress
-from simia_web.jobs.services import job_create, job_queue
+from simia_web.jobs.services import job_queue
 
 API = "/api/v1"
-
-# ---- an example kind: all it takes is this module's three classes and the registration line in the fixture --
-
-
-class EchoJobSerializer(serializers.Serializer):
-    """`echo`: one unit per word, each writing the word back."""
-
-    words = CappedListField(cap="SIMIA_MAX_UNITS_PER_JOB", child=serializers.CharField(max_length=40), min_length=1)
-
-    def create(self, validated_data):
-        return job_create(kind="echo", params={"words": validated_data["words"]}, actor=validated_data["actor"])
-
-
-class EchoForm(JobParametersForm):
-    kind = "echo"
-
-    words = forms.CharField(help_text="Words separated by spaces.")
-
-    def clean_words(self) -> list[str]:
-        return self.cleaned_data["words"].split()
-
-
-class EchoPipeline:
-    kind = "echo"
-    label = "Echo words"
-    stages = ("echo",)
-    parameters = EchoJobSerializer
-    form = EchoForm
-
-    def plan(self, job, stage):
-        if stage is not None:
-            return None
-        return "echo", [UnitPlan("echo", f"echo:{i}", {"word": w}) for i, w in enumerate(job.params["words"])]
-
-    def run(self, job, unit):
-        return lambda: {"echo": unit.params["word"]}
+EXAMPLE_APP = "tests.example_app"  # its job_kinds module holds the `echo` kind, and nothing else names it
 
 
 @pytest.fixture
-def echo_kind(monkeypatch):
-    monkeypatch.setattr(pipelines, "_PIPELINES", dict(pipelines._PIPELINES))  # forgotten after the test
-    pipeline_register(EchoPipeline())
+def example_app(settings, monkeypatch):
+    """The example app installed as any app is: the job kinds are discovered again, and forgotten after the test."""
+    monkeypatch.setattr(kinds, "_KINDS", dict(kinds._KINDS))
+    monkeypatch.delitem(sys.modules, f"{EXAMPLE_APP}.job_kinds", raising=False)
+    with override_settings(INSTALLED_APPS=[*settings.INSTALLED_APPS, EXAMPLE_APP]):
+        yield
 
 
-# ---------------------------------------------------------------------------------------------------------------
+def _queue_help() -> str:
+    return load_command_class("simia_web.jobs", "queue").create_parser("manage.py", "queue").format_help()
 
 
-def test_a_new_kind_is_one_module_and_one_registration(echo_kind, eager, users, client_for, client):
-    job = job_queue(kind="echo", params={"words": ["a", "b"]})
-    job.refresh_from_db()
-    assert job.status == JobStatus.SUCCEEDED, job.error
-    assert sorted(u.result["echo"] for u in job.units.all()) == ["a", "b"]
-    assert job.get_kind_display() == "Echo words"
-
+def test_a_kind_in_one_module_is_queued_by_every_way_in(example_app, eager, users, client_for, client):
     curator = client_for("curator")
+    assert '<a href="/queue/echo/">Queue: Echo words</a>' in curator.get("/").content.decode()  # the dashboard
     page = curator.get("/queue/echo/")
-    assert page.status_code == 200 and b"Echo words" in page.content
+    assert page.status_code == 200 and b"Echo words" in page.content and b'name="words"' in page.content
     response = curator.post("/queue/echo/", {"words": "x y z"})
     queued = Job.objects.latest("id")
     assert response.status_code == 302 and queued.params == {"words": ["x", "y", "z"]}
+    assert queued.status == JobStatus.SUCCEEDED, queued.error
+    assert sorted(u.result["echo"] for u in queued.units.all()) == ["x", "y", "z"]
     assert b"Echo words" in curator.get("/jobs/", {"kind": "echo"}).content
 
-    api = client.post(
-        f"{API}/jobs/",
-        {"kind": "echo", "words": ["w"]},
-        "application/json",
-        HTTP_AUTHORIZATION=f"Token {user_token(user=users['curator'])}",
-    )
+    headers = {"HTTP_AUTHORIZATION": f"Token {user_token(user=users['curator'])}"}
+    api = client.post(f"{API}/jobs/", {"kind": "echo", "words": ["w"]}, "application/json", **headers)
     assert api.status_code == 202, api.content
     done = {"total": 1, "pending": 0, "done": 1, "failed": 0, "cancelled": 0, "errored": 0}
     assert api.json()["kind"] == "echo" and api.json()["progress"] == {"echo": done}
+    listed = client.get(f"{API}/jobs/", {"kind": "echo"}, **headers).json()["results"]
+    assert [job["id"] for job in listed] == [api.json()["id"], queued.pk]
+
+    schema = client.get("/api/schema/", {"format": "json"}, **headers).json()
+    request = schema["components"]["schemas"]["JobCreateRequest"]
+    assert request["discriminator"]["mapping"]["echo"] == "#/components/schemas/EchoJobRequest"
+    assert schema["components"]["schemas"]["EchoJobRequest"]["required"] == ["kind", "words"]
+
+    assert "echo: Echo words" in _queue_help() and "words          list of text; required. To echo." in _queue_help()
+    out = StringIO()
+    call_command("queue", "echo", "--param", "words=a", "--param", "words=b", "--wait", stdout=out)
+    job = Job.objects.latest("id")
+    assert (job.kind, job.params, job.status) == ("echo", {"words": ["a", "b"]}, JobStatus.SUCCEEDED)
+    assert f"Queued job {job.pk} (echo)." in out.getvalue()
     assert curator.get("/queue/nothing/").status_code == 404
+
+
+def test_without_its_app_the_kind_is_nowhere(client_for):
+    assert "echo" not in kinds.job_kinds_queueable() and "echo:" not in _queue_help()
+    assert client_for("curator").get("/queue/echo/").status_code == 404
+
+
+def test_a_kind_is_refused_when_it_registers_with_what_the_job_tables_cannot_hold(monkeypatch):
+    monkeypatch.setattr(kinds, "_KINDS", dict(kinds._KINDS))
+    assert Job._meta.get_field("kind").max_length == KIND_MAX_LENGTH
+
+    def kind_named(name: str, **attrs) -> type[JobKind]:
+        methods = {"plan": lambda self, job, stage: None, "run": lambda self, job, unit: dict}
+        return type("Named", (JobKind,), {"kind": name, "label": name, "stages": ("one",), **methods, **attrs})
+
+    with pytest.raises(ImproperlyConfigured, match=f"at most {KIND_MAX_LENGTH} characters"):
+        job_kind_register(kind_named("k" * (KIND_MAX_LENGTH + 1)))
+    with pytest.raises(ImproperlyConfigured, match="a slug"):
+        job_kind_register(kind_named("two words"))
+    with pytest.raises(ImproperlyConfigured, match="stages of at most 32"):
+        job_kind_register(kind_named("long_stage", stages=("s" * 33,)))
+    with pytest.raises(ImproperlyConfigured, match="registered twice"):
+        job_kind_register(kind_named("rollout"))
+    with pytest.raises(ImproperlyConfigured, match="the same queue page"):
+        job_kind_register(kind_named("more", queue_slug="rollouts"))
+    job_kind_register(kind_named("k" * KIND_MAX_LENGTH))
+    assert "k" * KIND_MAX_LENGTH in dict(kinds.job_kind_choices())
 
 
 def test_progress_of_a_page_of_jobs_is_one_query_in_each_kinds_stage_order(db, django_assert_num_queries):
@@ -140,19 +144,21 @@ def test_the_product_of_the_parameters_is_capped(db, settings):
     with pytest.raises(ValidationError, match="make 16 units of work; at most 12"):
         job_queue(kind="synthesize", params={"domains": ["a", "b"], "tasks": 2, "rollouts": 3})
     with pytest.raises(CommandError, match="count: at most 12 \\(SIMIA_MAX_UNITS_PER_JOB\\)"):
-        call_command("amplify", "--count", "13")
+        call_command("queue", "amplify", "--param", "count=13")
 
 
 def test_the_command_refuses_naming_each_limit(db):
-    domains = [arg for i in range(3000) for arg in ("--domain", f"d{i}")]
+    domains = [arg for i in range(3000) for arg in ("--param", f"domains=d{i}")]
     with pytest.raises(CommandError) as refused:
-        call_command("synthesize", *domains, "--apis", "51", "--tasks", "500", "--rollouts", "65")
+        call_command(
+            "queue", "synthesize", *domains, "--param", "apis=51", "--param", "tasks=500", "--param", "rollouts=65"
+        )
     assert str(refused.value) == (
         "domains: at most 100 (SIMIA_MAX_DOMAINS_PER_JOB); apis: at most 50 (SIMIA_MAX_APIS_PER_DOMAIN); "
         "rollouts: at most 64 (SIMIA_MAX_ROLLOUTS_PER_TASK)"
     )
     with pytest.raises(CommandError, match="rollouts: Ensure this value is greater than or equal to 1"):
-        call_command("rollout", "--domain", "shop", "--rollouts", "0")
+        call_command("queue", "rollout", "--param", "domain=shop", "--param", "rollouts=0")
     _nothing_written()
 
 

@@ -52,7 +52,7 @@ def test_an_agent_that_stops_answering_leaves_a_trajectory_with_the_reason(eager
     assert job.status == JobStatus.FAILED  # its only trajectory was cut short: nothing usable was made
     assert job.error == (
         "agent: bad_request: Error code: 400 - context too long "
-        "(1 of 1 failures; all 1 trajectories ended in an LLM or internal error)"
+        "(1 of 1 failures; all 1 units of its rollout stage failed or ended in an error)"
     )
     trajectory = Trajectory.objects.get(job=job)
     assert (trajectory.status, trajectory.termination_reason) == (TrajectoryStatus.RULES_FAILED, "llm_error")
@@ -177,8 +177,9 @@ def test_the_most_frequent_failure_is_the_cause(db):
 def test_trajectories_left_unjudged_finish_the_job_with_errors(eager, llm_stub, capsys):
     llm_stub.inject(Reply(status=400, error_message="judge model missing"), stage="judge")
     with pytest.raises(CommandError, match="no domain named"):
-        call_command("rollout", "--domain", "shop", "--wait")
-    call_command("synthesize", "--domain", "shop", "--apis", "3", "--tasks", "1", "--wait")  # exits normally
+        call_command("queue", "rollout", "--param", "domain=shop", "--wait")
+    params = ("--param", "domains=shop", "--param", "apis=3", "--param", "tasks=1")
+    call_command("queue", "synthesize", *params, "--wait")  # exits normally
     job = Job.objects.get(kind="synthesize")
     assert job.status == JobStatus.FINISHED_WITH_ERRORS
     assert job.error == (

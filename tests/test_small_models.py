@@ -16,7 +16,7 @@ from simia_web.formats.conversation import tool_call
 from simia_web.formats.sharegpt import canonical_to_sharegpt
 from simia_web.jobs.models import JobStatus
 from simia_web.llm.models import LLMCall
-from simia_web.synthesis import judge, simulator, user_simulator
+from simia_web.simulation import judge, simulator, user_simulator
 from simia_web.synthesis.amplify_answer import amplified_schema
 from simia_web.synthesis.generation import api_schema, task_schema
 from simia_web.synthesis.services import amplification_queue, synthesis_queue

@@ -12,8 +12,8 @@ from simia_web.curation.models import Trajectory, TrajectoryStatus
 from simia_web.jobs.models import JobStatus
 from simia_web.llm.client import client_for_stage
 from simia_web.llm.models import LLMCall, Stage
+from simia_web.simulation.simulator import answer_schema
 from simia_web.synthesis.services import rollout_queue, synthesis_queue
-from simia_web.synthesis.simulator import answer_schema
 
 from .support.llm_stub import Reply
 from .support.scripts import SHOP, pipeline_responder
@@ -102,7 +102,7 @@ def test_a_patch_that_does_not_apply_is_asked_for_again_once(eager, llm_stub):
 
 
 def test_a_failed_patch_is_described_without_quoting_the_state():
-    from simia_web.synthesis.simulator import state_apply
+    from simia_web.simulation.simulator import state_apply
 
     users = {f"user_{i}": {"name": "x" * 100} for i in range(10_000)}  # 1 MB, like τ² retail's users
     state = {"users": users}
@@ -118,7 +118,7 @@ def test_a_failed_patch_is_described_without_quoting_the_state():
 
 
 def test_a_read_only_api_is_asked_for_no_patch_and_any_it_writes_is_not_applied(llm_stub):
-    from simia_web.synthesis.simulator import simulate_call
+    from simia_web.simulation.simulator import simulate_call
 
     state = SHOP["initial_state"]
     deleting = {"response": '{"order_id": "W1"}', "patch": [{"op": "remove", "path": "/orders/W1"}]}
@@ -174,27 +174,24 @@ def test_timeouts_are_retried(eager, llm_stub):
     assert Trajectory.objects.get(job=job).status == TrajectoryStatus.JUDGED_PASS
 
 
-def test_synthesize_command_validates_and_sets_domain_text(eager, llm_stub, tmp_path):
+def test_the_queue_command_validates_and_sets_domain_text(eager, llm_stub, tmp_path):
     from django.core.management import CommandError, call_command
 
-    with pytest.raises(CommandError, match="domains"):
-        call_command("synthesize", "--domain", "not a slug!", "--apis", "3")
+    with pytest.raises(CommandError, match="domains: item 1: Enter a valid .slug."):
+        call_command("queue", "synthesize", "--param", "domains=not a slug!", "--param", "apis=3")
     with pytest.raises(CommandError, match="rollouts"):
-        call_command("synthesize", "--domain", "shop", "--rollouts", "0")
+        call_command("queue", "synthesize", "--param", "domains=shop", "--param", "rollouts=0")
+    with pytest.raises(CommandError, match="param: 'colour=red': expected NAME=VALUE, NAME one of profiles, "):
+        call_command("queue", "synthesize", "--param", "domains=shop", "--param", "colour=red")
+    with pytest.raises(CommandError, match="policy: cannot read"):
+        call_command("queue", "synthesize", "--param", "domains=shop", "--param", f"policy=@{tmp_path / 'none.md'}")
     policy = tmp_path / "policy.md"
     policy.write_text("Refunds need a receipt.")
     call_command(
+        "queue",
         "synthesize",
-        "--domain",
-        "shop",
-        "--apis",
-        "3",
-        "--tasks",
-        "1",
-        "--description",
-        "A shop",
-        "--policy-file",
-        str(policy),
+        *("--param", "domains=shop", "--param", "apis=3", "--param", "tasks=1"),
+        *("--param", "description=A shop", "--param", f"policy=@{policy}"),
         "--wait",
     )
     domain = Domain.objects.get(name="shop")

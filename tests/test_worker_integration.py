@@ -85,7 +85,8 @@ def embedded_env(tmp_path):
 def test_embedded_default_runs_a_job_end_to_end(embedded_env):
     env = embedded_env["env"]
     embedded_env["start_worker"]()
-    result = _manage(env, "synthesize", "--domain", "shop", "--apis", "3", "--tasks", "2", "--rollouts", "2", "--wait")
+    params = ("--param", "domains=shop", "--param", "apis=3", "--param", "tasks=2", "--param", "rollouts=2")
+    result = _manage(env, "queue", "synthesize", *params, "--wait")
     assert result.returncode == 0, result.stderr + result.stdout
     assert "succeeded" in result.stdout and '"judged_pass": 4' in result.stdout
     stats = json.loads(_manage(env, "stats", "--json").stdout)
@@ -97,9 +98,8 @@ def test_embedded_worker_killed_mid_job_recovers_on_restart(embedded_env):
     env, stub = embedded_env["env"], embedded_env["stub"]
     stub.latency = 0.3
     worker = embedded_env["start_worker"]()
-    assert (
-        _manage(env, "synthesize", "--domain", "shop", "--apis", "3", "--tasks", "4", "--rollouts", "2").returncode == 0
-    )
+    params = ("--param", "domains=shop", "--param", "apis=3", "--param", "tasks=4", "--param", "rollouts=2")
+    assert _manage(env, "queue", "synthesize", *params).returncode == 0
 
     def trajectories():
         return json.loads(_manage(env, "stats", "--json").stdout)["trajectories"].get("judged_pass", 0)
@@ -120,7 +120,8 @@ def test_wait_exits_non_zero_when_the_job_fails(embedded_env):
     env = embedded_env["env"]
     embedded_env["stub"].responder = lambda request: Reply(status=401, error_message="bad key")
     embedded_env["start_worker"]()
-    result = _manage(env, "synthesize", "--domain", "shop", "--apis", "3", "--tasks", "2", "--wait")
+    params = ("--param", "domains=shop", "--param", "apis=3", "--param", "tasks=2")
+    result = _manage(env, "queue", "synthesize", *params, "--wait")
     assert result.returncode != 0
     assert "failed" in result.stdout + result.stderr
 

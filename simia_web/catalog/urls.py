@@ -12,9 +12,4 @@ urlpatterns = [
     path("seeds/", views.seed_list, name="seed-list"),
     path("seeds/upload/", views.seed_upload, name="seed-upload"),
     path("seeds/<int:pk>/", views.seed_detail, name="seed-detail"),
-    # Every kind with a form has a queue page; the first three keep the addresses they were published at.
-    path("queue/synthesis/", views.queue_job, {"kind": "synthesize"}, name="queue-synthesis"),
-    path("queue/rollouts/", views.queue_job, {"kind": "rollout"}, name="queue-rollouts"),
-    path("queue/amplify/", views.queue_job, {"kind": "amplify"}, name="queue-amplify"),
-    path("queue/<slug:kind>/", views.queue_job, name="queue-job"),
 ]

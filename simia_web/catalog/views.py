@@ -1,4 +1,4 @@
-"""Catalog pages: domains, APIs, tasks and seeds (list, view, edit with history) and the queue forms."""
+"""Catalog pages: domains, APIs, tasks and seeds (list, view, edit with history) and the seed upload."""
 
 from functools import partial
 
@@ -7,17 +7,15 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
 from django.db.models import Count, IntegerField, OuterRef, Q, Subquery
 from django.db.models.functions import Coalesce
-from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 
 from simia_web.accounts.permissions import role_required
 from simia_web.core.clipping import clipped, message_page, shown_in_full, too_large_to_edit
 from simia_web.core.display import json_diff, pretty_json
 from simia_web.core.filters import query_text
+from simia_web.core.forms import form_errors_add
 from simia_web.core.selectors import revision_list
 from simia_web.core.services import VersionConflict
-from simia_web.jobs.pipelines import queueable_pipelines
-from simia_web.jobs.services import job_queue
 
 from . import services
 from .forms import ApiEditForm, DomainEditForm, SeedEditForm, TaskEditForm
@@ -134,18 +132,6 @@ def seed_list(request):
     )
 
 
-def _add_errors(form, exc: ValidationError) -> None:
-    """Show a service's ValidationError on the form: per field when it names one, else at the top."""
-    if not hasattr(exc, "error_dict"):
-        form.add_error(None, exc.messages)
-        return
-    for name, errors in exc.message_dict.items():
-        form.add_error(
-            name if name in form.fields else None,
-            [f"{name}: {e}" for e in errors] if name not in form.fields else errors,
-        )
-
-
 def _domain_names() -> list[str]:
     return list(Domain.objects.order_by("name").values_list("name", flat=True)[:500])
 
@@ -171,7 +157,7 @@ def _edit(request, *, obj, form_class, update, template: str, context: dict):
                 conflict = exc
                 obj.refresh_from_db()
             except ValidationError as exc:
-                _add_errors(form, exc)
+                form_errors_add(form, exc)
             else:
                 messages.success(request, f"Saved version {obj.version}.")
                 return redirect(request.path)
@@ -277,27 +263,6 @@ def _message_shown(message, index: int, full: bool) -> dict:
         calls.append({"name": str(function.get("name", "")), "arguments": arguments})
         cut = cut or cut_call
     return {"index": index, "role": str(message.get("role", "")), "text": text, "calls": calls, "clipped": cut}
-
-
-# ---------------------------------------------------------------- queue jobs
-
-
-@role_required("curator")
-def queue_job(request, kind: str):
-    """A kind's queue page: its form parses the page, job_queue checks the parameters and queues the job."""
-    pipeline = queueable_pipelines().get(kind)
-    if pipeline is None or pipeline.form is None:
-        raise Http404(f"no queue page for jobs of kind {kind!r}")
-    form = pipeline.form(request.POST or None, initial=request.GET.dict())
-    if request.method == "POST" and form.is_valid():
-        try:
-            job = job_queue(kind=kind, params=form.parameters(), actor=request.user)
-        except ValidationError as exc:
-            _add_errors(form, exc)
-        else:
-            messages.success(request, f"Job {job.pk} queued.")
-            return redirect("job-detail", pk=job.pk)
-    return render(request, "catalog/queue_form.html", {"form": form, "title": f"Queue: {pipeline.label}"})
 
 
 @role_required("curator")

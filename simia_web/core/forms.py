@@ -1,4 +1,4 @@
-"""Form fields whose JSON goes through the input gate."""
+"""Form fields whose JSON goes through the input gate, and a service's refusal shown on a form."""
 
 from django import forms
 from django.core.exceptions import ValidationError
@@ -28,3 +28,15 @@ class GatedJSONField(forms.JSONField):
             return json_parse(data)
         except JsonRefused:
             return InvalidJSONInput(data)
+
+
+def form_errors_add(form: forms.Form, exc: ValidationError) -> None:
+    """Show a service's ValidationError on the form: per field when it names one, else at the top with its name."""
+    if not hasattr(exc, "error_dict"):
+        form.add_error(None, exc.messages)
+        return
+    for name, errors in exc.message_dict.items():
+        if name in form.fields:
+            form.add_error(name, errors)
+        else:
+            form.add_error(None, [f"{name}: {error}" for error in errors])

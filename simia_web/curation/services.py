@@ -129,7 +129,7 @@ def verdict_record(*, trajectory_id: int, version: int, verdict: dict) -> JudgeV
     return record
 
 
-# The job kind of curation.judging (registered when the app is ready).
+# The job kind of curation.job_kinds (found when the application starts).
 JUDGE_JOB_KIND = "judge"
 
 

@@ -1,6 +1,6 @@
 """RL environment sessions: reset (create), step, abandon, and the end of an episode (reward and stored trajectory).
 
-A session is the synthesis episode engine's state kept between HTTP requests. A step loads the session,
+A session is the episode engine's state (simia_web.simulation) kept between HTTP requests. A step loads the session,
 gives its database connection back, runs the engine (the simulator for tool calls, the user simulator
 for text, the judge at the end) with no transaction open, writes the calls' LLMCall rows whatever
 happens, and then stores the new state with a compare-and-set on `version`: of two steps racing on one
@@ -25,7 +25,7 @@ from simia_web.formats.conversation import message_strict
 from simia_web.llm.client import LLMError
 from simia_web.llm.models import LLMCall, Stage
 from simia_web.llm.services import llm_calls_held, llm_calls_write
-from simia_web.synthesis.episode import (
+from simia_web.simulation.episode import (
     JUDGE_ALWAYS,
     JUDGE_NEVER,
     Episode,

@@ -27,7 +27,7 @@ from .hub import hub_push
 from .models import ExportFormat, FileKind, Snapshot
 from .selectors import export_filters_clean, export_options_clean, export_queryset
 
-EXPORT = "export"  # the job kind that builds a snapshot (registered in exports.pipelines)
+EXPORT = "export"  # the job kind that builds a snapshot (registered in exports.job_kinds)
 
 
 def _read_transaction():

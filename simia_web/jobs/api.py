@@ -1,6 +1,10 @@
 """REST endpoints of jobs: list and inspect with progress, queue a job of any registered kind, cancel."""
 
+from functools import cache
+from typing import Any
+
 from django.core.exceptions import ValidationError as DjangoValidationError
+from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import OpenApiResponse, PolymorphicProxySerializer, extend_schema, extend_schema_field
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
@@ -11,9 +15,9 @@ from simia_web.accounts.api import ErrorSerializer
 from simia_web.accounts.permissions import ReadMemberWriteCurator
 
 from .filters import JobFilter
+from .kinds import job_kinds_queueable
 from .models import Job
-from .pipelines import queueable_pipelines
-from .selectors import job_progress, job_usage, jobs_progress
+from .selectors import job_progress, job_summary, job_usage, jobs_progress
 from .services import JobError, job_cancel, job_queue
 
 
@@ -63,37 +67,50 @@ class JobUsageSerializer(serializers.Serializer):
 
 class JobDetailSerializer(JobSummarySerializer):
     usage = serializers.SerializerMethodField()
-    snapshot = serializers.SerializerMethodField(help_text="The snapshot an export job builds.")
+    summary = serializers.SerializerMethodField(
+        help_text="What the job made, as its kind says (trajectories per status and rejection reasons; an export's "
+        "snapshot id, records and sha256), with its units by how they ended, tokens and cost: kept when the job "
+        "ends, up to date while it runs"
+    )
 
     class Meta(JobSummarySerializer.Meta):
-        fields = [*JobSummarySerializer.Meta.fields, "summary", "usage", "snapshot"]
+        fields = [*JobSummarySerializer.Meta.fields, "summary", "usage"]
 
     @extend_schema_field(JobUsageSerializer)
     def get_usage(self, job) -> dict:
         return job_usage(job)
 
-    def get_snapshot(self, job) -> int | None:
-        snapshot = getattr(job, "snapshot", None)
-        return snapshot.pk if snapshot else None
+    def get_summary(self, job) -> dict[str, Any]:
+        return job_summary(job) if job.is_active or not job.summary else job.summary
 
 
+@cache
 def _request_serializer(kind: str, parameters: type[serializers.Serializer]) -> type[serializers.Serializer]:
-    """The kind's parameters with the `kind` field that selects them, as the request documents them."""
+    """The kind's parameters with the `kind` field that selects them, as the request documents them (one class per
+    kind, however often the schema is made: a component name stands for one class)."""
     name = parameters.__name__
     return type(name, (parameters,), {"kind": serializers.ChoiceField(choices=[kind]), "__doc__": parameters.__doc__})
 
 
-JobCreateRequest = PolymorphicProxySerializer(
-    component_name="JobCreate",
-    serializers=lambda: {kind: _request_serializer(kind, p.parameters) for kind, p in queueable_pipelines().items()},
-    resource_type_field_name="kind",
-)
+class JobSchema(AutoSchema):
+    """POST's request is the parameters of one of the kinds that can be queued, chosen by `kind`, read from the
+    registry each time the schema is made: a kind comes and goes with its app (drf-spectacular reads a callable
+    given to extend_schema once)."""
+
+    def get_request_serializer(self):
+        if self.view.action != "create":
+            return super().get_request_serializer()
+        requests = {name: _request_serializer(name, kind.parameters) for name, kind in job_kinds_queueable().items()}
+        return PolymorphicProxySerializer(
+            component_name="JobCreate", serializers=requests, resource_type_field_name="kind"
+        )
 
 
 class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     permission_classes = [ReadMemberWriteCurator]
     filterset_class = JobFilter
-    queryset = Job.objects.select_related("created_by", "snapshot")
+    queryset = Job.objects.select_related("created_by")
+    schema = JobSchema()
 
     def get_serializer_class(self):
         return JobSummarySerializer if self.action == "list" else JobDetailSerializer
@@ -103,7 +120,7 @@ class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         context = {**self.get_serializer_context(), "progress": jobs_progress([job.pk for job in page])}
         return self.get_paginated_response(JobSummarySerializer(page, many=True, context=context).data)
 
-    @extend_schema(request=JobCreateRequest, responses={202: JobDetailSerializer})
+    @extend_schema(responses={202: JobDetailSerializer})
     def create(self, request, *args, **kwargs):
         if not isinstance(request.data, dict):
             raise ValidationError({"detail": ["send a JSON object"]})

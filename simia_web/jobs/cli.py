@@ -1,18 +1,24 @@
-"""Shared by the management commands that queue jobs: `--wait` with a progress bar and a summary."""
+"""`manage.py queue`'s parts: parameters read from NAME=VALUE pairs by the kind's serializer, the kinds and their
+parameters described for --help, and `--wait` with a progress bar and a summary."""
 
 import json
 import sys
 import time
+from pathlib import Path
 
 from django.core.exceptions import ValidationError
 from django.core.management.base import CommandError
+from rest_framework import serializers
 from rest_framework.fields import empty
 from tqdm import tqdm
 
+from simia_web.core.json_input import JsonRefused, json_parse
+
+from .kinds import JobKind, job_kinds_queueable
 from .models import Job, JobStatus
-from .pipelines import pipeline_for
 from .selectors import job_progress, job_summary
-from .services import job_queue
+
+STRUCTURED = (serializers.DictField, serializers.JSONField)
 
 
 def job_wait(job: Job, stdout, poll: float = 0.5) -> Job:
@@ -26,7 +32,7 @@ def job_wait(job: Job, stdout, poll: float = 0.5) -> Job:
         job.refresh_from_db()
         progress = job_progress(job)
         total = sum(s["total"] for s in progress.values())
-        finished = sum(s["done"] + s["failed"] + s["cancelled"] for s in progress.values())
+        finished = sum(s["done"] + s["errored"] + s["failed"] + s["cancelled"] for s in progress.values())
         bar.total = max(total, 1)
         bar.n = finished
         bar.set_postfix_str(f"{job.status} {job.stage}".strip())
@@ -45,25 +51,86 @@ def job_wait(job: Job, stdout, poll: float = 0.5) -> Job:
     return job
 
 
-def parameter_arguments(parser, kind: str, *names: str) -> None:
-    """Add a `--name` option for each of the kind's integer parameters, with its help and default from the
-    kind's parameters serializer (the one place that knows them)."""
-    fields = pipeline_for(kind).parameters().fields
-    for name in names:
-        field = fields[name]
-        default = "" if field.default is empty else f" (default {field.default})"
-        parser.add_argument(f"--{name.replace('_', '-')}", type=int, help=f"{field.help_text or name}{default}")
+def parameters_from_pairs(job_kind: JobKind, pairs: list[str]) -> dict:
+    """The parameters given as NAME=VALUE (a dash in NAME is an underscore), as text for the kind's serializer to
+    judge: each pair for a list parameter adds an item, a dict parameter's VALUE is JSON, and VALUE @PATH is the
+    text of that file. ValidationError naming what cannot be read."""
+    rules = job_kind.parameters().fields
+    values: dict = {}
+    for pair in pairs:
+        name, equals, text = pair.partition("=")
+        name = name.strip().replace("-", "_")
+        if not equals or name not in rules:
+            raise ValidationError({"param": [f"{pair!r}: expected NAME=VALUE, NAME one of {', '.join(rules)}"]})
+        value = _file_text(name, text[1:]) if text.startswith("@") else text
+        rule = rules[name]
+        if isinstance(rule, serializers.ListField):
+            values.setdefault(name, []).append(value)
+        elif isinstance(rule, STRUCTURED):
+            values[name] = _json(name, value)
+        else:
+            values[name] = value
+    return values
 
 
-def job_queue_from_command(command, *, kind: str, wait: bool, params: dict) -> Job:
-    """Queue a job for a management command (options left unset take the kind's defaults): refused parameters
-    become a CommandError naming each one and its limit, `wait` follows the job."""
+def _file_text(name: str, path: str) -> str:
     try:
-        job = job_queue(kind=kind, params={name: value for name, value in params.items() if value is not None})
-    except ValidationError as exc:
-        messages = exc.message_dict.items() if hasattr(exc, "error_dict") else [("error", exc.messages)]
-        raise CommandError("; ".join(f"{k}: {' '.join(v)}" for k, v in messages)) from exc
-    command.stdout.write(f"Queued job {job.pk} ({job.kind}). Follow it at /jobs/{job.pk}/ or with --wait.")
-    if wait:
-        job_wait(job, command.stdout)
-    return job
+        return Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValidationError({name: [f"cannot read {path}: {exc}"]}) from None
+
+
+def _json(name: str, text: str):
+    try:
+        return json_parse(text, where=name)
+    except JsonRefused as exc:
+        raise ValidationError({name: [f"not JSON: {exc}"]}) from None
+
+
+def refusals_said(exc: ValidationError) -> str:
+    """A refusal of job_queue (or of the pairs) on one line: each parameter with what is wrong with it."""
+    refusals = exc.message_dict.items() if hasattr(exc, "error_dict") else [("error", exc.messages)]
+    return "; ".join(f"{name}: {' '.join(messages)}" for name, messages in refusals)
+
+
+def kinds_described() -> str:
+    """Every kind that can be queued, with its parameters: type, bounds, default and help, for --help."""
+    lines = ["kinds and their parameters (--param NAME=VALUE):"]
+    for name, job_kind in job_kinds_queueable().items():
+        lines += ["", f"{name}: {job_kind.label}"]
+        for param, rule in job_kind.parameters().fields.items():
+            if not rule.read_only:
+                lines.append(f"  {param:<14} {_rule_said(rule)}" + (f". {rule.help_text}" if rule.help_text else ""))
+    lines += [
+        "",
+        "A list takes one --param per item (repeat it); a dict takes JSON; a VALUE @PATH is read from that file.",
+    ]
+    return "\n".join(lines)
+
+
+def _rule_said(rule: serializers.Field) -> str:
+    said = _type_said(rule)
+    bounds = [getattr(rule, attr, None) for attr in ("min_value", "max_value")]
+    if any(bound is not None for bound in bounds):
+        said += f" {'' if bounds[0] is None else bounds[0]}..{'' if bounds[1] is None else bounds[1]}"
+    if rule.required:
+        return f"{said}; required"
+    return f"{said}; default {rule.default}" if rule.default not in (empty, None, "") else f"{said}; optional"
+
+
+def _type_said(rule: serializers.Field) -> str:
+    if isinstance(rule, serializers.ListField):
+        return f"list of {_type_said(rule.child)}"
+    if isinstance(rule, STRUCTURED):
+        return "JSON object"
+    if isinstance(rule, serializers.ChoiceField):
+        return f"one of {', '.join(map(str, rule.choices))}"
+    for kind, said in (
+        (serializers.BooleanField, "true or false"),
+        (serializers.IntegerField, "integer"),
+        (serializers.FloatField, "number"),
+        (serializers.SlugField, "slug"),
+    ):
+        if isinstance(rule, kind):
+            return said
+    return "text"

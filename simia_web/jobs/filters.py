@@ -2,8 +2,8 @@ import django_filters
 
 from simia_web.core.filters import BoundedFilterSet
 
+from .kinds import job_kind_choices
 from .models import Job, JobStatus
-from .pipelines import job_kind_choices
 
 
 class JobFilter(BoundedFilterSet):

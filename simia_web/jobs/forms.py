@@ -1,9 +1,12 @@
-"""The base of a job kind's queue form: it parses what the page sends; the kind's parameters serializer judges it."""
+"""A job kind's queue form: it parses what the page sends; the kind's parameters serializer judges it."""
 
 from django import forms
+from rest_framework import serializers
 from rest_framework.fields import empty
 
-from .pipelines import pipeline_for
+from simia_web.core.forms import GatedJSONField
+
+from .kinds import JobKind, job_kind_for
 
 
 class JobParametersForm(forms.Form):
@@ -17,7 +20,7 @@ class JobParametersForm(forms.Form):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        rules = pipeline_for(self.kind).parameters().fields
+        rules = job_kind_for(self.kind).parameters().fields
         for name, field in self.fields.items():
             rule = rules.get(name)
             if rule is None:
@@ -31,3 +34,45 @@ class JobParametersForm(forms.Form):
     def parameters(self) -> dict:
         """The values given (an empty input is left to the serializer's default)."""
         return {name: value for name, value in self.cleaned_data.items() if value not in (None, "", [])}
+
+
+class ItemsField(forms.CharField):
+    """A list typed as items separated by spaces or commas."""
+
+    def to_python(self, value) -> list[str]:
+        return super().to_python(value).replace(",", " ").split()
+
+    def prepare_value(self, value):
+        return " ".join(map(str, value)) if isinstance(value, list | tuple) else value
+
+
+# Long text gets a text area: a policy, a description.
+TEXT_AREA_FROM = 500
+
+
+def _form_field(rule: serializers.Field) -> forms.Field:
+    """The page's input for one parameter: it only parses; the serializer checks the value."""
+    common = {"required": rule.required, "help_text": rule.help_text or "", "label": rule.label}
+    if isinstance(rule, serializers.BooleanField):
+        return forms.BooleanField(**{**common, "required": False})
+    if isinstance(rule, serializers.IntegerField):
+        return forms.IntegerField(**common)
+    if isinstance(rule, serializers.FloatField | serializers.DecimalField):
+        return forms.FloatField(**common)
+    if isinstance(rule, serializers.ChoiceField):
+        choices = [("", "—")] if not rule.required and rule.default is empty else []
+        return forms.ChoiceField(choices=[*choices, *rule.choices.items()], **common)
+    if isinstance(rule, serializers.ListField):
+        return ItemsField(**{**common, "help_text": " ".join(filter(None, [rule.help_text, "Separate by spaces."]))})
+    if isinstance(rule, serializers.DictField | serializers.JSONField):
+        return GatedJSONField(**common)
+    long_text = (getattr(rule, "max_length", None) or TEXT_AREA_FROM) >= TEXT_AREA_FROM
+    return forms.CharField(widget=forms.Textarea(attrs={"rows": 3}) if long_text else None, **common)
+
+
+def job_kind_form(job_kind: JobKind) -> type[JobParametersForm]:
+    """The kind's queue form: its own, or one with an input for each of its parameters."""
+    if job_kind.form is not None:
+        return job_kind.form
+    fields = {name: _form_field(rule) for name, rule in job_kind.parameters().fields.items() if not rule.read_only}
+    return type(f"{type(job_kind).__name__}Form", (JobParametersForm,), {"kind": job_kind.kind, **fields})

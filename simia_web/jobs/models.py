@@ -1,7 +1,7 @@
 from django.conf import settings
 from django.db import models
 
-from .pipelines import job_kind_choices
+from .kinds import KIND_MAX_LENGTH, STAGE_MAX_LENGTH, job_kind_choices
 
 
 class JobStatus(models.TextChoices):
@@ -18,10 +18,10 @@ ACTIVE_JOB_STATUSES = (JobStatus.QUEUED, JobStatus.RUNNING)
 
 
 class Job(models.Model):
-    kind = models.CharField(max_length=16, choices=job_kind_choices)
+    kind = models.CharField(max_length=KIND_MAX_LENGTH, choices=job_kind_choices)
     params = models.JSONField(default=dict)
     status = models.CharField(max_length=24, choices=JobStatus.choices, default=JobStatus.QUEUED, db_index=True)
-    stage = models.CharField(max_length=32, blank=True)
+    stage = models.CharField(max_length=STAGE_MAX_LENGTH, blank=True)
     error = models.TextField(blank=True)
     summary = models.JSONField(default=dict, blank=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
@@ -57,7 +57,7 @@ class JobUnit(models.Model):
     """
 
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="units")
-    stage = models.CharField(max_length=32)
+    stage = models.CharField(max_length=STAGE_MAX_LENGTH)
     key = models.CharField(max_length=200)
     params = models.JSONField(default=dict)
     status = models.CharField(max_length=16, choices=UnitStatus.choices, default=UnitStatus.PENDING)

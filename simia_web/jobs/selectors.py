@@ -4,24 +4,21 @@ from itertools import chain
 from urllib.parse import urlsplit, urlunsplit
 
 from django.conf import settings
-from django.db.models import Count, Q, Sum
+from django.core.exceptions import ValidationError
+from django.db.models import Count, Q, QuerySet, Sum
 
 from simia_web.llm.models import LLMCall
 
+from .filters import JobFilter
+from .kinds import Shortfalls, job_kind_for
 from .models import Job, JobStatus, JobUnit, UnitStatus
-from .pipelines import pipeline_for
 
 # A stage's units by how they ended; "done" counts only those that made what they were for, "errored" those that
 # ended having stored an error (see ERRORED).
 UNIT_COUNTS = ("total", *UnitStatus.values, "errored")
-# Trajectories that an LLM or internal failure cut short: stored, but not the data the job was for.
-BROKEN_TERMINATIONS = ("llm_error", "internal_error")
-# A unit that ended in an error it recorded rather than raised: its result says so (a kind's writer that stores a
-# failure, such as a judge verdict whose call failed, puts it under "error"), or the trajectory it stored was cut
-# short by an LLM or internal error.
-ERRORED = Q(status=UnitStatus.DONE) & (
-    Q(result__has_key="error") | Q(trajectory__termination_reason__in=BROKEN_TERMINATIONS)
-)
+# A unit that ended in an error it recorded rather than raised: its kind's writer put it in the result under "error"
+# (a judge verdict whose call failed, a trajectory an LLM error cut short).
+ERRORED = Q(status=UnitStatus.DONE, result__has_key="error")
 # What to check for each kind of failed LLM call; {url} is the endpoint the call went to.
 LLM_ERROR_HINTS = {
     "connection_error": "could not reach {url} — check OPENAI_BASE_URL or the endpoint profile",
@@ -31,6 +28,15 @@ LLM_ERROR_HINTS = {
     "http_403": "{url} refused the API key — check the variable named by the profile's api_key_env",
     "http_404": "{url} does not know the model or the path — check the profile's model and base URL",
 }
+
+
+def job_list(*, filters) -> QuerySet[Job]:
+    """Jobs, newest first, filtered as the REST API filters them (jobs.filters.JobFilter: one meaning per
+    parameter); ValidationError naming the parameters it refuses."""
+    filterset = JobFilter(data=filters, queryset=Job.objects.select_related("created_by").order_by("-id"))
+    if not filterset.is_valid():
+        raise ValidationError(filterset.errors)
+    return filterset.qs
 
 
 def jobs_progress(job_ids: list[int]) -> dict[int, dict[str, dict[str, int]]]:
@@ -51,7 +57,7 @@ def jobs_progress(job_ids: list[int]) -> dict[int, dict[str, dict[str, int]]]:
 
 def _in_stage_order(stages: dict, kind: str) -> dict:
     try:
-        order = pipeline_for(kind).stages
+        order = job_kind_for(kind).stages
     except KeyError:  # a kind no longer registered: its stages as they come
         order = ()
     rank = {stage: i for i, stage in enumerate(order)}
@@ -80,23 +86,15 @@ def job_usage(job: Job) -> dict:
 
 
 def job_summary(job: Job) -> dict:
-    """Counts per trajectory status and per rejection reason, units, tokens and cost."""
-    from simia_web.curation.models import RuleViolation, Trajectory
-
-    trajectories = dict(Trajectory.objects.filter(job=job).values_list("status").annotate(n=Count("id")).order_by())
-    reasons = dict(
-        RuleViolation.objects.filter(trajectory__job=job, fixed=False)
-        .values_list("code")
-        .annotate(n=Count("trajectory", distinct=True))
-        .order_by()
-    )
-    judge_failed = Trajectory.objects.filter(job=job, judge_passed=False).count()
-    if judge_failed:
-        reasons["judge_fail"] = judge_failed
+    """What the job made, as its kind says (see JobKind.summary), with its units by how they ended, tokens and cost."""
     units = Counter()
     for counts in job_progress(job).values():
         units.update({name: n for name, n in counts.items() if name != "total" and n})
-    return {"trajectories": trajectories, "rejection_reasons": reasons, "units": dict(units), **job_usage(job)}
+    try:
+        made = job_kind_for(job.kind).summary(job)
+    except KeyError:  # a kind no longer registered (its app removed): its jobs still show their units and usage
+        made = {}
+    return {**made, "units": dict(units), **job_usage(job)}
 
 
 def _endpoint_shown(profile) -> str:
@@ -162,18 +160,15 @@ def _cause_said(job: Job, cause: str) -> str:
     return f"{cause}: {LLM_ERROR_HINTS[cause].format(url=_endpoint_shown(example.profile if example else None))}"
 
 
-def job_failure_cause(job: Job) -> tuple[str, str] | None:
-    """The most frequent root cause of what failed in the job (its failed units, the trajectories an error cut
-    short, the judge's failed verdicts), with an example and what to check, and how often it happened."""
-    from simia_web.curation.models import JudgeVerdict, RuleViolation
-
+def job_failure_cause(job: Job, shortfalls: Shortfalls | None = None) -> tuple[str, str] | None:
+    """The most frequent root cause of what failed in the job (its failed units, the errors its units stored, the
+    failures its kind names, such as a judge's failed calls), with what to check, and how often it happened."""
+    if shortfalls is None:
+        shortfalls = job_kind_for(job.kind).outcome(job)
     failures = chain(
         JobUnit.objects.filter(job=job, status=UnitStatus.FAILED).values_list("error", flat=True).iterator(),
         _recorded_unit_errors(job).values_list("result__error", flat=True).iterator(),
-        RuleViolation.objects.filter(trajectory__job=job, code__in=BROKEN_TERMINATIONS, fixed=False)
-        .values_list("detail", flat=True)
-        .iterator(),
-        JudgeVerdict.objects.filter(trajectory__job=job).exclude(error="").values_list("error", flat=True).iterator(),
+        shortfalls.failures,
     )
     causes = Counter(_cause_of(failure) for failure in failures)
     if not causes:
@@ -184,59 +179,41 @@ def job_failure_cause(job: Job) -> tuple[str, str] | None:
 
 def _recorded_unit_errors(job: Job):
     """Units that ended by storing an error their kind put in the result (e.g. a judge verdict whose call failed)."""
-    return JobUnit.objects.filter(job=job, status=UnitStatus.DONE, result__has_key="error")
+    return JobUnit.objects.filter(job=job).filter(ERRORED)
 
 
 def job_outcome(job: Job) -> tuple[str, str]:
     """(status, error) of a job whose work ended at `job.stage`.
 
-    Failed when that stage made nothing: every unit failed or ended in an error, or there was nothing to run, or
-    every trajectory the job stored ended in an LLM or internal error. Finished with errors when a unit failed or
-    ended in an error, or a trajectory ended so or was left unjudged because the judge failed. Else succeeded.
+    Failed when that stage made nothing: every unit failed or ended in an error, or there was nothing to run.
+    Finished with errors when a unit failed or ended in an error, or the kind finds that what the job made falls
+    short (see JobKind.outcome). Else succeeded.
     """
-    from simia_web.curation.models import JudgeVerdict, Trajectory
-
     progress = job_progress(job)
+    shortfalls = job_kind_for(job.kind).outcome(job)
     stage = progress.get(job.stage, dict.fromkeys(UNIT_COUNTS, 0))
-    if not stage["done"] and not stage["errored"]:
-        ended = (
-            f"all {stage['total']} units of its {job.stage} stage failed"
-            if stage["total"]
-            else f"its {job.stage} stage had nothing to run"
-        )
-        return JobStatus.FAILED, _with_cause(ended, job)
-    trajectories = Trajectory.objects.filter(job=job)
-    made = trajectories.count()
-    broken = trajectories.filter(termination_reason__in=BROKEN_TERMINATIONS).count()
-    if made and broken == made:
-        return JobStatus.FAILED, _with_cause(f"all {made} trajectories ended in an LLM or internal error", job)
     if not stage["done"]:
-        ended = f"all {stage['total']} units of its {job.stage} stage failed or ended in an error"
-        return JobStatus.FAILED, _with_cause(ended, job)
-    unjudged = (
-        JudgeVerdict.objects.filter(trajectory__job=job, trajectory__judge_passed=None)
-        .exclude(error="")
-        .values("trajectory")
-        .distinct()
-        .count()
-    )
-    total = sum(c["total"] for c in progress.values())
+        how = "failed or ended in an error" if stage["errored"] else "failed"
+        ended = f"all {stage['total']} units of its {job.stage} stage {how}"
+        if not stage["total"]:
+            ended = f"its {job.stage} stage had nothing to run"
+        return JobStatus.FAILED, _with_cause(ended, job, shortfalls)
+    total = sum(counts["total"] for counts in progress.values())
     failed_units = sum(counts["failed"] for counts in progress.values())
-    recorded_errors = _recorded_unit_errors(job).count()  # the errored units a broken trajectory does not name
+    errored_units = sum(counts["errored"] for counts in progress.values())
     problems = [
-        f"{failed_units} of {total} units failed" if failed_units else "",
-        f"{recorded_errors} of {total} units ended in an error" if recorded_errors else "",
-        f"{broken} of {made} trajectories ended in an LLM or internal error" if broken else "",
-        f"{unjudged} trajectories were left unjudged because the judge failed" if unjudged else "",
+        *([f"{failed_units} of {total} units failed"] if failed_units else []),
+        *([f"{errored_units} of {total} units ended in an error"] if errored_units else []),
+        *shortfalls.problems,
     ]
-    if not any(problems):
+    if not problems:
         return JobStatus.SUCCEEDED, ""
-    return JobStatus.FINISHED_WITH_ERRORS, _with_cause("; ".join(p for p in problems if p), job)
+    return JobStatus.FINISHED_WITH_ERRORS, _with_cause("; ".join(problems), job, shortfalls)
 
 
-def _with_cause(what: str, job: Job) -> str:
+def _with_cause(what: str, job: Job, shortfalls: Shortfalls) -> str:
     """The job's error: its root cause first, then how often and what it did to the job."""
-    if cause := job_failure_cause(job):
+    if cause := job_failure_cause(job, shortfalls):
         detail, frequency = cause
         return f"{detail} ({frequency}; {what})"
     return what

@@ -20,8 +20,8 @@ from simia_web.core.services import audit_record
 from simia_web.llm.services import llm_calls_held, llm_calls_write, llm_job_finishing
 
 from . import leases, unit_rows
+from .kinds import job_kind_for, job_kinds_queueable
 from .models import Job, JobStatus, JobUnit, UnitStatus, WatchdogTurn
-from .pipelines import pipeline_for, queueable_pipelines
 
 logger = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ def job_create(*, kind: str, params: dict, actor=None) -> Job:
     """Write a job whose parameters its kind has checked (see job_queue) and start it after the commit."""
     from .tasks import job_start
 
-    pipeline_for(kind)  # unknown kinds fail here, before anything is written
+    job_kind_for(kind)  # unknown kinds fail here, before anything is written
     with transaction.atomic():
         job = Job.objects.create(kind=kind, params=params, created_by=actor if getattr(actor, "pk", None) else None)
         audit_record(actor=actor, action="job.create", target=job, data={"kind": kind, "params": params})
@@ -81,10 +81,10 @@ def job_queue(*, kind: str, params: dict, actor=None) -> Job:
     The kind's parameters serializer checks the ranges and caps and its save() queues the job, so a refused
     job writes nothing. Raises ValidationError with the refusals per parameter.
     """
-    pipeline = queueable_pipelines().get(kind) if isinstance(kind, str) else None
-    if pipeline is None:
-        raise ValidationError({"kind": [f"choose one of {', '.join(queueable_pipelines())}"]})
-    parameters = pipeline.parameters(data=params)
+    job_kind = job_kinds_queueable().get(kind) if isinstance(kind, str) else None
+    if job_kind is None:
+        raise ValidationError({"kind": [f"choose one of {', '.join(job_kinds_queueable())}"]})
+    parameters = job_kind.parameters(data=params)
     if not parameters.is_valid():
         raise ValidationError({name: list(_error_lines(errors)) for name, errors in parameters.errors.items()})
     return parameters.save(actor=actor)
@@ -109,7 +109,7 @@ def _plan_stage(job: Job, after_stage: str | None) -> list[int]:
     if after_stage is not None and set(ended) == {UnitStatus.FAILED}:
         _job_finish(job)
         return []
-    planned = pipeline_for(job.kind).plan(job, after_stage)
+    planned = job_kind_for(job.kind).plan(job, after_stage)
     if planned is None:
         _job_finish(job)
         return []
@@ -200,11 +200,11 @@ class _UnitRun:
         self.claimed = True
         if self.last_of_stage:
             llm_job_finishing(unit.job_id)
-        pipeline = pipeline_for(unit.job.kind)
+        job_kind = job_kind_for(unit.job.kind)
         writer, error, outage = None, "", None
         with llm_calls_held(job_id=unit.job_id) as calls:
             try:
-                writer = pipeline.run(unit.job, unit)
+                writer = job_kind.run(unit.job, unit)
             except Exception as exc:
                 if is_outage(exc):
                     outage = exc
@@ -249,7 +249,7 @@ def _unit_finish(unit_id: int, writer, error: str) -> None:
 
 
 def _writer_discard(writer) -> None:
-    """Let a writer that will not run release what it holds (a pipeline's optional `discard`)."""
+    """Let a writer that will not run release what it holds (a kind's optional `discard`)."""
     discard = getattr(writer, "discard", None)
     if discard is not None:
         discard()

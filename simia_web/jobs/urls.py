@@ -8,4 +8,6 @@ urlpatterns = [
     path("jobs/<int:pk>/progress/", views.job_progress, name="job-progress"),
     path("jobs/<int:pk>/cancel/", views.job_cancel_view, name="job-cancel"),
     path("jobs/<int:pk>/retry/", views.job_retry_view, name="job-retry"),
+    # Each kind that takes parameters has a queue page at its slug (/queue/synthesis/, /queue/rollouts/, ...).
+    path("queue/<slug:slug>/", views.job_queue_page, name="job-queue"),
 ]

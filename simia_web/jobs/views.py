@@ -1,19 +1,23 @@
-"""Job pages: list, detail with progress per stage, the LLM call log, cancel and retry."""
+"""Job pages: list, detail with progress per stage and what the job made, the LLM call log, cancel and retry, and
+the queue page of every kind that takes parameters."""
 
 from django.contrib import messages
+from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
+from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from simia_web.accounts.permissions import role_required
 from simia_web.core.display import pretty_json
-from simia_web.exports.models import Snapshot
+from simia_web.core.forms import form_errors_add
 from simia_web.llm.models import LLMCall
 
 from . import selectors
+from .forms import job_kind_form
+from .kinds import job_kind_choices, job_kind_for, job_kind_for_page
 from .models import Job, JobStatus
-from .pipelines import job_kind_choices
-from .services import JobError, job_cancel, job_retry
+from .services import JobError, job_cancel, job_queue, job_retry
 
 PAGE_SIZE = 50
 CALL_PAGE_SIZE = 25
@@ -38,43 +42,48 @@ def _live_context(request, job: Job) -> dict:
         LLMCall.objects.filter(job=job).select_related("profile").defer("request", "response").order_by("-id"),
         CALL_PAGE_SIZE,
     ).get_page(request.GET.get("page"))
-    summary = selectors.job_summary(job)
     return {
         "job": job,
         "poll": job.is_active,
         "progress": progress_rows(job),
         "cause": selectors.job_last_llm_error(job),
-        "snapshot": Snapshot.objects.filter(job=job).first(),
-        "summary": summary,
-        "reasons": sorted(summary["rejection_reasons"].items(), key=lambda kv: -kv[1]),
+        "summary": selectors.job_summary(job),
+        "result_template": _result_template(job),
         "page": calls,
         "query": "",
     }
 
 
+def _result_template(job: Job) -> str | None:
+    """The kind's panel of what the job made (none for a kind no longer registered)."""
+    try:
+        return job_kind_for(job.kind).result_template
+    except KeyError:
+        return None
+
+
 @role_required("annotator")
 def job_list(request):
-    qs = Job.objects.select_related("created_by").order_by("-id")
-    status, kind = request.GET.get("status", ""), request.GET.get("kind", "")
-    if status in JobStatus.values:
-        qs = qs.filter(status=status)
-    if kind in dict(job_kind_choices()):
-        qs = qs.filter(kind=kind)
-    page = Paginator(qs, PAGE_SIZE).get_page(request.GET.get("page"))
+    """Jobs filtered as the REST API filters them: a value the API refuses is refused here, and said so."""
+    refused = ""
+    try:
+        jobs = selectors.job_list(filters=request.GET)
+    except ValidationError as exc:
+        jobs = Job.objects.none()
+        refused = "; ".join(f"{name}: {' '.join(errors)}" for name, errors in exc.message_dict.items())
+    page = Paginator(jobs, PAGE_SIZE).get_page(request.GET.get("page"))
     query = request.GET.copy()
     query.pop("page", None)
-    return render(
-        request,
-        "jobs/list.html",
-        {
-            "page": page,
-            "query": query.urlencode(),
-            "status": status,
-            "kind": kind,
-            "statuses": JobStatus.choices,
-            "kinds": job_kind_choices(),
-        },
-    )
+    context = {
+        "page": page,
+        "query": query.urlencode(),
+        "refused": refused,
+        "status": request.GET.get("status", ""),
+        "kind": request.GET.get("kind", ""),
+        "statuses": JobStatus.choices,
+        "kinds": job_kind_choices(),
+    }
+    return render(request, "jobs/list.html", context, status=400 if refused else 200)
 
 
 @role_required("annotator")
@@ -122,3 +131,21 @@ def job_retry_view(request, pk: int):
         return redirect("job-detail", pk=pk)
     messages.success(request, f"Job {new.pk} queued with the parameters of job {pk}.")
     return redirect("job-detail", pk=new.pk)
+
+
+@role_required("curator")
+def job_queue_page(request, slug: str):
+    """A kind's queue page: its form parses the page, job_queue checks the parameters and queues the job."""
+    job_kind = job_kind_for_page(slug)
+    if job_kind is None:
+        raise Http404(f"no queue page {slug!r}")
+    form = job_kind_form(job_kind)(request.POST or None, initial=request.GET.dict())
+    if request.method == "POST" and form.is_valid():
+        try:
+            job = job_queue(kind=job_kind.kind, params=form.parameters(), actor=request.user)
+        except ValidationError as exc:
+            form_errors_add(form, exc)
+        else:
+            messages.success(request, f"Job {job.pk} queued.")
+            return redirect("job-detail", pk=job.pk)
+    return render(request, "jobs/queue_form.html", {"form": form, "title": f"Queue: {job_kind.label}"})

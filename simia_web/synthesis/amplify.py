@@ -20,10 +20,11 @@ from simia_web.jobs.models import Job
 from simia_web.llm.client import LLMError, client_for_stage
 from simia_web.llm.models import Stage
 from simia_web.llm.services import llm_call_ids
+from simia_web.simulation.judge import judge_run
+from simia_web.simulation.prompt_fit import compact_json, json_size, messages_fit, text_clip, tools_described
 
 from .amplify_answer import AMPLIFIED_ANSWER, amplified_messages, amplified_schema
-from .judge import judge_run
-from .prompt_fit import compact_json, json_size, messages_fit, text_clip, tools_described
+from .trajectory_kinds import trajectory_unit_result
 
 PROMPT_VERSION = "amplify-v2"  # v2: the conversation asked for as turns, the prompt fitted to the budget
 STRATEGIES = ("round_robin", "random")
@@ -128,6 +129,7 @@ def _internal_error_store(*, job: Job, unit, partial: dict, exc: Exception) -> d
     seed_id = partial["provenance"]["seed"]
     seed = Seed.objects.filter(pk=seed_id).first()
     detail = f"{type(exc).__name__}: {exc}"[:2000]
+    violations = [Violation("internal_error", None, detail)]
     domain_id = seed.domain_id if seed else _seed_domain_id(job.params, seed_id)
     if domain_id is None:
         raise RuntimeError(f"cannot store output {unit.params['index']}: the domain of seed {seed_id} is gone") from exc
@@ -142,9 +144,9 @@ def _internal_error_store(*, job: Job, unit, partial: dict, exc: Exception) -> d
         tools=partial["tools"],
         termination_reason="internal_error",
         provenance={**partial["provenance"], "llm_calls": llm_call_ids(partial["llm_calls"]), "error": detail},
-        violations=[Violation("internal_error", None, detail)],
+        violations=violations,
     )
-    return {"trajectory": trajectory.pk, "status": trajectory.status}
+    return trajectory_unit_result(trajectory, violations)
 
 
 def _amplified_writer(job: Job, unit, partial: dict):
@@ -218,6 +220,6 @@ def _amplified_writer(job: Job, unit, partial: dict):
             verdict=verdict,
             **fields,
         )
-        return {"trajectory": trajectory.pk, "status": trajectory.status}
+        return trajectory_unit_result(trajectory, found)
 
     return write

@@ -9,8 +9,7 @@ is read as well.
 """
 
 from simia_web.formats.conversation import message_text, tool_call, tool_call_id, tool_result
-
-from .prompt_fit import compact_json
+from simia_web.simulation.prompt_fit import compact_json
 
 MAX_TURNS = 3
 MAX_CALLS_PER_TURN = 4

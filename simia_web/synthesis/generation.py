@@ -9,9 +9,8 @@ the catalog's shapes: API specs with JSON Schema parameters, and a world state w
 """
 
 from simia_web.llm.client import LLMClient
-
-from .prompt_fit import compact_json, json_size, specs_described, text_clip
-from .state_slice import state_view
+from simia_web.simulation.prompt_fit import compact_json, json_size, specs_described, text_clip
+from simia_web.simulation.state_slice import state_view
 
 API_PROMPT_VERSION = "apis-v2"  # v2: the design in bounded lists, turned into schemas here
 TASK_PROMPT_VERSION = "tasks-v2"  # v2: apis_needed limited to the domain's API names; inputs fitted to the budget

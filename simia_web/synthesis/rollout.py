@@ -1,16 +1,30 @@
-"""A teacher-agent rollout of one task: the episode engine driven by the agent LLM, then rules and the judge."""
+"""A teacher-agent rollout of one task: the episode engine driven by the agent LLM, then rules and the judge; and
+the rollout units that the synthesize and rollout job kinds plan and run."""
 
 from dataclasses import dataclass
 
 from simia_web.catalog.models import Api, Domain, Task
+from simia_web.catalog.selectors import domain_unusable_reason, domain_with_valid_apis
+from simia_web.curation.models import TrajectoryKind
+from simia_web.curation.services import trajectory_create
 from simia_web.formats.conversation import Violation, message_text
 from simia_web.formats.rules import ends_with_answer
+from simia_web.jobs.kinds import UnitPlan
 from simia_web.llm.client import LLMError
 from simia_web.llm.models import Stage
+from simia_web.llm.services import llm_call_ids
+from simia_web.simulation.episode import (
+    JUDGE_IF_CLEAN,
+    EpisodeLimits,
+    StageClients,
+    api_specs,
+    episode_conclude,
+    episode_start,
+)
 
-from .episode import JUDGE_IF_CLEAN, EpisodeLimits, StageClients, api_specs, episode_conclude, episode_start
+from .trajectory_kinds import trajectory_unit_result
 
-__all__ = ["RolloutLimits", "api_specs", "rollout_run"]
+__all__ = ["RolloutLimits", "UnusableDomain", "api_specs", "domain_require_usable", "rollout_run"]
 
 AGENT_PROMPT_VERSION = "agent-v1"
 # Said to the agent (in the prompt only) when a rollout reaches a limit before it answered the customer.
@@ -26,6 +40,64 @@ class RolloutLimits:
     max_steps: int = 12
     max_errors: int = 3
     user_turns: int = 0  # extra user turns played by the user simulator
+
+    @classmethod
+    def of_job(cls, params: dict) -> "RolloutLimits":
+        return cls(
+            max_steps=params.get("max_steps", 12),
+            max_errors=params.get("max_errors", 3),
+            user_turns=params.get("user_turns", 0),
+        )
+
+
+class UnusableDomain(Exception):
+    """A domain that a unit cannot use as it is: the unit fails with this reason and calls no LLM."""
+
+
+def domain_require_usable(domain: Domain) -> None:
+    if reason := domain_unusable_reason(domain):
+        raise UnusableDomain(reason)
+
+
+def rollout_units(task_ids: list[int], rollouts: int) -> list[UnitPlan]:
+    return [
+        UnitPlan("rollout", f"rollout:{task_id}:{k}", {"task": task_id, "sample": k})
+        for task_id in task_ids
+        for k in range(rollouts)
+    ]
+
+
+def rollout_unit_run(job, unit):
+    """Roll out the unit's task and return the writer that stores the trajectory."""
+    # Only what a rollout reads: a task's other columns (provenance, API lists) are a third of the read's CPU.
+    fields = ("domain_id", "instruction", "expected_outcome", "user_scenario")
+    task = Task.objects.only(*fields).get(pk=unit.params["task"])
+    domain, apis = domain_with_valid_apis(task.domain_id, job_id=job.pk)
+    domain_require_usable(domain)
+    outcome = rollout_run(
+        task=task,
+        domain=domain,
+        apis=apis,
+        limits=RolloutLimits.of_job(job.params),
+        job_id=job.pk,
+        profiles=job.params.get("profiles", {}),
+        sample=f"{job.pk}:{unit.key}",
+    )
+
+    def write():
+        fields = outcome["fields"]
+        fields["provenance"]["llm_calls"] = llm_call_ids(outcome["llm_calls"])
+        trajectory = trajectory_create(
+            kind=TrajectoryKind.ROLLOUT,
+            job=job,
+            unit=unit,
+            violations=outcome["violations"],
+            verdict=outcome["verdict"],
+            **fields,
+        )
+        return trajectory_unit_result(trajectory, outcome["violations"])
+
+    return write
 
 
 def rollout_run(

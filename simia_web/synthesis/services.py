@@ -1,8 +1,8 @@
 """Queueing synthesis, rollout and amplification jobs.
 
-Every way in (the commands, the queue pages, the API, and the *_queue functions here for Python callers) goes
-through jobs.services.job_queue: the kind's serializer (synthesis.params) checks the ranges and caps, then one
-of the *_job_create functions applies the rules that need the database and writes the job.
+Every way in (`manage.py queue`, the queue pages, the API, and the *_queue functions here for Python callers) goes
+through jobs.services.job_queue: the kind's serializer (in its module of synthesis.job_kinds) checks the ranges and
+caps, then one of the *_job_create functions applies the rules that need the database and writes the job.
 """
 
 import secrets
@@ -23,17 +23,17 @@ AMPLIFY = "amplify"
 
 
 def synthesis_queue(*, actor=None, **params) -> Job:
-    """Queue a synthesize job (parameters: synthesis.params.SynthesizeJobSerializer)."""
+    """Queue a synthesize job (parameters: synthesis.job_kinds.synthesize.SynthesizeJobSerializer)."""
     return job_queue(kind=SYNTHESIZE, params=params, actor=actor)
 
 
 def rollout_queue(*, actor=None, **params) -> Job:
-    """Queue a rollout job (parameters: synthesis.params.RolloutJobSerializer)."""
+    """Queue a rollout job (parameters: synthesis.job_kinds.rollout.RolloutJobSerializer)."""
     return job_queue(kind=ROLLOUT, params=params, actor=actor)
 
 
 def amplification_queue(*, actor=None, **params) -> Job:
-    """Queue an amplify job (parameters: synthesis.params.AmplifyJobSerializer)."""
+    """Queue an amplify job (parameters: synthesis.job_kinds.amplify.AmplifyJobSerializer)."""
     return job_queue(kind=AMPLIFY, params=params, actor=actor)
 
 

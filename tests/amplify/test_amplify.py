@@ -13,8 +13,8 @@ from simia_web.catalog.services import seed_update
 from simia_web.curation.models import Trajectory, TrajectoryKind, TrajectoryStatus
 from simia_web.jobs.models import JobStatus
 from simia_web.jobs.services import job_start
+from simia_web.simulation.prompt_fit import tools_described
 from simia_web.synthesis.amplify import seed_order
-from simia_web.synthesis.prompt_fit import tools_described
 from simia_web.synthesis.services import amplification_queue
 from tests.support.llm_stub import Reply
 from tests.support.scripts import pipeline_responder
@@ -203,14 +203,15 @@ def test_llm_outage_still_yields_every_trajectory(seed, llm_stub):
     job.refresh_from_db()
     assert job.status == JobStatus.FAILED  # every call failed: stored, but nothing usable was made
     assert job.error.startswith("server_error: ")
-    assert job.error.endswith("; all 3 trajectories ended in an LLM or internal error)")
+    assert job.error.endswith("; all 3 units of its amplify stage failed or ended in an error)")
+    assert all(unit.result["error"].startswith("server_error: ") for unit in job.units.all())  # each unit's error
     assert Trajectory.objects.filter(job=job, status=TrajectoryStatus.RULES_FAILED).count() == 3
     assert job.summary["rejection_reasons"] == {"llm_error": 3}
 
 
 def test_command_waits_and_prints_summary(seed, llm_stub, capsys):
     llm_stub.responder = script({0: conversation(0), 1: conversation(1)})
-    call_command("amplify", "--count", "2", "--domain", "shop", "--wait")
+    call_command("queue", "amplify", "--param", "count=2", "--param", "domain=shop", "--wait")
     out = capsys.readouterr().out
     assert "succeeded" in out and '"judged_pass": 2' in out
 

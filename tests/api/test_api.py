@@ -215,7 +215,7 @@ def test_curator_queues_jobs_and_services_validate(token_client):
     bad = client.post(f"{API}/jobs/", {"kind": "amplify"}, "application/json")
     assert bad.status_code == 400 and "count" in bad.json()
     bad = client.post(f"{API}/jobs/", {"kind": "export"}, "application/json")
-    assert bad.status_code == 400 and bad.json() == {"kind": ["choose one of synthesize, rollout, amplify"]}
+    assert bad.status_code == 400 and bad.json() == {"kind": ["choose one of amplify, rollout, synthesize"]}
     bad = client.post(f"{API}/jobs/", {"kind": ["synthesize"], "domains": ["shop"]}, "application/json")
     assert bad.status_code == 400 and "kind" in bad.json()
     assert client.post(f"{API}/jobs/", [{"kind": "synthesize"}], "application/json").status_code == 400
@@ -252,7 +252,8 @@ def test_snapshot_request_is_accepted_with_a_job(token_client, catalog):
     assert body["status"] == "queued" and body["filters"] == {"domain": "shop", "status": "accepted"}
     assert Job.objects.get(pk=body["job"]).kind == "export"
     assert client.get(f"{API}/snapshots/{body['id']}/download/").status_code == 409
-    assert client.get(f"{API}/jobs/{body['job']}/").json()["snapshot"] == body["id"]
+    made = client.get(f"{API}/jobs/{body['job']}/").json()["summary"]
+    assert (made["snapshot"], made["built"]) == (body["id"], False)
     bad = client.post(f"{API}/snapshots/", {"format": "openai", "filters": {"status": "nope"}}, "application/json")
     assert bad.status_code == 400
     bad = client.post(f"{API}/snapshots/", {"format": "csv"}, "application/json")

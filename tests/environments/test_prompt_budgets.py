@@ -4,8 +4,8 @@ import json
 
 from simia_web.llm.client import client_for_stage
 from simia_web.llm.models import Stage
-from simia_web.synthesis.judge import judge_messages, world_evidence
-from simia_web.synthesis.user_simulator import user_turn
+from simia_web.simulation.judge import judge_messages, world_evidence
+from simia_web.simulation.user_simulator import user_turn
 from tests.support.llm_stub import Reply
 
 BUDGET = 14_000

@@ -7,8 +7,8 @@ import pytest
 
 from simia_web.llm.client import LLMClient
 from simia_web.llm.models import EndpointProfile
-from simia_web.synthesis.simulator import simulator_messages
-from simia_web.synthesis.state_slice import state_view
+from simia_web.simulation.simulator import simulator_messages
+from simia_web.simulation.state_slice import state_view
 from tests.conftest import SHARED_DATA
 
 RETAIL = SHARED_DATA / "tau2" / "retail"

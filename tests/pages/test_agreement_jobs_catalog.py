@@ -133,6 +133,20 @@ def test_job_detail_cancel_and_retry(client_for):
     assert response["Location"] == f"/jobs/{new.pk}/" and new.params == job.params
 
 
+def test_the_job_list_filters_as_the_api_does(client_for):
+    running = make_job(status=JobStatus.RUNNING)
+    make_job(status=JobStatus.SUCCEEDED)
+    Job.objects.create(kind="judge", status=JobStatus.RUNNING, params={"versions": {}})
+    client = client_for("annotator")
+    query = {"status": "running", "kind": running.kind}
+    api = client.get("/api/v1/jobs/", query).json()["results"]
+    assert [job.pk for job in client.get("/jobs/", query).context["page"]] == [job["id"] for job in api]
+    assert [job["id"] for job in api] == [running.pk]
+    # A value the API refuses is refused by the page too, rather than ignored.
+    assert client.get("/jobs/", {"status": "yes"}).status_code == 400
+    assert client.get("/api/v1/jobs/", {"status": "yes"}).status_code == 400
+
+
 def test_llm_call_viewer_escapes(client_for):
     call = LLMCall.objects.create(
         stage="judge", model="m", request_hash="h", request={"messages": [{"content": "<script>x</script>"}]}

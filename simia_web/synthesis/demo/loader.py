@@ -11,8 +11,8 @@ from simia_web.catalog.services import apis_store, domain_ensure, tasks_store
 from simia_web.curation.models import TrajectoryKind
 from simia_web.curation.services import review_decide, trajectory_create
 from simia_web.formats.rules import rules_check
-from simia_web.synthesis.episode import agent_system_prompt
-from simia_web.synthesis.judge import CRITERIA
+from simia_web.simulation.episode import agent_system_prompt
+from simia_web.simulation.judge import CRITERIA
 
 DEMO_DIR = Path(__file__).resolve().parent
 

@@ -3,14 +3,14 @@
 Each unit loads one trajectory, calls the judge outside any transaction, and its writer stores the verdict
 for the version it judged; the verdict becomes the trajectory's headline only if that version is still current.
 A judge call that failed is stored as a verdict with its error, and its unit's result names the error (see
-jobs.selectors.ERRORED), so the job's outcome and progress show it.
+JobKind.run), so the job's outcome and progress show it.
 """
 
 from simia_web.formats.conversation import message_text
-from simia_web.jobs.pipelines import UnitPlan, pipeline_register
+from simia_web.jobs.kinds import JobKind, UnitPlan, job_kind_register
 from simia_web.llm.client import client_for_stage
 from simia_web.llm.models import Stage
-from simia_web.synthesis.judge import judge_run, world_evidence
+from simia_web.simulation.judge import judge_run, world_evidence
 
 from .models import Trajectory
 from .services import JUDGE_JOB_KIND, verdict_record
@@ -23,12 +23,12 @@ def _task_text(trajectory: Trajectory) -> str:
     return "Serve the user's requests in this conversation. The first was: " + first
 
 
-class JudgePipeline:
+@job_kind_register
+class JudgeKind(JobKind):
     kind = JUDGE_JOB_KIND
     label = "Judge again"
     stages = ("judge",)
     parameters = None  # queued from a trajectory page with its version (curation.services)
-    form = None
 
     def plan(self, job, stage):
         if stage is not None:
@@ -58,6 +58,3 @@ class JudgePipeline:
             return {**result, "error": verdict["error"]} if verdict.get("error") else result
 
         return write
-
-
-pipeline_register(JudgePipeline())

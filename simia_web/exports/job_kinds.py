@@ -1,7 +1,7 @@
 """The export job kind: one unit that builds the job's snapshot, then, when its options ask, one that publishes it
-to the Hugging Face Hub."""
+to the Hugging Face Hub. Its job page shows the snapshot; the API's job summary names it."""
 
-from simia_web.jobs.pipelines import UnitPlan, pipeline_register
+from simia_web.jobs.kinds import JobKind, UnitPlan, job_kind_register
 
 from .hub import FAILED
 from .models import Snapshot
@@ -10,12 +10,13 @@ from .services import EXPORT, snapshot_build, snapshot_hub_record, snapshot_publ
 BUILD, PUBLISH = "build", "publish"
 
 
-class ExportPipeline:
+@job_kind_register
+class ExportKind(JobKind):
     kind = EXPORT
     label = "Dataset export"
     stages = (BUILD, PUBLISH)
     parameters = None  # queued with its snapshot (exports.services.snapshot_create)
-    form = None
+    result_template = "exports/_job_snapshot.html"
 
     def plan(self, job, stage):
         snapshot = Snapshot.objects.get(job=job)
@@ -38,5 +39,15 @@ class ExportPipeline:
 
         return record
 
-
-pipeline_register(ExportPipeline())
+    def summary(self, job) -> dict:
+        snapshot = Snapshot.objects.filter(job=job).only("count", "refused_count", "bytes", "sha256").first()
+        if snapshot is None:
+            return {}
+        return {
+            "snapshot": snapshot.pk,
+            "built": snapshot.is_built,
+            "records": snapshot.count,
+            "left_out": snapshot.refused_count,
+            "bytes": snapshot.bytes,
+            "sha256": snapshot.sha256,
+        }
