@@ -24,6 +24,7 @@ from simia_web.core.clipping import (
     too_large_to_edit,
 )
 from simia_web.core.display import pretty_json
+from simia_web.core.errors import HeldByOther
 from simia_web.formats import FormatError
 from simia_web.formats.conversation import tool_schemas
 from simia_web.jobs.models import ACTIVE_JOB_STATUSES, Job
@@ -43,7 +44,6 @@ from .forms import (
 from .models import PENDING_STATUSES, STANDING, Decision, Review, Trajectory, TrajectoryStatus
 from .services import (
     BULK_UNDO_MAX,
-    HeldByOther,
     ReviewError,
     bulk_preview,
     draft_discard,
@@ -419,7 +419,7 @@ def trajectory_decide(request, pk: int):
             expected_version=_int(request.POST.get("version")) or -1,
             reason=request.POST.get("reason", ""),
         )
-    except (StaleVersion, ReviewError) as exc:
+    except (StaleVersion, HeldByOther, ReviewError) as exc:
         trajectory = get_object_or_404(selectors.trajectory_detail_queryset(), pk=pk)
         refused = isinstance(exc, StaleVersion | HeldByOther)
         context = _trajectory_context(
@@ -573,7 +573,7 @@ def trajectory_revert_view(request, pk: int):
             request,
             f"Trajectory {pk}: version {to_version}'s text is now version {trajectory.version}; undecided again.",
         )
-    except (StaleVersion, ReviewError, FormatError) as exc:
+    except (StaleVersion, HeldByOther, ReviewError, FormatError) as exc:
         messages.error(request, f"Not reverted: {exc}")
     return redirect(_with_query(reverse("trajectory", args=[pk]), _filter_query(request)))
 
@@ -596,7 +596,7 @@ def review_undo_view(request, pk: int):
     query = _filter_query(request)
     try:
         review_undo(review=review, actor=request.user)
-    except (StaleVersion, ReviewError) as exc:
+    except (StaleVersion, HeldByOther, ReviewError) as exc:
         messages.error(request, f"Not undone: {exc}")
         return redirect(_with_query(reverse("trajectory", args=[review.trajectory_id]), query))
     messages.success(request, f"Undone: trajectory {review.trajectory_id} waits for your decision again.")
