@@ -11,7 +11,16 @@ from simia_web.core.rest import SelectorListMixin
 from .filters import ApiFilter, DomainFilter, SeedFilter, TaskFilter
 from .importers import FORMATS, ImportIssue, ImportRejected, seeds_import
 from .models import Api, Domain, Seed, Task
-from .selectors import api_list, domain_list, domains_counted, seed_list, task_list, with_domain_named
+from .selectors import (
+    api_details,
+    api_list,
+    domain_list,
+    domains_counted,
+    seed_details,
+    seed_list,
+    task_details,
+    task_list,
+)
 
 
 class DomainSummarySerializer(serializers.ModelSerializer):
@@ -163,21 +172,21 @@ class ApiViewSet(SelectorListMixin, viewsets.ReadOnlyModelViewSet):
     serializer_class = ApiSerializer
     filterset_class = ApiFilter
     list_selector = staticmethod(api_list)
-    queryset = with_domain_named(Api.objects.all())
+    queryset = api_details()
 
 
 class TaskViewSet(SelectorListMixin, SummaryDetailViewSet):
     summary_serializer, detail_serializer = TaskSummarySerializer, TaskDetailSerializer
     filterset_class = TaskFilter
     list_selector = staticmethod(task_list)
-    queryset = with_domain_named(Task.objects.all())
+    queryset = task_details()
 
 
 class SeedViewSet(SelectorListMixin, SummaryDetailViewSet):
     summary_serializer, detail_serializer = SeedSummarySerializer, SeedDetailSerializer
     filterset_class = SeedFilter
     list_selector = staticmethod(seed_list)
-    queryset = with_domain_named(Seed.objects.all())
+    queryset = seed_details()
 
     def get_permissions(self):
         return [IsCurator()] if self.action == "upload" else [IsMember()]

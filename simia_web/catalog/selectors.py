@@ -56,7 +56,7 @@ def domain_list(*, filters: Mapping) -> QuerySet[Domain]:
 
 def api_list(*, filters: Mapping) -> QuerySet[Api]:
     """APIs matching `filters` (ApiFilter's parameters), by domain and name."""
-    return ApiFilter(filters, queryset=with_domain_named(Api.objects.all())).qs.order_by("domain__name", "name", "id")
+    return ApiFilter(filters, queryset=api_details()).qs.order_by("domain__name", "name", "id")
 
 
 def task_list(*, filters: Mapping) -> QuerySet[Task]:
@@ -69,6 +69,19 @@ def seed_list(*, filters: Mapping) -> QuerySet[Seed]:
     """Seeds matching `filters` (SeedFilter's parameters), by domain and id, without their conversations."""
     rows = with_domain_named(Seed.objects.defer("messages", "tools", "provenance"))
     return SeedFilter(filters, queryset=rows).qs.order_by("domain__name", "id")
+
+
+def api_details() -> QuerySet[Api]:
+    """APIs as their page and the API's detail show them, with their domain's name."""
+    return with_domain_named(Api.objects.all())
+
+
+def task_details() -> QuerySet[Task]:
+    return with_domain_named(Task.objects.all())
+
+
+def seed_details() -> QuerySet[Seed]:
+    return with_domain_named(Seed.objects.select_related("created_by"))
 
 
 def domain_apis(*, domain: Domain, limit: int) -> list[Api]:

@@ -19,7 +19,7 @@ from simia_web.jobs.services import job_queue
 from . import selectors, services
 from .forms import ApiEditForm, DomainEditForm, SeedEditForm, TaskEditForm
 from .importers import FORMATS, ImportRejected, seeds_import
-from .models import Api, ApiKind, DomainSource, Seed, SeedFormat, Task, TaskStatus
+from .models import ApiKind, DomainSource, SeedFormat, TaskStatus
 
 PAGE_SIZE = 50
 HISTORY_LIMIT = 20
@@ -164,7 +164,7 @@ def domain_detail(request, name: str):
 
 @role_required("annotator")
 def api_detail(request, pk: int):
-    api = get_object_or_404(Api.objects.select_related("domain"), pk=pk)
+    api = get_object_or_404(selectors.api_details(), pk=pk)
     return _edit(
         request,
         obj=api,
@@ -177,7 +177,7 @@ def api_detail(request, pk: int):
 
 @role_required("annotator")
 def task_detail(request, pk: int):
-    task = get_object_or_404(Task.objects.select_related("domain"), pk=pk)
+    task = get_object_or_404(selectors.task_details(), pk=pk)
     return _edit(
         request,
         obj=task,
@@ -190,7 +190,7 @@ def task_detail(request, pk: int):
 
 @role_required("annotator")
 def seed_detail(request, pk: int):
-    seed = get_object_or_404(Seed.objects.select_related("domain", "created_by"), pk=pk)
+    seed = get_object_or_404(selectors.seed_details(), pk=pk)
     page = message_page(request, seed.messages)
     full = shown_in_full(request)
     context = {

@@ -12,7 +12,7 @@ from simia_web.catalog.selectors import with_domain_named
 
 from .filters import TrajectoryFilter
 from .models import Decision, JudgeVerdict, Review, RuleViolation, Trajectory, TrajectoryChange
-from .selectors import standing_review
+from .selectors.trajectory import standing_review
 from .services import review_decide, trajectory_revert
 
 # Large JSON columns a list row never shows.

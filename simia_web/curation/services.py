@@ -37,7 +37,8 @@ from .models import (
     TrajectoryStatus,
     pipeline_status,
 )
-from .selectors import queue_after, reservation_holder
+from .selectors.queue import queue_after
+from .selectors.trajectory import reservation_holder
 from .versions import decision_supersede, trajectory_locked, version_advance
 
 

@@ -11,11 +11,12 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from simia_web.accounts.permissions import ReadMemberWriteCurator
-from simia_web.core.rest import ErrorSerializer
+from simia_web.core.rest import ErrorSerializer, SelectorListMixin
 
+from .filters import SnapshotFilter
 from .formats import CONTENT_TYPES
 from .models import ExportFormat, FileKind, Snapshot
-from .selectors import snapshot_download_path, snapshot_file, snapshot_list
+from .selectors import snapshot_download_path, snapshot_file, snapshot_list, snapshots
 from .services import snapshot_create
 
 FILE_KINDS_HELP = (
@@ -160,13 +161,14 @@ class SnapshotCreateSerializer(serializers.Serializer):
     options = SnapshotOptionsSerializer(required=False)
 
 
-class SnapshotViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
+class SnapshotViewSet(SelectorListMixin, mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     permission_classes = [ReadMemberWriteCurator]
     serializer_class = SnapshotSerializer
-    filterset_fields = ["format"]
+    filterset_class = SnapshotFilter
+    list_selector = staticmethod(snapshot_list)
 
     def get_queryset(self):
-        return snapshot_list()
+        return snapshots()
 
     @extend_schema(request=SnapshotCreateSerializer, responses={202: SnapshotSerializer})
     def create(self, request, *args, **kwargs):

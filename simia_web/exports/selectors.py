@@ -1,18 +1,20 @@
 """Reads for exports: which trajectories a snapshot covers, and snapshots with their job."""
 
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from urllib.parse import quote
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db.models import JSONField, OuterRef, Subquery
+from django.db.models import JSONField, OuterRef, QuerySet, Subquery
 from django.db.models.functions import JSONObject
 
 from simia_web.core.errors import ApplicationError, Conflict, NotFound
 from simia_web.curation.filters import TrajectoryFilter
 from simia_web.curation.models import STANDING, JudgeVerdict, Review, Trajectory, TrajectoryStatus
 
+from .filters import SnapshotFilter
 from .models import FileKind, Snapshot
 
 DEFAULT_STATUS = TrajectoryStatus.ACCEPTED
@@ -89,8 +91,21 @@ def export_rows(queryset):
     )
 
 
-def snapshot_list():
+def export_match_count(filters: dict) -> int | None:
+    """How many trajectories a snapshot with these filters would hold now; None while a filter is wrong (building
+    one refuses it, naming it)."""
+    filterset = TrajectoryFilter(data=filters, queryset=Trajectory.objects.all())
+    return filterset.qs.count() if filterset.is_valid() else None
+
+
+def snapshots() -> QuerySet[Snapshot]:
+    """Snapshots with their building job and author, as every snapshot row shows them."""
     return Snapshot.objects.select_related("job", "created_by")
+
+
+def snapshot_list(*, filters: Mapping) -> QuerySet[Snapshot]:
+    """Snapshots matching `filters` (SnapshotFilter's parameters), newest first."""
+    return SnapshotFilter(filters, queryset=snapshots()).qs.order_by("-id")
 
 
 def snapshot_download_path(snapshot: Snapshot, entry: dict) -> str:
