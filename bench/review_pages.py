@@ -220,7 +220,7 @@ def main():
     from simia_web.accounts.models import User
     from simia_web.curation.filters import PENDING
     from simia_web.curation.models import Trajectory
-    from simia_web.curation.selectors import queue_ordered
+    from simia_web.curation.selectors.queue import queue_ordered
 
     settings.ALLOWED_HOSTS = ["testserver", *settings.ALLOWED_HOSTS]
     setup_test_environment()

@@ -1,13 +1,9 @@
-"""API-wide pieces: the error body every endpoint answers with, and `me` (check a token and its role)."""
+"""`me`: check a token and its role."""
 
 from rest_framework import serializers
 from rest_framework.generics import RetrieveAPIView
 
 from .models import User
-
-
-class ErrorSerializer(serializers.Serializer):
-    detail = serializers.CharField()
 
 
 class MeSerializer(serializers.ModelSerializer):

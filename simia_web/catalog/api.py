@@ -1,19 +1,26 @@
 """REST endpoints of the catalog: domains, APIs, tasks and seeds (read), and the seed upload."""
 
-from django.db.models import Count
 from drf_spectacular.utils import extend_schema
 from rest_framework import parsers, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from simia_web.accounts.permissions import IsCurator, IsMember
+from simia_web.core.rest import SelectorListMixin
 
-from .filters import ApiFilter, SeedFilter, TaskFilter
-from .importers import FORMATS, ImportRejected, seeds_import
+from .filters import ApiFilter, DomainFilter, SeedFilter, TaskFilter
+from .importers import FORMATS, ImportIssue, ImportRejected, seeds_import
 from .models import Api, Domain, Seed, Task
-from .selectors import with_domain_named
-
-SUMMARY_DEFERRED = ("policy", "state_schema", "initial_state", "provenance")
+from .selectors import (
+    api_details,
+    api_list,
+    domain_list,
+    domains_counted,
+    seed_details,
+    seed_list,
+    task_details,
+    task_list,
+)
 
 
 class DomainSummarySerializer(serializers.ModelSerializer):
@@ -152,40 +159,34 @@ class SummaryDetailViewSet(viewsets.ReadOnlyModelViewSet):
         return self.summary_serializer if self.action == "list" else self.detail_serializer
 
 
-class DomainViewSet(SummaryDetailViewSet):
+class DomainViewSet(SelectorListMixin, SummaryDetailViewSet):
     summary_serializer, detail_serializer = DomainSummarySerializer, DomainDetailSerializer
     lookup_field = "name"
     lookup_value_regex = "[-a-zA-Z0-9_]+"
-    filterset_fields = ["source"]
-
-    def get_queryset(self):
-        qs = Domain.objects.annotate(
-            api_count=Count("apis", distinct=True),
-            task_count=Count("tasks", distinct=True),
-            seed_count=Count("seeds", distinct=True),
-        )
-        return qs.defer(*SUMMARY_DEFERRED) if self.action == "list" else qs
+    filterset_class = DomainFilter
+    list_selector = staticmethod(domain_list)
+    queryset = domains_counted()
 
 
-class ApiViewSet(viewsets.ReadOnlyModelViewSet):
+class ApiViewSet(SelectorListMixin, viewsets.ReadOnlyModelViewSet):
     serializer_class = ApiSerializer
     filterset_class = ApiFilter
-    queryset = with_domain_named(Api.objects.all())
+    list_selector = staticmethod(api_list)
+    queryset = api_details()
 
 
-class TaskViewSet(SummaryDetailViewSet):
+class TaskViewSet(SelectorListMixin, SummaryDetailViewSet):
     summary_serializer, detail_serializer = TaskSummarySerializer, TaskDetailSerializer
     filterset_class = TaskFilter
-    queryset = with_domain_named(Task.objects.all())
+    list_selector = staticmethod(task_list)
+    queryset = task_details()
 
 
-class SeedViewSet(SummaryDetailViewSet):
+class SeedViewSet(SelectorListMixin, SummaryDetailViewSet):
     summary_serializer, detail_serializer = SeedSummarySerializer, SeedDetailSerializer
     filterset_class = SeedFilter
-
-    def get_queryset(self):
-        qs = with_domain_named(Seed.objects.all())
-        return qs.defer("messages", "tools", "provenance", "problems") if self.action == "list" else qs
+    list_selector = staticmethod(seed_list)
+    queryset = seed_details()
 
     def get_permissions(self):
         return [IsCurator()] if self.action == "upload" else [IsMember()]
@@ -204,23 +205,18 @@ class SeedViewSet(SummaryDetailViewSet):
     )
     def upload(self, request):
         form = SeedUploadSerializer(data=request.data)
-        if not form.is_valid():  # answered in the same shape as a refused import
-            upload = request.data.get("file")
-            errors = [
-                {"file": getattr(upload, "name", ""), "line": None, "field": name, "message": str(msg), "record": None}
+        if not form.is_valid():  # refused in the same shape as a refused import
+            file_name = getattr(request.data.get("file"), "name", "")
+            issues = [
+                ImportIssue(file_name, None, name, str(message))
                 for name, messages in form.errors.items()
-                for msg in messages
+                for message in messages
             ]
-            body = {"detail": "Upload refused; nothing was written.", "total": len(errors), "errors": errors}
-            return Response(body, status=status.HTTP_400_BAD_REQUEST)
-        try:
-            result = seeds_import(
-                source=form.validated_data["file"],
-                format=form.validated_data["format"],
-                domain=form.validated_data.get("domain"),
-                actor=request.user,
-            )
-        except ImportRejected as exc:
-            body = {"detail": exc.message(), "total": exc.total, "errors": [e.as_dict() for e in exc.errors]}
-            return Response(body, status=status.HTTP_400_BAD_REQUEST)
+            raise ImportRejected(issues, detail="Upload refused; nothing was written.")
+        result = seeds_import(
+            source=form.validated_data["file"],
+            format=form.validated_data["format"],
+            domain=form.validated_data.get("domain"),
+            actor=request.user,
+        )
         return Response(result.as_dict(), status=status.HTTP_201_CREATED)

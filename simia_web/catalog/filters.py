@@ -1,9 +1,25 @@
+"""The catalog's list filters: one meaning per query parameter for the list pages and the REST API alike (the
+pages read them through the `<noun>_list` selectors, the API documents and checks them)."""
+
 import django_filters
+from django.db.models import Q
 
-from simia_web.core.filters import BoundedFilterSet
-from simia_web.curation.filters import IdFilter, TextFilter
+from simia_web.core.filters import BoundedFilterSet, IdFilter, TextFilter
 
-from .models import Api, ApiKind, Seed, SeedFormat, Task, TaskStatus
+from .models import Api, ApiKind, Domain, DomainSource, Seed, SeedFormat, Task, TaskStatus
+
+
+def name_or_description(queryset, name, value):
+    return queryset.filter(Q(name__icontains=value) | Q(description__icontains=value))
+
+
+class DomainFilter(BoundedFilterSet):
+    source = django_filters.ChoiceFilter(choices=DomainSource.choices)
+    q = TextFilter(method=name_or_description, help_text="Text in the domain's name or description.")
+
+    class Meta:
+        model = Domain
+        fields = []
 
 
 class DomainScopedFilter(BoundedFilterSet):
@@ -13,8 +29,8 @@ class DomainScopedFilter(BoundedFilterSet):
 
 class ApiFilter(DomainScopedFilter):
     kind = django_filters.ChoiceFilter(choices=ApiKind.choices)
-    valid = django_filters.BooleanFilter()
-    q = TextFilter(field_name="name", lookup_expr="icontains", help_text="Text in the API name.")
+    valid = django_filters.BooleanFilter(help_text="Valid APIs (true) or the ones with schema errors (false).")
+    q = TextFilter(method=name_or_description, help_text="Text in the API's name or description.")
 
     class Meta:
         model = Api
@@ -31,7 +47,7 @@ class TaskFilter(DomainScopedFilter):
 
 
 class SeedFilter(DomainScopedFilter):
-    usable = django_filters.BooleanFilter()
+    usable = django_filters.BooleanFilter(help_text="Usable seeds (true) or the ones with problems (false).")
     source_format = django_filters.ChoiceFilter(choices=SeedFormat.choices)
 
     class Meta:

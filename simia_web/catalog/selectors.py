@@ -1,8 +1,15 @@
-"""Reads of the catalog that the pipelines repeat for every unit."""
+"""Reads of the catalog: the lists the pages and the REST API share, and what the pipelines repeat for every
+unit."""
+
+from collections.abc import Mapping
+
+from django.db.models import Count, IntegerField, OuterRef, QuerySet, Subquery
+from django.db.models.functions import Coalesce
 
 from simia_web.core.cache import ProcessCache
 
-from .models import Api, Domain
+from .filters import ApiFilter, DomainFilter, SeedFilter, TaskFilter
+from .models import Api, Domain, Seed, Task
 
 _job_domains = ProcessCache("SIMIA_CATALOG_CACHE_SECONDS")
 # A domain's fields that can be large: its world state alone is 2.8 MB for τ² retail.
@@ -13,6 +20,73 @@ def with_domain_named(queryset):
     """`queryset` with each row's domain joined for its name, without its large fields: joined whole, a list of
     50 rows parsed the domain's world state 50 times (1.2 s of CPU for a page of τ² retail's)."""
     return queryset.select_related("domain").defer(*(f"domain__{name}" for name in DOMAIN_LARGE_FIELDS))
+
+
+# A filter's domain choices stop here: a select of more would be no use to read.
+DOMAIN_CHOICES_MAX = 500
+
+
+def domain_names() -> list[str]:
+    """Domain names in order, for a filter's choices."""
+    return list(Domain.objects.order_by("name").values_list("name", flat=True)[:DOMAIN_CHOICES_MAX])
+
+
+def _count(model, **match):
+    """A correlated COUNT, so that several counts on one row do not multiply each other as joins would."""
+    rows = model.objects.filter(**match).order_by().values(*match.keys()).annotate(n=Count("id")).values("n")
+    return Coalesce(Subquery(rows, output_field=IntegerField()), 0)
+
+
+def domains_counted() -> QuerySet[Domain]:
+    """Domains with `api_count`, `task_count` and `seed_count`: all of each, valid or not, as the lists that a
+    domain's counts link to show them."""
+    return Domain.objects.annotate(
+        api_count=_count(Api, domain=OuterRef("pk")),
+        task_count=_count(Task, domain=OuterRef("pk")),
+        seed_count=_count(Seed, domain=OuterRef("pk")),
+    )
+
+
+def domain_list(*, filters: Mapping) -> QuerySet[Domain]:
+    """Domains matching `filters` (DomainFilter's parameters), by name, with their counts and without the large
+    fields a list row never shows."""
+    rows = domains_counted().defer(*(name for name in DOMAIN_LARGE_FIELDS if name != "description"), "provenance")
+    return DomainFilter(filters, queryset=rows).qs.order_by("name")
+
+
+def api_list(*, filters: Mapping) -> QuerySet[Api]:
+    """APIs matching `filters` (ApiFilter's parameters), by domain and name."""
+    return ApiFilter(filters, queryset=api_details()).qs.order_by("domain__name", "name", "id")
+
+
+def task_list(*, filters: Mapping) -> QuerySet[Task]:
+    """Tasks matching `filters` (TaskFilter's parameters), by domain and id."""
+    rows = with_domain_named(Task.objects.defer("user_scenario", "expected_actions", "provenance"))
+    return TaskFilter(filters, queryset=rows).qs.order_by("domain__name", "id")
+
+
+def seed_list(*, filters: Mapping) -> QuerySet[Seed]:
+    """Seeds matching `filters` (SeedFilter's parameters), by domain and id, without their conversations."""
+    rows = with_domain_named(Seed.objects.defer("messages", "tools", "provenance"))
+    return SeedFilter(filters, queryset=rows).qs.order_by("domain__name", "id")
+
+
+def api_details() -> QuerySet[Api]:
+    """APIs as their page and the API's detail show them, with their domain's name."""
+    return with_domain_named(Api.objects.all())
+
+
+def task_details() -> QuerySet[Task]:
+    return with_domain_named(Task.objects.all())
+
+
+def seed_details() -> QuerySet[Seed]:
+    return with_domain_named(Seed.objects.select_related("created_by"))
+
+
+def domain_apis(*, domain: Domain, limit: int) -> list[Api]:
+    """A domain's APIs for its page: valid ones first, by name."""
+    return list(domain.apis.order_by("-valid", "name")[:limit])
 
 
 def domain_unusable_reason(domain: Domain) -> str | None:

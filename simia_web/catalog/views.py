@@ -5,26 +5,26 @@ from functools import partial
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
-from django.db.models import Count, IntegerField, OuterRef, Q, Subquery
-from django.db.models.functions import Coalesce
 from django.shortcuts import get_object_or_404, redirect, render
 
 from simia_web.accounts.permissions import role_required
 from simia_web.core.clipping import clipped, message_page, shown_in_full, too_large_to_edit
-from simia_web.core.display import json_diff, pretty_json
-from simia_web.core.filters import query_text
+from simia_web.core.display import pretty_json
+from simia_web.core.errors import VersionConflict
 from simia_web.core.forms import form_errors_add
-from simia_web.core.selectors import revision_list
-from simia_web.core.services import VersionConflict
+from simia_web.core.selectors import revision_diffs
 
-from . import services
+from . import selectors, services
 from .forms import ApiEditForm, DomainEditForm, SeedEditForm, TaskEditForm
 from .importers import FORMATS, ImportRejected, seeds_import
-from .models import Api, Domain, Seed, Task, TaskStatus
-from .selectors import with_domain_named
+from .models import ApiKind, DomainSource, SeedFormat, TaskStatus
 
 PAGE_SIZE = 50
 HISTORY_LIMIT = 20
+DOMAIN_APIS_SHOWN = 200
+# The list pages spelled a boolean filter yes/no before they shared the API's filters (true/false): a link or
+# bookmark with the old spelling is sent on to the new one.
+OLD_BOOLEAN_SPELLINGS = {"yes": "true", "no": "false"}
 
 
 def _page(request, qs):
@@ -33,107 +33,60 @@ def _page(request, qs):
     return Paginator(qs, PAGE_SIZE).get_page(request.GET.get("page")), query.urlencode()
 
 
-def _count(model, **match):
-    """A correlated COUNT, so several counts on one row do not multiply each other."""
-    rows = model.objects.filter(**match).order_by().values(*match.keys()).annotate(n=Count("id")).values("n")
-    return Coalesce(Subquery(rows, output_field=IntegerField()), 0)
+def _respelled(request, *names: str):
+    """A permanent redirect to this list with the old yes/no spelling of the boolean filters `names` as
+    true/false, or None when the query has none."""
+    query = request.GET.copy()
+    old = [name for name in names if query.get(name) in OLD_BOOLEAN_SPELLINGS]
+    if not old:
+        return None
+    for name in old:
+        query[name] = OLD_BOOLEAN_SPELLINGS[query[name]]
+    return redirect(f"{request.path}?{query.urlencode()}", permanent=True)
 
 
-def _history(obj) -> list[dict]:
-    """Recent revisions, newest first, each with its line diff against the one before."""
-    revisions = list(revision_list(obj=obj).order_by("-version")[: HISTORY_LIMIT + 1])
-    history = []
-    for i, revision in enumerate(revisions[:HISTORY_LIMIT]):
-        previous = revisions[i + 1] if i + 1 < len(revisions) else None
-        history.append({"revision": revision, "diff": json_diff(previous.data, revision.data) if previous else []})
-    return history
-
-
-def _domain_filter(request, qs):
-    domain = query_text(request.GET, "domain")
-    if domain:
-        qs = qs.filter(domain__name=domain)
-    return qs, domain
-
-
-# ---------------------------------------------------------------- domains
-
-
-@role_required("annotator")
-def domain_list(request):
-    qs = Domain.objects.annotate(
-        n_apis=_count(Api, domain=OuterRef("pk"), valid=True),
-        n_tasks=_count(Task, domain=OuterRef("pk"), status=TaskStatus.VALID),
-        n_seeds=_count(Seed, domain=OuterRef("pk")),
-    ).order_by("name")
-    q = query_text(request.GET, "q")
-    if q:
-        qs = qs.filter(Q(name__icontains=q) | Q(description__icontains=q))
-    page, query = _page(request, qs)
-    return render(request, "catalog/domain_list.html", {"page": page, "query": query, "q": q})
+def _list_page(request, template: str, rows, **context):
+    """A catalog list: one page of the selector's `rows`, with the query that filtered them for the filter form
+    (`filters`) and the pager."""
+    page, query = _page(request, rows)
+    return render(request, template, {"page": page, "query": query, "filters": request.GET, **context})
 
 
 # ---------------------------------------------------------------- lists
 
 
 @role_required("annotator")
+def domain_list(request):
+    rows = selectors.domain_list(filters=request.GET)
+    return _list_page(request, "catalog/domain_list.html", rows, sources=DomainSource.choices)
+
+
+@role_required("annotator")
 def api_list(request):
-    qs, domain = _domain_filter(request, with_domain_named(Api.objects.defer("parameters", "returns")))
-    valid = request.GET.get("valid", "")
-    if valid in ("yes", "no"):
-        qs = qs.filter(valid=valid == "yes")
-    q = query_text(request.GET, "q")
-    if q:
-        qs = qs.filter(Q(name__icontains=q) | Q(description__icontains=q))
-    page, query = _page(request, qs.order_by("domain__name", "name", "id"))
-    return render(
-        request,
-        "catalog/api_list.html",
-        {"page": page, "query": query, "q": q, "domain": domain, "valid": valid, "domains": _domain_names()},
-    )
+    respelled = _respelled(request, "valid")
+    if respelled is not None:
+        return respelled
+    rows = selectors.api_list(filters=request.GET)
+    return _list_page(request, "catalog/api_list.html", rows, domains=selectors.domain_names(), kinds=ApiKind.choices)
 
 
 @role_required("annotator")
 def task_list(request):
-    qs, domain = _domain_filter(request, with_domain_named(Task.objects.all()))
-    status = request.GET.get("status", "")
-    if status in TaskStatus.values:
-        qs = qs.filter(status=status)
-    q = query_text(request.GET, "q")
-    if q:
-        qs = qs.filter(instruction__icontains=q)
-    page, query = _page(request, qs.order_by("domain__name", "id"))
-    return render(
-        request,
-        "catalog/task_list.html",
-        {
-            "page": page,
-            "query": query,
-            "q": q,
-            "domain": domain,
-            "status": status,
-            "statuses": TaskStatus.choices,
-            "domains": _domain_names(),
-        },
+    rows = selectors.task_list(filters=request.GET)
+    return _list_page(
+        request, "catalog/task_list.html", rows, domains=selectors.domain_names(), statuses=TaskStatus.choices
     )
 
 
 @role_required("annotator")
 def seed_list(request):
-    qs, domain = _domain_filter(request, with_domain_named(Seed.objects.defer("messages", "tools")))
-    usable = request.GET.get("usable", "")
-    if usable in ("yes", "no"):
-        qs = qs.filter(usable=usable == "yes")
-    page, query = _page(request, qs.order_by("domain__name", "id"))
-    return render(
-        request,
-        "catalog/seed_list.html",
-        {"page": page, "query": query, "domain": domain, "usable": usable, "domains": _domain_names()},
+    respelled = _respelled(request, "usable")
+    if respelled is not None:
+        return respelled
+    rows = selectors.seed_list(filters=request.GET)
+    return _list_page(
+        request, "catalog/seed_list.html", rows, domains=selectors.domain_names(), formats=SeedFormat.choices
     )
-
-
-def _domain_names() -> list[str]:
-    return list(Domain.objects.order_by("name").values_list("name", flat=True)[:500])
 
 
 # ---------------------------------------------------------------- view and edit
@@ -171,7 +124,7 @@ def _edit(request, *, obj, form_class, update, template: str, context: dict):
             "obj": obj,
             "form": form if can_edit else None,
             "conflict": conflict,
-            "history": _history(obj),
+            "history": revision_diffs(obj=obj, limit=HISTORY_LIMIT),
         },
         status=409 if conflict else 200,
     )
@@ -179,7 +132,7 @@ def _edit(request, *, obj, form_class, update, template: str, context: dict):
 
 @role_required("annotator")
 def domain_detail(request, name: str):
-    domain = get_object_or_404(Domain, name=name)
+    domain = get_object_or_404(selectors.domains_counted(), name=name)
     return _edit(
         request,
         obj=domain,
@@ -188,9 +141,7 @@ def domain_detail(request, name: str):
         template="catalog/domain_detail.html",
         context={
             "domain": domain,
-            "apis": domain.apis.order_by("-valid", "name")[:200],
-            "n_tasks": domain.tasks.count(),
-            "n_seeds": domain.seeds.count(),
+            "apis": selectors.domain_apis(domain=domain, limit=DOMAIN_APIS_SHOWN),
             "state_schema": pretty_json(domain.state_schema),
             "initial_state": pretty_json(domain.initial_state),
         },
@@ -199,7 +150,7 @@ def domain_detail(request, name: str):
 
 @role_required("annotator")
 def api_detail(request, pk: int):
-    api = get_object_or_404(Api.objects.select_related("domain"), pk=pk)
+    api = get_object_or_404(selectors.api_details(), pk=pk)
     return _edit(
         request,
         obj=api,
@@ -212,7 +163,7 @@ def api_detail(request, pk: int):
 
 @role_required("annotator")
 def task_detail(request, pk: int):
-    task = get_object_or_404(Task.objects.select_related("domain"), pk=pk)
+    task = get_object_or_404(selectors.task_details(), pk=pk)
     return _edit(
         request,
         obj=task,
@@ -225,7 +176,7 @@ def task_detail(request, pk: int):
 
 @role_required("annotator")
 def seed_detail(request, pk: int):
-    seed = get_object_or_404(Seed.objects.select_related("domain", "created_by"), pk=pk)
+    seed = get_object_or_404(selectors.seed_details(), pk=pk)
     page = message_page(request, seed.messages)
     full = shown_in_full(request)
     context = {

@@ -11,24 +11,28 @@ import django_filters
 from django import forms
 from django.conf import settings
 from django.core.exceptions import BadRequest, ValidationError
+from drf_spectacular.utils import extend_schema_field
+
+from .errors import ValidationFailed
 
 QUERY_TOO_LONG = "query_too_long"
 
 
-class QueryTooLong(BadRequest):
-    """A filter parameter over SIMIA_QUERY_MAX_LENGTH; the message names it."""
+class QueryTooLong(ValidationFailed, BadRequest):
+    """Filter parameters over SIMIA_QUERY_MAX_LENGTH: a 400 naming each, `{name: [message]}`."""
+
+    def __init__(self, too_long: dict[str, str]):
+        super().__init__(
+            "; ".join(f"{name}: {message}" for name, message in too_long.items()), field=next(iter(too_long))
+        )
+        self.too_long = too_long
+
+    def body(self) -> dict:
+        return {name: [message] for name, message in self.too_long.items()}
 
 
 def _too_long_message() -> str:
     return f"at most {settings.SIMIA_QUERY_MAX_LENGTH:,} characters (SIMIA_QUERY_MAX_LENGTH)"
-
-
-def query_text(params, name: str) -> str:
-    """A page's own free-text parameter (stripped), held to the FilterSets' limit: QueryTooLong beyond it."""
-    value = params.get(name, "")
-    if len(value) > settings.SIMIA_QUERY_MAX_LENGTH:
-        raise QueryTooLong(f"{name}: {_too_long_message()}")
-    return value.strip()
 
 
 def _values(data, name: str) -> list:
@@ -52,11 +56,28 @@ class BoundedFilterSet(django_filters.FilterSet):
         return type(form_class.__name__, (_LengthCheckedForm, form_class), {})
 
     def filter_queryset(self, queryset):
-        too_long = [
-            f"{name}: {errors[0].message}"
+        too_long = {
+            name: errors[0].message
             for name, errors in self.form.errors.as_data().items()
             if any(error.code == QUERY_TOO_LONG for error in errors)
-        ]
+        }
         if too_long:
-            raise QueryTooLong("; ".join(too_long))
+            raise QueryTooLong(too_long)
         return super().filter_queryset(queryset)
+
+
+@extend_schema_field({"type": "integer", "format": "int64", "minimum": 1, "maximum": 2**63 - 1})
+class IdFilter(django_filters.NumberFilter):
+    """A row id: a whole number in the database's range (larger ones are refused, not overflowed)."""
+
+    field_class = forms.IntegerField
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("min_value", 1)
+        kwargs.setdefault("max_value", 2**63 - 1)
+        super().__init__(*args, **kwargs)
+
+
+@extend_schema_field({"type": "string", "pattern": "^[^\\x00]*$"})
+class TextFilter(django_filters.CharFilter):
+    """Free text; the schema says what forms refuse (NUL characters)."""

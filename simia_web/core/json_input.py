@@ -25,20 +25,26 @@ from dataclasses import dataclass, replace
 
 from django.conf import settings
 
+from .errors import ValidationFailed
+
 INT_MIN, INT_MAX = -(2**63), 2**63 - 1
 # Digits of the longest 64-bit integer with its sign: anything longer is refused before int() runs on it.
 _INT_DIGITS = 20
 _CHUNK = 1 << 16
 
 
-class JsonRefused(ValueError):
+class JsonRefused(ValidationFailed, ValueError):
     """A JSON document the gate refuses: `where` names the file, record or field, `path` the place inside
-    the document (empty for the whole of it) and `message` the limit it breaks."""
+    the document (empty for the whole of it) and `message` the limit it breaks. Over REST it is a 400 naming
+    the place: `{path or where or "body": [message]}`."""
 
     def __init__(self, where: str, message: str, path: str = ""):
+        super().__init__(message, field=path or where or "body")
         self.where, self.message, self.path = where, message, path
-        place = " at ".join(part for part in (where, path) if part)
-        super().__init__(f"{place}: {message}" if place else message)
+
+    def __str__(self) -> str:
+        place = " at ".join(part for part in (self.where, self.path) if part)
+        return f"{place}: {self.message}" if place else self.message
 
 
 class JsonInvalid(JsonRefused):

@@ -1,8 +1,9 @@
-"""Refusals that pages answer with the limit named, where Django alone would answer a bare 400."""
+"""Refusals that pages answer in plain words: an upload or a filter over its limit, naming the limit, and any
+refusal of a service a page does not explain itself."""
 
 from django.http import HttpResponse, UnreadablePostError
 
-from .filters import QueryTooLong
+from .errors import ApplicationError
 from .uploads import UploadTooLarge
 
 
@@ -11,7 +12,8 @@ def _refusal(status: int, message: str) -> HttpResponse:
 
 
 class RefusalMiddleware:
-    """An upload over its limit is answered 413 and a filter over the query length 400, each naming the limit.
+    """An upload over its limit is answered 413 and a filter over the query length 400, each naming the limit; any
+    other ApplicationError a page lets through, with its status and detail.
 
     A page's form body is read here, just before CSRF protection would read it, so that the upload handlers'
     refusal becomes this answer; the REST API's views parse their own bodies (DRF answers 400 naming it)."""
@@ -34,6 +36,6 @@ class RefusalMiddleware:
         return None
 
     def process_exception(self, request, exception):
-        if isinstance(exception, QueryTooLong):
-            return _refusal(400, str(exception))
+        if isinstance(exception, ApplicationError):
+            return _refusal(exception.status_code, str(exception))
         return None

@@ -20,6 +20,8 @@ from django.core.signals import got_request_exception
 from django.http import HttpResponse, JsonResponse
 from django.template.loader import render_to_string
 
+from .errors import Unavailable
+
 logger = logging.getLogger(__name__)
 
 # Seconds a client is asked to wait before trying again (Retry-After).
@@ -115,12 +117,16 @@ def through_outages(action, *, what: str):
 
 def outage_response(request):
     """503 with a Retry-After hint: JSON for the REST API, a page for the rest."""
+    refusal = Unavailable(
+        "The service is briefly unavailable (a server it needs is out of reach). Try again shortly.",
+        retry_after=RETRY_AFTER_SECONDS,
+    )
     if request.path.startswith("/api/"):
-        detail = "The service is briefly unavailable (a server it needs is out of reach). Try again shortly."
-        response = JsonResponse({"detail": detail}, status=503)
+        response = JsonResponse(refusal.body(), status=refusal.status_code)
     else:
         response = _page_response()
-    response["Retry-After"] = str(RETRY_AFTER_SECONDS)
+    for name, value in refusal.headers().items():
+        response[name] = value
     response["Cache-Control"] = "no-store"
     return response
 

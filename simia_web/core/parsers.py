@@ -6,10 +6,6 @@ from rest_framework.parsers import JSONParser
 from .json_input import JsonInvalid, JsonLimits, JsonRefused, bytes_bounded, json_parse, stream_chunks
 
 
-def refusal_detail(exc: JsonRefused) -> dict:
-    return {exc.path or exc.where or "body": [exc.message]}
-
-
 class GatedJSONParser(JSONParser):
     """DRF's JSON parser with the gate's limits: the body is counted as it is read, then parsed once."""
 
@@ -21,4 +17,4 @@ class GatedJSONParser(JSONParser):
         except JsonInvalid as exc:
             raise ParseError(f"JSON parse error - {exc.message}") from None  # DRF's own wording
         except JsonRefused as exc:
-            raise ParseError(refusal_detail(exc)) from None
+            raise ParseError(exc.body()) from None

@@ -6,19 +6,8 @@ import jsonpatch
 from django.contrib.contenttypes.models import ContentType
 from django.db import models
 
+from .errors import VersionConflict
 from .models import AuditEvent, Revision
-
-
-class VersionConflict(Exception):
-    """A save was based on a version that someone else has already replaced."""
-
-    def __init__(self, obj: models.Model, expected: int):
-        self.obj = obj
-        self.expected = expected
-        super().__init__(
-            f"{obj._meta.verbose_name} {obj.pk} was changed by someone else "
-            f"(you edited version {expected}, it is now version {obj.version})."
-        )
 
 
 def audit_record(*, actor, action: str, target: models.Model, data: dict | None = None) -> AuditEvent:

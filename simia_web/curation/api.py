@@ -9,13 +9,11 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
 from simia_web.catalog.selectors import with_domain_named
-from simia_web.formats import FormatError
 
 from .filters import TrajectoryFilter
 from .models import Decision, JudgeVerdict, Review, RuleViolation, Trajectory, TrajectoryChange
-from .selectors import standing_review
-from .services import HeldByOther, ReviewError, review_decide, trajectory_revert
-from .versions import StaleVersion
+from .selectors.trajectory import standing_review
+from .services import review_decide, trajectory_revert
 
 # Large JSON columns a list row never shows.
 HEAVY_FIELDS = ("messages", "tools", "steps", "initial_state", "final_state", "provenance")
@@ -200,25 +198,6 @@ REFUSALS = {
 }
 
 
-def _refusal(exc: Exception, trajectory: Trajectory) -> Response:
-    """A refused write as the answer that says why: 409 for a stale version or a hold, else 400 naming the field."""
-    if isinstance(exc, StaleVersion):
-        body = {
-            "detail": str(exc),
-            "code": "stale_version",
-            "version": exc.obj.version,
-            "changes": ChangeSerializer(exc.changes, many=True).data,
-        }
-        return Response(body, status=status.HTTP_409_CONFLICT)
-    if isinstance(exc, HeldByOther):
-        trajectory.refresh_from_db(fields=["version"])
-        body = {"detail": str(exc), "code": "held", "version": trajectory.version, "changes": []}
-        return Response(body, status=status.HTTP_409_CONFLICT)
-    if isinstance(exc, FormatError):
-        raise ValidationError({exc.field or "messages": [exc.message]})
-    raise ValidationError({exc.field: [str(exc)]})
-
-
 class TrajectoryViewSet(viewsets.ReadOnlyModelViewSet):
     """Filters: domain, job, task, seed, status (comma-separated or `all`), kind, judge_passed,
     min_score/max_score, violation (an unfixed rule code) and q (text in the messages)."""
@@ -247,17 +226,14 @@ class TrajectoryViewSet(viewsets.ReadOnlyModelViewSet):
         body = ReviewRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
-        try:
-            review = review_decide(
-                trajectory=trajectory,
-                reviewer=request.user,
-                decision=DECISIONS[data["decision"]],
-                expected_version=data["version"],
-                reason=data["reason"],
-                messages=data.get("messages"),
-            )
-        except (StaleVersion, ReviewError, FormatError) as exc:
-            return _refusal(exc, trajectory)
+        review = review_decide(
+            trajectory=trajectory,
+            reviewer=request.user,
+            decision=DECISIONS[data["decision"]],
+            expected_version=data["version"],
+            reason=data["reason"],
+            messages=data.get("messages"),
+        )
         return Response(ReviewCreatedSerializer(review).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(request=RevertRequestSerializer, responses={200: TrajectoryVersionSerializer, **REFUSALS})
@@ -268,13 +244,10 @@ class TrajectoryViewSet(viewsets.ReadOnlyModelViewSet):
         trajectory = self.get_object()
         body = RevertRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        try:
-            trajectory_revert(
-                trajectory=trajectory,
-                to_version=body.validated_data["to_version"],
-                expected_version=body.validated_data["version"],
-                actor=request.user,
-            )
-        except (StaleVersion, ReviewError, FormatError) as exc:
-            return _refusal(exc, trajectory)
+        trajectory_revert(
+            trajectory=trajectory,
+            to_version=body.validated_data["to_version"],
+            expected_version=body.validated_data["version"],
+            actor=request.user,
+        )
         return Response(TrajectoryVersionSerializer(trajectory).data)

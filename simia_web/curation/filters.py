@@ -9,7 +9,7 @@ from django.db.models.functions import Cast
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 
-from simia_web.core.filters import BoundedFilterSet
+from simia_web.core.filters import BoundedFilterSet, IdFilter, TextFilter
 
 from .models import PENDING_STATUSES, RuleViolation, Trajectory, TrajectoryKind, TrajectoryStatus
 
@@ -34,26 +34,9 @@ class StatusListField(forms.CharField):
         return statuses
 
 
-@extend_schema_field({"type": "integer", "format": "int64", "minimum": 1, "maximum": 2**63 - 1})
-class IdFilter(django_filters.NumberFilter):
-    """A row id: a whole number in the database's range (larger ones are refused, not overflowed)."""
-
-    field_class = forms.IntegerField
-
-    def __init__(self, *args, **kwargs):
-        kwargs.setdefault("min_value", 1)
-        kwargs.setdefault("max_value", 2**63 - 1)
-        super().__init__(*args, **kwargs)
-
-
 @extend_schema_field(OpenApiTypes.DOUBLE)
 class ScoreFilter(django_filters.NumberFilter):
     field_class = forms.FloatField
-
-
-@extend_schema_field({"type": "string", "pattern": "^[^\\x00]*$"})
-class TextFilter(django_filters.CharFilter):
-    """Free text; the schema says what forms refuse (NUL characters)."""
 
 
 _STATUS = f"({'|'.join(TrajectoryStatus.values)})"

@@ -15,6 +15,7 @@ from django.db import transaction
 from django.db.models import Exists, F, OuterRef, Q
 from django.utils import timezone
 
+from simia_web.core.errors import HeldByOther, ValidationFailed
 from simia_web.core.jsonutil import canonical_bytes, content_hash
 from simia_web.core.models import AuditEvent
 from simia_web.core.selectors import revision_list
@@ -36,7 +37,8 @@ from .models import (
     TrajectoryStatus,
     pipeline_status,
 )
-from .selectors import queue_after, reservation_holder
+from .selectors.queue import queue_after
+from .selectors.trajectory import reservation_holder
 from .versions import decision_supersede, trajectory_locked, version_advance
 
 
@@ -144,16 +146,8 @@ HUMAN_STATUSES = frozenset({TrajectoryStatus.ACCEPTED, TrajectoryStatus.REJECTED
 # ---------------------------------------------------------------- holds
 
 
-class ReviewError(Exception):
+class ReviewError(ValidationFailed):
     """A review that cannot be applied (missing reason, invalid edit); `field` names the input at fault."""
-
-    def __init__(self, message: str, field: str = "detail"):
-        super().__init__(message)
-        self.field = field
-
-
-class HeldByOther(ReviewError):
-    """Someone else holds the trajectory: nothing lands on it until they decide, release it or leave."""
 
 
 # A write's fields that let go of the hold: the work on the item is done.
@@ -230,7 +224,7 @@ def next_free(*, queue, user, after_id: int, sort: str | None = None) -> int | N
 def _hold_check(locked: Trajectory, user) -> None:
     holder = reservation_holder(locked, user)
     if holder is not None:
-        raise HeldByOther(f"{holder} is reviewing trajectory {locked.pk} right now.")
+        raise HeldByOther(f"{holder} is reviewing trajectory {locked.pk} right now.", version=locked.version)
 
 
 # ---------------------------------------------------------------- changes to one trajectory

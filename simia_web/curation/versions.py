@@ -3,7 +3,7 @@ the row lock, and is refused when the row has moved on, naming what changed sinc
 
 from django.utils import timezone
 
-from simia_web.core.services import VersionConflict
+from simia_web.core.errors import VersionConflict
 
 from .models import STANDING, Review, Trajectory, TrajectoryChange
 
@@ -18,6 +18,10 @@ class StaleVersion(VersionConflict):
         super().__init__(trajectory, expected)
         self.changes = changes
 
+    def body(self) -> dict:
+        """What changed after the version the writer named, and by whom (the API documents it as Conflict)."""
+        return {**super().body(), "changes": [change_data(change) for change in self.changes]}
+
     def __str__(self) -> str:
         trajectory = self.obj
         if not self.changes:
@@ -28,6 +32,16 @@ class StaleVersion(VersionConflict):
             f"Trajectory {trajectory.pk} changed after version {self.expected}, which you were working on: "
             f"{named}{more}. It is now version {trajectory.version}; nothing was overwritten."
         )
+
+
+def change_data(change: TrajectoryChange) -> dict:
+    return {
+        "version": change.version,
+        "action": change.action,
+        "detail": change.detail,
+        "actor": change.actor.username if change.actor_id else None,
+        "created_at": change.created_at,
+    }
 
 
 def change_text(change: TrajectoryChange) -> str:

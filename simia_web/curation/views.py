@@ -14,7 +14,7 @@ from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
 from simia_web.accounts.permissions import role_required
-from simia_web.catalog.models import Domain
+from simia_web.catalog.selectors import domain_names
 from simia_web.core.clipping import (
     EDIT_MAX_BYTES,
     clipped,
@@ -24,13 +24,12 @@ from simia_web.core.clipping import (
     too_large_to_edit,
 )
 from simia_web.core.display import pretty_json
+from simia_web.core.errors import HeldByOther
 from simia_web.formats import FormatError
 from simia_web.formats.conversation import tool_schemas
-from simia_web.jobs.models import ACTIVE_JOB_STATUSES, Job
-from simia_web.llm.models import EndpointProfile
 
-from . import charts, selectors
-from .filters import PENDING, TrajectoryFilter
+from . import charts
+from .filters import PENDING
 from .forms import (
     AgreementFilterForm,
     BulkForm,
@@ -40,10 +39,38 @@ from .forms import (
     editor_messages,
     tool_call_check,
 )
-from .models import PENDING_STATUSES, STANDING, Decision, Review, Trajectory, TrajectoryStatus
+from .models import PENDING_STATUSES, Decision, Review, Trajectory, TrajectoryStatus
+from .selectors.agreement import agreement, agreement_over_time, judge_profiles
+from .selectors.conversation import chat_items, revision_history
+from .selectors.dashboard import (
+    jobs_running_and_recent,
+    review_progress_by_domain,
+    score_histogram,
+    status_counts,
+    throughput_per_annotator,
+    verdicts_by_domain,
+)
+from .selectors.queue import (
+    DEFAULT_SORT,
+    queue_filterset,
+    queue_has,
+    queue_neighbours,
+    queue_ordered,
+    queue_page,
+    queue_reviewable,
+    queue_selection,
+    violation_codes,
+)
+from .selectors.trajectory import (
+    draft_for,
+    reservation_holder,
+    review_standing,
+    standing_review,
+    trajectory_detail_queryset,
+    verdicts_split,
+)
 from .services import (
     BULK_UNDO_MAX,
-    HeldByOther,
     ReviewError,
     bulk_preview,
     draft_discard,
@@ -78,12 +105,10 @@ NAVIGATION = ("page", "after", "before", "stream", "full")
 
 def _queue(request, params=None):
     """The filtered, ordered queue for these parameters (the queue page's default status is `pending`)."""
-    data = (params if params is not None else request.GET).copy()
-    if not data.get("status"):
-        data["status"] = PENDING
-    filterset = TrajectoryFilter(data, queryset=Trajectory.objects.all(), request=request)
-    sort = data.get("sort")
-    return filterset, selectors.queue_ordered(filterset.qs, sort), sort
+    params = params if params is not None else request.GET
+    filterset = queue_filterset(params=params, request=request)
+    sort = params.get("sort")
+    return filterset, queue_ordered(filterset.qs, sort), sort
 
 
 def _filter_query(request, params=None) -> str:
@@ -111,25 +136,25 @@ def _int(value):
 
 @role_required("annotator")
 def dashboard(request):
-    counts = selectors.status_counts()
+    counts = status_counts()
     # The score and verdict charts can be narrowed to one domain and/or job.
     chart_domain, chart_job = request.GET.get("domain") or None, _int(request.GET.get("job"))
-    active_jobs = list(Job.objects.filter(status__in=ACTIVE_JOB_STATUSES).order_by("-id")[:10])
+    active_jobs, recent_jobs = jobs_running_and_recent()
     return render(
         request,
         "curation/dashboard.html",
         {
             "counts": [(value, label, counts[value]) for value, label in TrajectoryStatus.choices],
             "active_jobs": active_jobs,
-            "recent_jobs": Job.objects.exclude(status__in=ACTIVE_JOB_STATUSES).order_by("-id")[:5],
-            "agreement": selectors.agreement(criteria=False),
-            "progress_chart": charts.stacked_bar(selectors.review_progress_by_domain(), charts.STATUS_COLOURS),
-            "throughput_chart": charts.line_chart(selectors.throughput_per_annotator()),
-            "score_chart": charts.histogram(selectors.score_histogram(domain=chart_domain, job=chart_job)),
-            "verdict_chart": charts.stacked_bar(selectors.verdicts_by_domain(job=chart_job), charts.VERDICT_COLOURS),
+            "recent_jobs": recent_jobs,
+            "agreement": agreement(criteria=False),
+            "progress_chart": charts.stacked_bar(review_progress_by_domain(), charts.STATUS_COLOURS),
+            "throughput_chart": charts.line_chart(throughput_per_annotator()),
+            "score_chart": charts.histogram(score_histogram(domain=chart_domain, job=chart_job)),
+            "verdict_chart": charts.stacked_bar(verdicts_by_domain(job=chart_job), charts.VERDICT_COLOURS),
             "chart_domain": chart_domain,
             "chart_job": chart_job,
-            "domains": Domain.objects.order_by("name").values_list("name", flat=True),
+            "domains": domain_names(),
         },
     )
 
@@ -137,7 +162,7 @@ def dashboard(request):
 @role_required("annotator")
 def review_queue(request):
     filterset, qs, sort = _queue(request)
-    page = selectors.queue_page(
+    page = queue_page(
         qs,
         sort,
         number=_int(request.GET.get("page")) or 1,
@@ -150,15 +175,15 @@ def review_queue(request):
     context = {
         "filterset": filterset,
         "form": filterset.form,
-        "domains": Domain.objects.order_by("name").values_list("name", flat=True),
+        "domains": domain_names(),
         "page": page,
         "query": query,
-        "sort": sort or selectors.DEFAULT_SORT,
+        "sort": sort or DEFAULT_SORT,
         "sort_query": _filter_query(request, _without(request.GET, "sort")),
         "query_params": [(k, v) for k, v in QueryDict(query).items() if k != "page"],
         "status_choices": STATUS_CHOICES,
         "now": timezone.now(),
-        "violation_codes": selectors.violation_codes(),
+        "violation_codes": violation_codes(),
         "bulk_form": BulkForm() if request.user.has_role("curator") else None,
         "last_review": _last_review(request),
         "last_bulk": request.session.pop("undo_bulk", None),
@@ -179,7 +204,7 @@ def review_next(request):
     the item being viewed when it is free ("Start reviewing from here")."""
     query = _filter_query(request)
     _, qs, sort = _queue(request)
-    here = qs.filter(pk=_int(request.POST.get("here")) or 0, reviewable=True).only("pk").first()
+    here = queue_reviewable(qs, _int(request.POST.get("here")))
     if here is not None and trajectory_hold(trajectory=here, user=request.user):
         claimed = here
     else:
@@ -220,7 +245,7 @@ def _last_review(request):
     review_id = request.session.pop("undo_review", None)
     if review_id is None:
         return None
-    return Review.objects.filter(STANDING, pk=review_id).first()
+    return review_standing(review_id)
 
 
 @role_required("curator")
@@ -235,9 +260,7 @@ def review_bulk(request):
         return redirect(back)
     _, qs, _ = _queue(request, QueryDict(query))
     data = form.cleaned_data
-    if data["scope"] == "selected":
-        qs = qs.filter(pk__in=data["ids"])
-    qs = qs.order_by()
+    qs = queue_selection(qs, data["ids"] if data["scope"] == "selected" else None)
     action = data["action"]
     if action in ("accept", "reject"):
         preview = bulk_preview(trajectories=qs, reviewer=request.user, decision=action)
@@ -317,14 +340,14 @@ def review_bulk_undo(request):
 
 
 def _trajectory_context(request, trajectory: Trajectory, **extra) -> dict:
-    verdict, failed_verdicts, older_verdicts = selectors.verdicts_split(list(trajectory.verdicts.all()))
+    verdict, failed_verdicts, older_verdicts = verdicts_split(list(trajectory.verdicts.all()))
     cited = set(verdict.cited_messages or []) if verdict else set()
     _, qs, sort = _queue(request)
-    previous_id, next_id, position = selectors.queue_neighbours(qs, trajectory.pk, sort)
-    holder = selectors.reservation_holder(trajectory, request.user)
+    previous_id, next_id, position = queue_neighbours(qs, trajectory.pk, sort)
+    holder = reservation_holder(trajectory, request.user)
     query = _filter_query(request)
     reviews = list(trajectory.reviews.all())
-    standing = selectors.standing_review(reviews)
+    standing = standing_review(reviews)
     page = message_page(request, trajectory.messages or [])
     page_query = _without(_without(request.GET, "page"), "full").urlencode()
     violations = list(trajectory.violations.all())
@@ -341,7 +364,7 @@ def _trajectory_context(request, trajectory: Trajectory, **extra) -> dict:
             for v in violations[:SIDEBAR_ITEMS]
         ],
         "more_violations": max(len(violations) - SIDEBAR_ITEMS, 0),
-        "items": selectors.chat_items(
+        "items": chat_items(
             trajectory, cited, start=max(page.start_index() - 1, 0), stop=page.end_index(), full=shown_in_full(request)
         ),
         "verdict": verdict,
@@ -359,10 +382,10 @@ def _trajectory_context(request, trajectory: Trajectory, **extra) -> dict:
         "previous_id": previous_id,
         "next_id": next_id,
         "position": position,
-        "revisions": selectors.revision_history(trajectory),
+        "revisions": revision_history(trajectory),
         "tools_json": clipped(pretty_json(trajectory.tools), limit=TOOLS_CHARS),
         "last_review": _last_review(request),
-        "draft": selectors.draft_for(trajectory, request.user),
+        "draft": draft_for(trajectory, request.user),
     }
     context.update(extra)
     return context
@@ -371,7 +394,7 @@ def _trajectory_context(request, trajectory: Trajectory, **extra) -> dict:
 @role_required("annotator")
 def trajectory_page(request, pk: int):
     """Viewing never reserves: only the review stream (`stream=1`, reached through review_next) holds an item."""
-    trajectory = get_object_or_404(selectors.trajectory_detail_queryset(), pk=pk)
+    trajectory = get_object_or_404(trajectory_detail_queryset(), pk=pk)
     return render(request, "curation/trajectory.html", _trajectory_context(request, trajectory))
 
 
@@ -381,7 +404,7 @@ def _after_decision(request, pk: int) -> str:
     query = _filter_query(request)
     _, qs, sort = _queue(request)
     if request.GET.get("stream") == "1":
-        after = pk if qs.filter(pk=pk).exists() else None
+        after = pk if queue_has(qs, pk) else None
         claimed = trajectory_claim_next(queue=qs, user=request.user, after_id=after, sort=sort)
         if claimed is not None:
             return _with_query(reverse("trajectory", args=[claimed.pk]), query, stream="1")
@@ -419,8 +442,8 @@ def trajectory_decide(request, pk: int):
             expected_version=_int(request.POST.get("version")) or -1,
             reason=request.POST.get("reason", ""),
         )
-    except (StaleVersion, ReviewError) as exc:
-        trajectory = get_object_or_404(selectors.trajectory_detail_queryset(), pk=pk)
+    except (StaleVersion, HeldByOther, ReviewError) as exc:
+        trajectory = get_object_or_404(trajectory_detail_queryset(), pk=pk)
         refused = isinstance(exc, StaleVersion | HeldByOther)
         context = _trajectory_context(
             request,
@@ -440,7 +463,7 @@ def trajectory_editor(request, pk: int):
     schema), messages added, removed and reordered; saving is fix and accept, or an edit that leaves the item
     undecided. Entering it holds the item (the page renews the hold, and lets it go when left); the annotator's
     unsaved work is kept as a draft as they type, and restored when they come back."""
-    trajectory = get_object_or_404(selectors.trajectory_detail_queryset(), pk=pk)
+    trajectory = get_object_or_404(trajectory_detail_queryset(), pk=pk)
     if too_large_to_edit(trajectory.messages or [], trajectory.tools or []):
         # Every message would be a form field in the page and again in the POST: refuse, and say why.
         context = {"t": trajectory, "edit_max_kib": EDIT_MAX_BYTES // 1024}
@@ -450,7 +473,7 @@ def trajectory_editor(request, pk: int):
         "t": trajectory,
         "query": _filter_query(request),
         "stream": request.GET.get("stream") == "1",
-        "holder": selectors.reservation_holder(trajectory, request.user),
+        "holder": reservation_holder(trajectory, request.user),
         "blocks": editor_blocks(trajectory.messages or []),
         "errors": {},
         "roles": ["system", "user", "assistant", "tool"],
@@ -462,7 +485,7 @@ def trajectory_editor(request, pk: int):
     }
     if request.method == "POST":
         return _editor_save(request, trajectory, context)
-    draft = selectors.draft_for(trajectory, request.user)
+    draft = draft_for(trajectory, request.user)
     if draft is not None:
         fields = MultiValueDict(draft.fields)
         context.update(
@@ -573,7 +596,7 @@ def trajectory_revert_view(request, pk: int):
             request,
             f"Trajectory {pk}: version {to_version}'s text is now version {trajectory.version}; undecided again.",
         )
-    except (StaleVersion, ReviewError, FormatError) as exc:
+    except (StaleVersion, HeldByOther, ReviewError, FormatError) as exc:
         messages.error(request, f"Not reverted: {exc}")
     return redirect(_with_query(reverse("trajectory", args=[pk]), _filter_query(request)))
 
@@ -596,7 +619,7 @@ def review_undo_view(request, pk: int):
     query = _filter_query(request)
     try:
         review_undo(review=review, actor=request.user)
-    except (StaleVersion, ReviewError) as exc:
+    except (StaleVersion, HeldByOther, ReviewError) as exc:
         messages.error(request, f"Not undone: {exc}")
         return redirect(_with_query(reverse("trajectory", args=[review.trajectory_id]), query))
     messages.success(request, f"Undone: trajectory {review.trajectory_id} waits for your decision again.")
@@ -605,12 +628,12 @@ def review_undo_view(request, pk: int):
 
 @role_required("annotator")
 def agreement_page(request):
-    profiles = list(EndpointProfile.objects.order_by("name"))
+    profiles = judge_profiles()
     form = AgreementFilterForm(request.GET or None, profiles=profiles)
     data = form.cleaned_data if form.is_valid() else {}
     domain = data["domain"] if data.get("domain") else None
     slice_filters = {"domain": domain.pk if domain else None, "job": data.get("job"), "profile": data.get("profile")}
-    result = selectors.agreement(**slice_filters)
+    result = agreement(**slice_filters)
     queue_filters = {}
     if domain:
         queue_filters["domain"] = domain.name
@@ -625,7 +648,7 @@ def agreement_page(request):
             ("fail_reject", "fail", "rejected"),
         ]
     }
-    over_time = selectors.agreement_over_time(**slice_filters)
+    over_time = agreement_over_time(**slice_filters)
     return render(
         request,
         "curation/agreement.html",

@@ -101,10 +101,6 @@ class EnvSessionSerializer(serializers.Serializer):
 ERROR = inline_serializer("EnvError", {"error": serializers.CharField(), "detail": serializers.CharField()})
 
 
-def _error(exc: services.EnvError) -> Response:
-    return Response({"error": exc.code, "detail": exc.detail}, status=exc.status)
-
-
 class SessionCursorPagination(IdCursorPagination):
     # Session ids are random UUIDs: newest first by creation time instead.
     ordering = "-created_at"
@@ -142,20 +138,17 @@ class EnvListCreateApi(GenericAPIView):
         serializer = EnvCreateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
-        try:
-            session = services.env_create(
-                actor=request.user,
-                task_id=data.get("task"),
-                domain_name=data.get("domain"),
-                seed=data.get("seed"),
-                group_key=data.get("group", ""),
-                max_steps=data.get("max_steps"),
-                max_errors=data.get("max_errors"),
-                token_budget=data.get("token_budget"),
-                max_tool_calls_per_step=data.get("max_tool_calls_per_step"),
-            )
-        except services.EnvError as exc:
-            return _error(exc)
+        session = services.env_create(
+            actor=request.user,
+            task_id=data.get("task"),
+            domain_name=data.get("domain"),
+            seed=data.get("seed"),
+            group_key=data.get("group", ""),
+            max_steps=data.get("max_steps"),
+            max_errors=data.get("max_errors"),
+            token_budget=data.get("token_budget"),
+            max_tool_calls_per_step=data.get("max_tool_calls_per_step"),
+        )
         return Response(services.session_opening(session=session), status=status.HTTP_201_CREATED)
 
 
@@ -166,7 +159,7 @@ class EnvDetailApi(APIView):
     def get(self, request, session_id):
         session = selectors.sessions_visible(actor=request.user).filter(pk=session_id).first()
         if session is None:
-            return _error(services.EnvNotFound(f"no environment session {session_id}"))
+            raise services.EnvNotFound(f"no environment session {session_id}")
         return Response(EnvSessionSerializer(session).data)
 
 
@@ -179,11 +172,7 @@ class EnvStepApi(APIView):
         summary="Step: send one assistant message",
     )
     def post(self, request, session_id):
-        try:
-            result = services.env_step(session_id=session_id, actor=request.user, payload=request.data)
-        except services.EnvError as exc:
-            return _error(exc)
-        return Response(result)
+        return Response(services.env_step(session_id=session_id, actor=request.user, payload=request.data))
 
 
 class EnvAbandonApi(APIView):
@@ -195,8 +184,4 @@ class EnvAbandonApi(APIView):
         summary="Abandon: end an unfinished episode without a reward",
     )
     def post(self, request, session_id):
-        try:
-            result = services.env_abandon(session_id=session_id, actor=request.user)
-        except services.EnvError as exc:
-            return _error(exc)
-        return Response(result)
+        return Response(services.env_abandon(session_id=session_id, actor=request.user))

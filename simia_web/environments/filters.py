@@ -1,6 +1,6 @@
 import django_filters
 
-from simia_web.curation.filters import TextFilter
+from simia_web.core.filters import TextFilter
 
 from .models import EnvSession
 

@@ -18,6 +18,7 @@ from django.utils import timezone
 from simia_web.accounts.models import User
 from simia_web.catalog.models import Domain, Task, TaskStatus
 from simia_web.catalog.selectors import domain_unusable_reason
+from simia_web.core.errors import ApplicationError, Conflict, NotFound, TooManyRequests, UpstreamFailed
 from simia_web.curation.models import TrajectoryKind
 from simia_web.curation.services import trajectory_create
 from simia_web.formats import FormatError
@@ -54,43 +55,37 @@ LIMIT_RANGES = {
 }
 
 
-class EnvError(Exception):
-    """A request the environment refuses; `status` and `code` become the HTTP answer."""
+class EnvError(ApplicationError):
+    """A request the environment refuses, answered `{"error": code, "detail": ...}` with the status of the kind of
+    refusal each subclass also is (400 unless it says otherwise)."""
 
-    status = 400
     code = "invalid_request"
 
-    def __init__(self, detail: str):
-        self.detail = detail
-        super().__init__(detail)
+    def body(self) -> dict:
+        return {"error": self.code, "detail": self.detail}
 
 
 class EnvInputError(EnvError):
     code = "invalid_message"
 
 
-class EnvNotFound(EnvError):
-    status = 404
+class EnvNotFound(EnvError, NotFound):
     code = "not_found"
 
 
-class EnvFinished(EnvError):
-    status = 409
+class EnvFinished(EnvError, Conflict):
     code = "episode_finished"
 
 
-class EnvConflict(EnvError):
-    status = 409
+class EnvConflict(EnvError, Conflict):
     code = "concurrent_step"
 
 
-class EnvSessionLimit(EnvError):
-    status = 429
+class EnvSessionLimit(EnvError, TooManyRequests):
     code = "session_limit"
 
 
-class EnvUpstreamError(EnvError):
-    status = 502
+class EnvUpstreamError(EnvError, UpstreamFailed):
     code = "user_simulator_failed"
 
 

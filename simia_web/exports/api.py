@@ -3,7 +3,6 @@
 import base64
 from pathlib import Path
 
-from django.core.exceptions import ValidationError
 from django.http import FileResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_field
@@ -11,14 +10,14 @@ from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
-from simia_web.accounts.api import ErrorSerializer
 from simia_web.accounts.permissions import ReadMemberWriteCurator
-from simia_web.jobs.api import drf_validation_error
+from simia_web.core.rest import ErrorSerializer, SelectorListMixin
 
+from .filters import SnapshotFilter
 from .formats import CONTENT_TYPES
 from .models import ExportFormat, FileKind, Snapshot
-from .selectors import snapshot_download_path, snapshot_list
-from .services import snapshot_create, snapshot_named_path
+from .selectors import snapshot_download_path, snapshot_file, snapshot_list, snapshots
+from .services import snapshot_create
 
 FILE_KINDS_HELP = (
     "data (the records, in the format's layout; Parquet's are shards `data/train-00000-of-00002.parquet`), manifest "
@@ -162,27 +161,25 @@ class SnapshotCreateSerializer(serializers.Serializer):
     options = SnapshotOptionsSerializer(required=False)
 
 
-class SnapshotViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
+class SnapshotViewSet(SelectorListMixin, mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     permission_classes = [ReadMemberWriteCurator]
     serializer_class = SnapshotSerializer
-    filterset_fields = ["format"]
+    filterset_class = SnapshotFilter
+    list_selector = staticmethod(snapshot_list)
 
     def get_queryset(self):
-        return snapshot_list()
+        return snapshots()
 
     @extend_schema(request=SnapshotCreateSerializer, responses={202: SnapshotSerializer})
     def create(self, request, *args, **kwargs):
         form = SnapshotCreateSerializer(data=request.data)
         form.is_valid(raise_exception=True)
-        try:
-            snapshot = snapshot_create(
-                format=form.validated_data["format"],
-                filters=form.validated_data["filters"],
-                options=form.validated_data.get("options"),
-                actor=request.user,
-            )
-        except ValidationError as exc:
-            raise drf_validation_error(exc) from None
+        snapshot = snapshot_create(
+            format=form.validated_data["format"],
+            filters=form.validated_data["filters"],
+            options=form.validated_data.get("options"),
+            actor=request.user,
+        )
         return Response(self.get_serializer(snapshot).data, status=status.HTTP_202_ACCEPTED)
 
     @extend_schema(
@@ -213,24 +210,9 @@ class SnapshotViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     @action(detail=True, methods=["get"], filter_backends=[])
     def download(self, request, pk=None):
         snapshot = self.get_object()
-        name, kind = request.query_params.get("name"), request.query_params.get("file", FileKind.DATA)
-        if name is None and kind not in FileKind.values:
-            return Response({"detail": f"file: choose one of {', '.join(FileKind.values)}"}, status=400)
-        if not snapshot.is_built:
-            body = {"detail": f"Snapshot {snapshot.pk} is not built ({snapshot.job.status})."}
-            return Response(body, status=status.HTTP_409_CONFLICT)
-        if name is None:
-            entries = [entry for entry in snapshot.files if entry["kind"] == kind]
-            if len(entries) > 1:
-                names = ", ".join(entry["name"] for entry in entries[:3])
-                body = {"detail": f"Snapshot {snapshot.pk} has {len(entries)} {kind} files ({names}…): name one."}
-                return Response(body, status=status.HTTP_400_BAD_REQUEST)
-            name = entries[0]["name"] if entries else None
-        found = snapshot_named_path(snapshot, name) if name is not None else None
-        if found is None or not found[1].is_file():
-            body = {"detail": f"Snapshot {snapshot.pk} has no {name or kind} file."}
-            return Response(body, status=status.HTTP_404_NOT_FOUND)
-        entry, path = found
+        entry, path = snapshot_file(
+            snapshot, name=request.query_params.get("name"), kind=request.query_params.get("file", FileKind.DATA)
+        )
         content_type = CONTENT_TYPES[snapshot.format] if entry["kind"] == FileKind.DATA else None
         response = FileResponse(
             open(path, "rb"),  # noqa: SIM115 (FileResponse streams and closes it)

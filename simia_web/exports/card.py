@@ -16,7 +16,7 @@ from django.conf import settings
 from huggingface_hub import DatasetCard, DatasetCardData
 
 from simia_web.catalog.models import Domain, Seed
-from simia_web.curation.selectors import agreement, cohen_kappa
+from simia_web.curation.selectors.agreement import agreement, cohen_kappa
 from simia_web.formats.parquet import hf_features
 
 from .card_facts import DatasetFacts, Distribution

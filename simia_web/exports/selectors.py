@@ -1,15 +1,20 @@
 """Reads for exports: which trajectories a snapshot covers, and snapshots with their job."""
 
 import re
+from collections.abc import Mapping
+from pathlib import Path
 from urllib.parse import quote
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db.models import JSONField, OuterRef, Subquery
+from django.db.models import JSONField, OuterRef, QuerySet, Subquery
 from django.db.models.functions import JSONObject
 
+from simia_web.core.errors import ApplicationError, Conflict, NotFound
 from simia_web.curation.filters import TrajectoryFilter
 from simia_web.curation.models import STANDING, JudgeVerdict, Review, Trajectory, TrajectoryStatus
 
+from .filters import SnapshotFilter
 from .models import FileKind, Snapshot
 
 DEFAULT_STATUS = TrajectoryStatus.ACCEPTED
@@ -86,8 +91,21 @@ def export_rows(queryset):
     )
 
 
-def snapshot_list():
+def export_match_count(filters: dict) -> int | None:
+    """How many trajectories a snapshot with these filters would hold now; None while a filter is wrong (building
+    one refuses it, naming it)."""
+    filterset = TrajectoryFilter(data=filters, queryset=Trajectory.objects.all())
+    return filterset.qs.count() if filterset.is_valid() else None
+
+
+def snapshots() -> QuerySet[Snapshot]:
+    """Snapshots with their building job and author, as every snapshot row shows them."""
     return Snapshot.objects.select_related("job", "created_by")
+
+
+def snapshot_list(*, filters: Mapping) -> QuerySet[Snapshot]:
+    """Snapshots matching `filters` (SnapshotFilter's parameters), newest first."""
+    return SnapshotFilter(filters, queryset=snapshots()).qs.order_by("-id")
 
 
 def snapshot_download_path(snapshot: Snapshot, entry: dict) -> str:
@@ -97,6 +115,28 @@ def snapshot_download_path(snapshot: Snapshot, entry: dict) -> str:
     if sum(1 for other in snapshot.files if other["kind"] == entry["kind"]) > 1:
         return f"{path}?name={quote(entry['name'])}"
     return path if entry["kind"] == FileKind.DATA else f"{path}?file={entry['kind']}"
+
+
+def snapshot_file(snapshot: Snapshot, *, name: str | None, kind: str) -> tuple[dict, Path]:
+    """The `files` entry a download asks for and where it is: by its `name` (`README.md`,
+    `data/train-00000-of-00002.parquet`), else the only file of its `kind`. Only the snapshot's own files are
+    ever served: a name it does not list is NotFound, like a file that is gone. A snapshot not built yet is a
+    Conflict; a kind that is none, or has several files, is refused (name one)."""
+    if name is None and kind not in FileKind.values:
+        raise ApplicationError(f"file: choose one of {', '.join(FileKind.values)}")
+    if not snapshot.is_built:
+        raise Conflict(f"Snapshot {snapshot.pk} is not built ({snapshot.job.status}).")
+    if name is None:
+        entries = [entry for entry in snapshot.files if entry["kind"] == kind]
+        if len(entries) > 1:
+            names = ", ".join(entry["name"] for entry in entries[:3])
+            raise ApplicationError(f"Snapshot {snapshot.pk} has {len(entries)} {kind} files ({names}…): name one.")
+        name = entries[0]["name"] if entries else None
+    entry = next((entry for entry in snapshot.files if entry["name"] == name), None) if name is not None else None
+    path = Path(settings.EXPORTS_DIR) / entry["path"] if entry else None
+    if path is None or not path.is_file():
+        raise NotFound(f"Snapshot {snapshot.pk} has no {name or kind} file.")
+    return entry, path
 
 
 OPTIONS = ("shard_rows", "shard_bytes", "push_to_hub", "hub_repo")

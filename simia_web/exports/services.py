@@ -225,13 +225,6 @@ def snapshot_path(snapshot: Snapshot, kind: str = FileKind.DATA) -> Path | None:
     return Path(settings.EXPORTS_DIR) / entry["path"] if entry else None
 
 
-def snapshot_named_path(snapshot: Snapshot, name: str) -> tuple[dict, Path] | None:
-    """The `files` entry named `name` (`README.md`, `data/train-00000-of-00002.parquet`) and where it is; None for
-    a name the snapshot does not list, so nothing outside its files is ever served."""
-    entry = next((entry for entry in snapshot.files if entry["name"] == name), None)
-    return (entry, Path(settings.EXPORTS_DIR) / entry["path"]) if entry else None
-
-
 def snapshot_folder_name(snapshot: Snapshot) -> str:
     return f"snapshot-{snapshot.pk}"
 

@@ -5,16 +5,15 @@ out."""
 from django.conf import settings
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.paginator import Paginator
 from django.shortcuts import get_object_or_404, redirect, render
 
 from simia_web.accounts.permissions import role_required
-from simia_web.catalog.models import Domain
-from simia_web.curation.filters import TrajectoryFilter
-from simia_web.curation.models import Trajectory
+from simia_web.catalog.selectors import domain_names
 from simia_web.jobs.models import ACTIVE_JOB_STATUSES
 
 from .models import ExportFormat
-from .selectors import DEFAULT_STATUS, snapshot_download_path, snapshot_list
+from .selectors import DEFAULT_STATUS, export_match_count, snapshot_download_path, snapshot_list, snapshots
 from .services import snapshot_create
 
 # The queue's filters an export form offers (the names are TrajectoryFilter's).
@@ -22,6 +21,7 @@ FORM_FILTERS = ("domain", "status", "verdict", "min_score", "max_score", "job", 
 # The form's two buttons post to the page: "count" only counts the matches, anything else builds a snapshot.
 COUNT = "count"
 REFUSALS_SHOWN = 50
+SNAPSHOTS_PER_PAGE = 50
 
 
 def _posted_filters(data) -> dict:
@@ -47,8 +47,10 @@ def export_list(request):
             else:
                 messages.success(request, f"Snapshot {snapshot.pk} is being built (job {snapshot.job_id}).")
                 return redirect("export-list")
-    filterset = TrajectoryFilter(filters, queryset=Trajectory.objects.all(), request=request)
-    snapshots = list(snapshot_list()[:50])
+    # The snapshot list has a filter of its own (`format`, as in the REST list) beside the new snapshot's filters.
+    listed = Paginator(snapshot_list(filters=request.GET), SNAPSHOTS_PER_PAGE).get_page(request.GET.get("page"))
+    query = request.GET.copy()
+    query.pop("page", None)
     return render(
         request,
         "exports/list.html",
@@ -56,11 +58,12 @@ def export_list(request):
             "formats": ExportFormat.choices,
             "chosen_format": request.POST.get("format", ExportFormat.OPENAI),
             "filters": filters,
-            "filterset": filterset,
-            "matching": filterset.qs.count() if filterset.is_valid() else None,
-            "domains": Domain.objects.order_by("name").values_list("name", flat=True),
-            "snapshots": snapshots,
-            "building": any(s.job.status in ACTIVE_JOB_STATUSES for s in snapshots),
+            "matching": export_match_count(filters),
+            "domains": domain_names(),
+            "page": listed,
+            "query": query.urlencode(),
+            "listed_format": request.GET.get("format", ""),
+            "building": any(s.job.status in ACTIVE_JOB_STATUSES for s in listed),
             "error": error,
             "hub_configured": bool(settings.HF_TOKEN and settings.HF_DATASET_REPO),
         },
@@ -70,7 +73,7 @@ def export_list(request):
 
 @role_required("annotator")
 def export_detail(request, pk: int):
-    snapshot = get_object_or_404(snapshot_list(), pk=pk)
+    snapshot = get_object_or_404(snapshots(), pk=pk)
     return render(
         request,
         "exports/detail.html",

@@ -1,8 +1,17 @@
 """The one error every converter raises for malformed input, naming the field it tripped on."""
 
+from simia_web.core.errors import ValidationFailed
 
-class FormatError(ValueError):
+
+class FormatError(ValidationFailed, ValueError):
+    """Over REST, a 400 naming the field (the conversation, `messages`, when it names none)."""
+
     def __init__(self, field: str, message: str):
-        self.field = field
+        super().__init__(message, field=field)
         self.message = message
-        super().__init__(f"{field}: {message}" if field else message)
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.message}" if self.field else self.message
+
+    def body(self) -> dict:
+        return {self.field or "messages": [self.message]}

@@ -3,7 +3,6 @@
 from functools import cache
 from typing import Any
 
-from django.core.exceptions import ValidationError as DjangoValidationError
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import OpenApiResponse, PolymorphicProxySerializer, extend_schema, extend_schema_field
 from rest_framework import mixins, serializers, status, viewsets
@@ -11,21 +10,14 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
-from simia_web.accounts.api import ErrorSerializer
 from simia_web.accounts.permissions import ReadMemberWriteCurator
+from simia_web.core.rest import ErrorSerializer
 
 from .filters import JobFilter
 from .kinds import job_kinds_queueable
 from .models import Job
 from .selectors import job_progress, job_summary, job_usage, jobs_progress
 from .services import JobError, job_cancel, job_queue
-
-
-def drf_validation_error(exc: DjangoValidationError) -> ValidationError:
-    """A service's ValidationError as a 400 answer with the same field names."""
-    if hasattr(exc, "error_dict"):
-        return ValidationError(exc.message_dict)
-    return ValidationError({"detail": exc.messages})
 
 
 class JobSummarySerializer(serializers.ModelSerializer):
@@ -125,10 +117,7 @@ class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         if not isinstance(request.data, dict):
             raise ValidationError({"detail": ["send a JSON object"]})
         params = {name: value for name, value in request.data.items() if name != "kind"}
-        try:
-            job = job_queue(kind=request.data.get("kind"), params=params, actor=request.user)
-        except DjangoValidationError as exc:
-            raise drf_validation_error(exc) from None
+        job = job_queue(kind=request.data.get("kind"), params=params, actor=request.user)
         return Response(JobDetailSerializer(job, context=self.get_serializer_context()).data, status=202)
 
     @extend_schema(

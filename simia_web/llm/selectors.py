@@ -1,9 +1,10 @@
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models import QuerySet
 
 from simia_web.core.cache import ProcessCache
 
-from .models import EndpointProfile, StageRoute
+from .models import EndpointProfile, LLMCall, StageRoute
 from .validation import url_redacted
 
 _resolved = ProcessCache("SIMIA_PROFILE_CACHE_SECONDS")
@@ -74,3 +75,8 @@ def profile_findings(profile: EndpointProfile) -> dict:
     """What was found or learned about the profile's endpoint; nothing when it was about another one."""
     found = profile.capabilities or {}
     return found if found.get("endpoint") == profile_endpoint(profile) else {}
+
+
+def llm_calls_with_profile() -> QuerySet[LLMCall]:
+    """LLM calls with their profile and job, as the call viewer shows them."""
+    return LLMCall.objects.select_related("profile", "job")

@@ -7,12 +7,12 @@ from simia_web.accounts.permissions import role_required
 from simia_web.core.display import pretty_json
 
 from .access import llm_call_visible
-from .models import LLMCall
+from .selectors import llm_calls_with_profile
 
 
 @role_required("annotator")
 def call_detail(request, pk: int):
-    call = get_object_or_404(LLMCall.objects.select_related("profile", "job"), pk=pk)
+    call = get_object_or_404(llm_calls_with_profile(), pk=pk)
     if not llm_call_visible(call=call, user=request.user):
         raise PermissionDenied("LLM calls are for admins, and for the owner of the RL session they were made for.")
     return render(

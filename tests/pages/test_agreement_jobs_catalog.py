@@ -5,7 +5,7 @@ import pytest
 from simia_web.catalog.models import Api, Seed, Task
 from simia_web.core.services import versioned_update
 from simia_web.curation.models import Review, Trajectory
-from simia_web.curation.selectors import agreement, cohen_kappa
+from simia_web.curation.selectors.agreement import agreement, cohen_kappa
 from simia_web.jobs.models import Job, JobStatus, JobUnit, UnitStatus
 from simia_web.llm.models import EndpointProfile, LLMCall
 from tests.pages.factories import TOOLS, conversation, make_job, make_trajectory, verdict

@@ -11,7 +11,7 @@ from simia_web.core.clipping import EDIT_MAX_BYTES, PAGE_MESSAGES, TEXT_CHARS
 from simia_web.core.display import STATE_DIFF_LINES
 from simia_web.core.services import revision_record, versioned_update
 from simia_web.curation.models import Review
-from simia_web.curation.selectors import REVISION_ROWS
+from simia_web.curation.selectors.conversation import REVISION_ROWS
 from simia_web.curation.services import trajectory_create
 from tests.pages.factories import TOOLS, make_trajectory, verdict
 

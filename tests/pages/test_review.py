@@ -435,7 +435,7 @@ def test_llm_text_is_escaped(client_for):
 
 
 def test_search_counts_stop_at_a_limit(db):
-    from simia_web.curation.selectors import queue_ordered, queue_page
+    from simia_web.curation.selectors.queue import queue_ordered, queue_page
 
     for _ in range(4):
         make_trajectory(judge=verdict())

@@ -13,6 +13,7 @@ from django.db import transaction
 from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
+from simia_web.core.errors import HeldByOther
 from simia_web.curation.gate import messages_written
 from simia_web.curation.models import STANDING, Review, Trajectory, TrajectoryStatus
 from simia_web.curation.services import (
@@ -64,7 +65,7 @@ STEPS = st.lists(
     min_size=1,
     max_size=16,
 )
-REFUSED = (StaleVersion, ReviewError)  # a stale view, someone else's hold, nothing to undo or revert
+REFUSED = (StaleVersion, HeldByOther, ReviewError)  # a stale view, someone else's hold, nothing to undo or revert
 
 
 @dataclass

@@ -2,6 +2,8 @@
 
 from dataclasses import asdict, dataclass
 
+from simia_web.core.errors import ApplicationError
+
 MAX_REPORTED = 20
 
 
@@ -25,13 +27,19 @@ class ImportIssue:
         return f"{where}: {self.field + ': ' if self.field else ''}{self.message}"
 
 
-class ImportRejected(Exception):
-    """Nothing was written. `errors` holds the first 20 problems; `total` counts them all."""
+class ImportRejected(ApplicationError):
+    """Nothing was written. `errors` holds the first 20 problems; `total` counts them all. Over REST, a 400 with
+    them all: `{detail, total, errors: [{file, line, field, message, record}]}`."""
 
-    def __init__(self, errors: list[ImportIssue]):
+    code = "import_rejected"
+
+    def __init__(self, errors: list[ImportIssue], detail: str = ""):
         self.total = len(errors)
         self.errors = errors[:MAX_REPORTED]
-        super().__init__(self.message())
+        super().__init__(detail or self.message())
+
+    def body(self) -> dict:
+        return {"detail": self.detail, "total": self.total, "errors": [issue.as_dict() for issue in self.errors]}
 
     def message(self) -> str:
         more = f" (showing the first {len(self.errors)})" if self.total > len(self.errors) else ""

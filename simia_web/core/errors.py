@@ -1,0 +1,107 @@
+"""The refusals a service, selector or the input gate raises for a request it cannot carry out.
+
+Each names its HTTP status, a short `code` and a human `detail`; `body()` is the JSON answer and `headers()` any
+header it needs (Retry-After). The REST API turns every one into its answer in one place
+(`simia_web.core.rest.exception_handler`); pages catch the ones they explain on the page, and answer the rest as
+a plain-text refusal with the same status (`simia_web.core.middleware.RefusalMiddleware`).
+"""
+
+from typing import Any
+
+
+class ApplicationError(Exception):
+    status_code = 400
+    code = "invalid"
+
+    def __init__(self, detail: str):
+        self.detail = detail
+        super().__init__(detail)
+
+    def body(self) -> dict[str, Any]:
+        return {"detail": self.detail}
+
+    def headers(self) -> dict[str, str]:
+        return {}
+
+
+class ValidationFailed(ApplicationError):
+    """An input that is wrong, answered `{field: [message]}` as the API answers a serializer's errors."""
+
+    code = "invalid"
+
+    def __init__(self, detail: str, field: str = "detail"):
+        super().__init__(detail)
+        self.field = field
+
+    def body(self) -> dict[str, Any]:
+        return {self.field: [self.detail]}
+
+
+class NotFound(ApplicationError):
+    status_code = 404
+    code = "not_found"
+
+
+class Conflict(ApplicationError):
+    """The request is fine but the thing it acts on is not in a state that allows it."""
+
+    status_code = 409
+    code = "conflict"
+
+
+class VersionConflict(Conflict):
+    """A write based on a version of `obj` that someone else has since replaced: nothing was written."""
+
+    code = "stale_version"
+
+    def __init__(self, obj, expected: int):
+        self.obj = obj
+        self.expected = expected
+        super().__init__(
+            f"{obj._meta.verbose_name} {obj.pk} was changed by someone else "
+            f"(you edited version {expected}, it is now version {obj.version})."
+        )
+
+    def body(self) -> dict[str, Any]:
+        return {"detail": str(self), "code": self.code, "version": self.obj.version}
+
+
+class HeldByOther(Conflict):
+    """Someone else holds the item (they are working on it): nothing lands on it until they let it go.
+
+    `version` is the item's version now; nothing changed it, which is what `changes` says."""
+
+    code = "held"
+
+    def __init__(self, detail: str, *, version: int):
+        super().__init__(detail)
+        self.version = version
+
+    def body(self) -> dict[str, Any]:
+        return {"detail": self.detail, "code": self.code, "version": self.version, "changes": []}
+
+
+class TooManyRequests(ApplicationError):
+    status_code = 429
+    code = "too_many_requests"
+
+
+class UpstreamFailed(ApplicationError):
+    """A server the request depends on (an LLM endpoint) failed to answer it."""
+
+    status_code = 502
+    code = "upstream_failed"
+
+
+class Unavailable(ApplicationError):
+    """A server the app needs is out of reach for a moment: the client is told when to try again."""
+
+    status_code = 503
+    code = "unavailable"
+
+    def __init__(self, detail: str, *, retry_after: int):
+        super().__init__(detail)
+        self.retry_after = retry_after
+
+    def headers(self) -> dict[str, str]:
+        return {"Retry-After": str(self.retry_after)}

@@ -1,0 +1,221 @@
+"""The review queue: its filters, its orders and keyset pages along them, and an item's place in it."""
+
+from dataclasses import dataclass
+
+from django.db.models import BooleanField, F, Func, QuerySet, Value
+from django.db.models.functions import Coalesce
+
+from simia_web.curation.filters import PENDING, TrajectoryFilter
+from simia_web.curation.models import QUEUE_ORDER_KEYS, RuleViolation, Trajectory
+
+
+@dataclass(frozen=True)
+class QueueSort:
+    """An order of the queue as keys that are all ascending or all descending, ending with a unique column,
+    so that a page boundary is one row comparison (keyset paging: the same cost at any depth)."""
+
+    keys: tuple
+    descending: bool = False
+
+    def order_by(self, reverse: bool = False) -> list:
+        descending = self.descending != reverse
+        return [key.desc() if descending else key.asc() for key in self.keys]
+
+
+def _column(name: str, missing_low=None, missing_high=None) -> dict[str, QueueSort]:
+    """Ascending and descending sorts on one column (missing values last either way) with the id as tie-break."""
+    up = Coalesce(F(name), Value(missing_high)) if missing_high is not None else F(name)
+    down = Coalesce(F(name), Value(missing_low)) if missing_low is not None else F(name)
+    return {"up": QueueSort((up, F("id"))), "down": QueueSort((down, F("id")), descending=True)}
+
+
+def _sorts() -> dict[str, QueueSort]:
+    sorts = {"priority": QueueSort(QUEUE_ORDER_KEYS)}
+    columns = {
+        "date": _column("created_at"),
+        "score": _column("judge_score", missing_low=-1.0, missing_high=2.0),
+        "turns": _column("turns"),
+        "tools": _column("tool_call_count"),
+        "rules": _column("violation_count"),
+        "domain": _column("domain__name"),
+        "model": _column("model"),
+    }
+    for name, both in columns.items():
+        sorts[name], sorts[f"-{name}"] = both["up"], both["down"]
+    return sorts
+
+
+QUEUE_SORTS = _sorts()
+DEFAULT_SORT = "priority"
+
+
+class RowComparison(Func):
+    """(k1, k2, ...) > (v1, v2, ...) (or <): a B-tree index on the keys answers it as one range."""
+
+    output_field = BooleanField()
+    conditional = True
+
+    def __init__(self, keys, values, operator: str):
+        super().__init__(*keys, *(Value(v) for v in values))
+        self.operator = operator
+
+    def as_sql(self, compiler, connection, **extra_context):
+        parts, params = [], []
+        for expression in self.get_source_expressions():
+            sql, expression_params = compiler.compile(expression)
+            parts.append(sql)
+            params.extend(expression_params)
+        half = len(parts) // 2
+        return f"({', '.join(parts[:half])}) {self.operator} ({', '.join(parts[half:])})", params
+
+
+def queue_filterset(*, params, request) -> TrajectoryFilter:
+    """The queue's filters (TrajectoryFilter's parameters) over every trajectory; the status defaults to
+    `pending`, the items waiting for a person."""
+    data = params.copy()
+    if not data.get("status"):
+        data["status"] = PENDING
+    return TrajectoryFilter(data, queryset=Trajectory.objects.all(), request=request)
+
+
+def queue_sort(name: str | None) -> QueueSort:
+    return QUEUE_SORTS.get(name or DEFAULT_SORT, QUEUE_SORTS[DEFAULT_SORT])
+
+
+def queue_ordered(qs: QuerySet[Trajectory], sort: str | None = None) -> QuerySet[Trajectory]:
+    return qs.order_by(*queue_sort(sort).order_by())
+
+
+def _boundary(order: QueueSort, trajectory_id: int):
+    """The sort key values of one row (from the whole table: the row may have left the filtered queue)."""
+    names = {f"k{i}": key for i, key in enumerate(order.keys)}
+    return Trajectory.objects.filter(pk=trajectory_id).annotate(**names).values_list(*names).first()
+
+
+def _beyond(qs: QuerySet[Trajectory], order: QueueSort, values, reverse: bool) -> QuerySet[Trajectory]:
+    later = "<" if order.descending else ">"
+    operator = {">": "<", "<": ">"}[later] if reverse else later
+    return qs.filter(RowComparison(order.keys, values, operator)).order_by(*order.order_by(reverse=reverse))
+
+
+def queue_after(
+    qs: QuerySet[Trajectory], trajectory_id: int, sort: str | None = None, reverse: bool = False
+) -> QuerySet[Trajectory]:
+    """The rows of the queue after (or, with reverse, before and in reverse order) a given row."""
+    order = queue_sort(sort)
+    values = _boundary(order, trajectory_id)
+    return qs.none() if values is None else _beyond(qs, order, values, reverse)
+
+
+@dataclass
+class QueuePage:
+    rows: list
+    count: int
+    number: int
+    size: int
+    has_next: bool
+    count_capped: bool = False  # more than `count` match; counting them all would read every match
+
+    @property
+    def num_pages(self) -> int:
+        return max(1, -(-self.count // self.size))
+
+    @property
+    def has_previous(self) -> bool:
+        return self.number > 1
+
+    @property
+    def first_id(self):
+        return self.rows[0].pk if self.rows else None
+
+    @property
+    def last_id(self):
+        return self.rows[-1].pk if self.rows else None
+
+    def numbers(self) -> list[int | None]:
+        """Page numbers to offer: the first, the last and two either side of this one (None marks a gap)."""
+        wanted = sorted({1, self.num_pages, *range(max(1, self.number - 2), min(self.num_pages, self.number + 2) + 1)})
+        shown, last = [], 0
+        for n in wanted:
+            if n > last + 1:
+                shown.append(None)
+            shown.append(n)
+            last = n
+        return shown
+
+
+def queue_page(
+    qs: QuerySet[Trajectory],
+    sort: str | None,
+    *,
+    number: int = 1,
+    after=None,
+    before=None,
+    size: int = 50,
+    count_limit: int | None = None,
+) -> QueuePage:
+    """One page of the queue. Next/previous follow a row id (keyset); a page number jumps by offset along
+    the index, and the last page is read from the other end. With `count_limit`, counting stops there."""
+    count = qs[: count_limit + 1].count() if count_limit else qs.count()
+    capped = bool(count_limit) and count > count_limit
+    count = min(count, count_limit) if capped else count
+    num_pages = max(1, -(-count // size))
+    number = min(max(1, number), num_pages)
+    rows_qs = queue_page_rows(qs)
+    if after is not None:
+        rows = list(queue_after(rows_qs, after, sort)[: size + 1])
+    elif before is not None:
+        rows = list(queue_after(rows_qs, before, sort, reverse=True)[:size])[::-1]
+        return QueuePage(rows, count, number, size, has_next=True, count_capped=capped)
+    elif number == num_pages and number > 1 and not capped:
+        last = count - (num_pages - 1) * size
+        rows = list(rows_qs.order_by(*queue_sort(sort).order_by(reverse=True))[:last])[::-1]
+    else:
+        # The ids first (an index-only scan where an index covers the order), then only those rows.
+        ids = list(queue_ordered(qs, sort).values_list("pk", flat=True)[(number - 1) * size : number * size + 1])
+        by_id = rows_qs.order_by().in_bulk(ids)
+        rows = [by_id[pk] for pk in ids if pk in by_id]
+    return QueuePage(rows[:size], count, number, size, has_next=len(rows) > size, count_capped=capped)
+
+
+def queue_page_rows(qs: QuerySet[Trajectory]) -> QuerySet[Trajectory]:
+    """What a queue row shows, in one query (no per-row lookups)."""
+    return qs.select_related("domain", "assigned_to", "reserved_by").defer(
+        "messages", "tools", "steps", "initial_state", "final_state", "provenance"
+    )
+
+
+def queue_neighbours(
+    qs: QuerySet[Trajectory], trajectory_id: int, sort: str | None = None
+) -> tuple[int | None, int | None, int | None]:
+    """(previous id, next id, 1-based position) of a trajectory within the ordered queue: index range reads,
+    no numbering of the whole queue. The position is None when the trajectory is not (or no longer) in it."""
+    order = queue_sort(sort)
+    values = _boundary(order, trajectory_id)
+    if values is None:
+        return None, None, None
+    before = _beyond(qs, order, values, reverse=True)
+    previous_id = before.values_list("pk", flat=True).first()
+    next_id = _beyond(qs, order, values, reverse=False).values_list("pk", flat=True).first()
+    position = before.order_by().count() + 1 if qs.filter(pk=trajectory_id).exists() else None
+    return previous_id, next_id, position
+
+
+def violation_codes() -> list[str]:
+    return list(RuleViolation.objects.filter(fixed=False).values_list("code", flat=True).distinct().order_by("code"))
+
+
+def queue_has(qs: QuerySet[Trajectory], trajectory_id: int) -> bool:
+    return qs.filter(pk=trajectory_id).exists()
+
+
+def queue_reviewable(qs: QuerySet[Trajectory], trajectory_id: int | None) -> Trajectory | None:
+    """The trajectory, when it is in the queue and can be reviewed (the stream can start from it)."""
+    if trajectory_id is None:
+        return None
+    return qs.filter(pk=trajectory_id, reviewable=True).only("pk").first()
+
+
+def queue_selection(qs: QuerySet[Trajectory], ids: list[int] | None = None) -> QuerySet[Trajectory]:
+    """A bulk action's items: the whole queue, or the `ids` chosen in it, unordered."""
+    return (qs if ids is None else qs.filter(pk__in=ids)).order_by()

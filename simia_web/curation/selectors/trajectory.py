@@ -1,0 +1,53 @@
+"""One trajectory: everything its page shows in one query plus prefetches, its standing decision and verdicts,
+the reader's draft and who holds it."""
+
+from django.db.models import Prefetch, QuerySet
+from django.utils import timezone
+
+from simia_web.curation.models import STANDING, EditorDraft, JudgeVerdict, Review, Trajectory
+
+
+def trajectory_detail_queryset() -> QuerySet[Trajectory]:
+    return Trajectory.objects.select_related(
+        "domain", "task", "seed", "job", "assigned_to", "reserved_by"
+    ).prefetch_related(
+        "violations",
+        Prefetch("verdicts", queryset=JudgeVerdict.objects.select_related("profile")),
+        Prefetch("reviews", queryset=Review.objects.select_related("reviewer", "undone_by", "superseded_by")),
+    )
+
+
+def standing_review(reviews) -> Review | None:
+    """The decision that stands on a trajectory, from its (prefetched) reviews: at most one does."""
+    return next((review for review in reviews if review.standing), None)
+
+
+def verdicts_split(verdicts) -> tuple[JudgeVerdict | None, list[JudgeVerdict], list[JudgeVerdict]]:
+    """(the standing verdict: the latest that is not a failed call; the failed calls since it; the earlier verdicts)
+    of a trajectory's verdicts, newest first. A failed call never replaces a verdict, it is shown beside it."""
+    standing = next((v for v in verdicts if not v.error), None)
+    if standing is None:
+        return None, [v for v in verdicts if v.error], []
+    position = verdicts.index(standing)
+    return standing, verdicts[:position], [v for v in verdicts[position + 1 :] if not v.error]
+
+
+def draft_for(trajectory: Trajectory, user) -> EditorDraft | None:
+    return EditorDraft.objects.filter(trajectory=trajectory, author=user).first()
+
+
+def reservation_holder(trajectory: Trajectory, user):
+    """The other user holding a live reservation on the trajectory, or None."""
+    if (
+        trajectory.reserved_by_id
+        and trajectory.reserved_by_id != user.pk
+        and trajectory.reserved_until
+        and trajectory.reserved_until > timezone.now()
+    ):
+        return trajectory.reserved_by
+    return None
+
+
+def review_standing(review_id: int) -> Review | None:
+    """The decision `review_id` while it stands (neither undone nor superseded), else None."""
+    return Review.objects.filter(STANDING, pk=review_id).first()
