@@ -44,7 +44,8 @@ def endpoint_client(profile: EndpointProfile) -> tuple[openai.OpenAI, str]:
     the GIL while holding the pool lock and a slot, which cost a sixth of the endpoint's capacity.
     """
     api_key = api_key_read(profile.api_key_env) or "not-needed"
-    key = (profile.pk, profile.max_concurrency, profile.base_url, api_key, profile.timeout_seconds)
+    limits = (profile.max_concurrency, profile.requests_per_minute, profile.tokens_per_minute)
+    key = (profile.pk, profile.base_url, api_key, profile.timeout_seconds, limits)
     clients = _thread_clients.__dict__.setdefault("clients", {})
     if key not in clients:
         transport = LimitedTransport(endpoint_limiter(profile), llm_slot_rank)
