@@ -5,7 +5,6 @@ worker started by `make run`. Point DATABASE_URL and CELERY_BROKER_URL at Postgr
 to share the load across worker machines.
 """
 
-import json
 import os
 from datetime import timedelta
 from pathlib import Path
@@ -343,13 +342,14 @@ SIMIA_ALLOW_LINK_LOCAL_ENDPOINTS = env_bool("SIMIA_ALLOW_LINK_LOCAL_ENDPOINTS", 
 SIMIA_MODEL = os.environ.get("SIMIA_MODEL", "gpt-4o-mini")
 SIMIA_LLM_MAX_ATTEMPTS = int(os.environ.get("SIMIA_LLM_MAX_ATTEMPTS", "4"))
 SIMIA_LLM_BACKOFF_BASE = float(os.environ.get("SIMIA_LLM_BACKOFF_BASE", "0.5"))
-# Endpoint limits (a profile's max_concurrency, and these per minute) hold across every worker through this
+# Endpoint limits (a profile's max concurrency and rates per minute) hold across every worker through this
 # Redis; without one (the embedded default), per process.
 SIMIA_LLM_LIMITS_REDIS_URL = os.environ.get(
     "SIMIA_LLM_LIMITS_REDIS_URL", CELERY_BROKER_URL if CELERY_BROKER_URL.startswith(("redis://", "rediss://")) else ""
 )
-# Per profile name: {"requests_per_minute": n, "tokens_per_minute": n}, e.g. '{"openai": {"requests_per_minute": 500}}'.
-SIMIA_LLM_RATE_LIMITS = json.loads(os.environ.get("SIMIA_LLM_RATE_LIMITS", "{}"))
+# How long a worker's hold on one of an endpoint's concurrent requests lasts unless renewed: it renews its
+# holds every third of this while their requests run, and a dead worker's holds are free this long after it died.
+SIMIA_LLM_LEASE_SECONDS = float(os.environ.get("SIMIA_LLM_LEASE_SECONDS", "30"))
 SIMIA_PROFILE_CACHE_SECONDS = float(os.environ.get("SIMIA_PROFILE_CACHE_SECONDS", "10"))
 # How long a worker keeps a job's domain and APIs for its rollout units (edits are seen after at most this).
 SIMIA_CATALOG_CACHE_SECONDS = float(os.environ.get("SIMIA_CATALOG_CACHE_SECONDS", "10"))

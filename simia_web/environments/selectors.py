@@ -1,5 +1,7 @@
 """Reads for RL environment sessions."""
 
+from datetime import timedelta
+
 from django.db.models import QuerySet
 
 from simia_web.catalog.models import Api, Domain, Task, TaskStatus
@@ -55,3 +57,18 @@ def session_for_step(*, session_id, actor) -> EnvSession | None:
         return sessions.only(*own, *STEP_RELATED_FIELDS).get(pk=session_id)
     except EnvSession.DoesNotExist:
         return None
+
+
+# A call's row can be written a little after the step's session row: allow for that when matching times.
+_CALL_CLOCK_SLACK = timedelta(seconds=5)
+
+
+def llm_call_in_own_session(*, call, user) -> bool:
+    """Whether `user` owns an RL session the LLM call was made for (they may read it; see llm.access)."""
+    # Only sessions open when the call was made can hold it; their id lists are read, not every session's.
+    candidates = EnvSession.objects.filter(
+        created_by=user,
+        created_at__lte=call.created_at + _CALL_CLOCK_SLACK,
+        updated_at__gte=call.created_at - _CALL_CLOCK_SLACK,
+    ).values_list("llm_call_ids", flat=True)
+    return any(call.pk in (ids or []) for ids in candidates)

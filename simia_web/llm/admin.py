@@ -28,6 +28,7 @@ class EndpointProfileAdmin(admin.ModelAdmin):
         "found_modes",
         "context_window",
         "max_concurrency",
+        "requests_per_minute",
         "is_default",
     )
     search_fields = ("name", "model")
@@ -96,9 +97,14 @@ class EndpointProfileAdmin(admin.ModelAdmin):
                 "worker machines. The key itself is never stored.",
             },
         ),
+        ("Generation", {"fields": ("temperature", "max_tokens", "stage_max_tokens", "timeout_seconds")}),
         (
-            "Generation",
-            {"fields": ("temperature", "max_tokens", "stage_max_tokens", "timeout_seconds", "max_concurrency")},
+            "Limits",
+            {
+                "fields": ("max_concurrency", "requests_per_minute", "tokens_per_minute"),
+                "description": "Held across every worker process and machine (through Redis, when the broker is "
+                "Redis); they stay with the profile when it is renamed.",
+            },
         ),
         (
             "Compatibility",

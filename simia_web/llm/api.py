@@ -28,6 +28,8 @@ class EndpointProfileSerializer(serializers.ModelSerializer):
             "max_tokens",
             "timeout_seconds",
             "max_concurrency",
+            "requests_per_minute",
+            "tokens_per_minute",
             "structured_mode",
             "tool_mode",
             "stage_max_tokens",

@@ -7,7 +7,6 @@ the system message or the first user message, never a tool call without its resu
 middle of the longest messages. Every cut is reported, so it can be recorded on the call.
 """
 
-import json
 from dataclasses import dataclass
 
 from .models import EndpointProfile, Stage
@@ -29,11 +28,6 @@ MESSAGE_OVERHEAD_CHARS = 16  # a chat template's role markers and separators aro
 SAFETY_TOKENS = 64
 SAFETY_SHARE = 0.05
 _CUT_MARK = "\n[... {} characters cut ...]\n"
-
-
-def compact_json(value) -> str:
-    """JSON for prompts: no indentation or spaces after separators (they cost tokens and say nothing)."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
 def stage_max_tokens(profile: EndpointProfile, stage: str) -> int:

@@ -15,10 +15,11 @@ import openai
 import orjson
 
 from simia_web.core.db import db_connection_give_back
+from simia_web.core.jsonutil import compact_json
 from simia_web.core.schemas import first_error
+from simia_web.formats.answers import parse_json_answer
 
-from .budget import compact_json
-from .client import endpoint_client, parse_json_answer
+from .endpoints import endpoint_client
 from .models import EndpointProfile, StructuredMode, ToolMode
 from .selectors import profile_findings
 from .services import profile_capabilities_record, profile_context_window_learn

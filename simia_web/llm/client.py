@@ -12,12 +12,10 @@ is left beside the stage's answer, a refusal that names the window teaches it, a
 is retried once with more room, or reported as truncated, never resent unchanged.
 """
 
-import json
 import logging
 import os
 import random
 import re
-import threading
 import time
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -29,35 +27,34 @@ import orjson
 from django.conf import settings
 from django.db import connection
 
-from simia_web.core.json_input import json_parse
-from simia_web.core.jsonutil import content_hash
+from simia_web.core.jsonutil import compact_json, content_hash
 from simia_web.core.schemas import first_error
-from simia_web.formats.conversation import arguments_value, message_text, messages_lenient
+from simia_web.formats.answers import parse_json_answer
+from simia_web.formats.conversation import message_text, messages_lenient
+from simia_web.formats.prompt_tools import prompt_tools_history, prompt_tools_instruction, prompt_tools_message
 
 from .budget import (
     ASSUMED_CONTEXT_WINDOW,
     CONSERVATIVE_CHARS_PER_TOKEN,
     SAFETY_SHARE,
     SAFETY_TOKENS,
-    compact_json,
     messages_fit,
     prompt_token_room,
     stage_max_tokens,
 )
-from .limits import endpoint_limiter
+from .capabilities import profile_context_window
+from .endpoints import PER_REQUEST_DROPPED_HEADERS, endpoint_client
 from .models import EndpointProfile, LLMCall, StructuredMode, ToolMode
-from .selectors import profile_findings
+from .selectors import profile_findings, profile_for_stage
 from .services import (
     llm_call_ids,
     llm_call_mark_invalid,
     llm_call_record,
-    llm_slot_rank,
     profile_capability_learn,
     profile_context_window_learn,
     profile_learned_store,
 )
-from .transport import LimitedTransport, exchange_ms
-from .validation import api_key_read
+from .transport import exchange_ms
 
 logger = logging.getLogger(__name__)
 
@@ -85,7 +82,6 @@ class LLMReply:
         return self.calls[-1] if self.calls else None
 
 
-_thread_clients = threading.local()  # .clients: {client key: (openai.OpenAI, chat completions URL)}
 _downgrades: dict[tuple, str] = {}  # (profile key, "structured"|"tools") -> weaker mode learned at run time
 _ratios: dict[tuple, float] = {}  # profile key -> characters per prompt token learned in this process
 _learned_stored: dict[tuple, float] = {}  # (profile key, field) -> what this process last wrote to the profile
@@ -119,53 +115,7 @@ _RATIO_MIN_TOKENS = 32  # smaller prompts are mostly template overhead
 _RATIO_BOUNDS = (1.0, 5.0)  # what tokenizers give for code, JSON and prose: a sample outside is a miscount
 _TIMEOUT_GROWTH = 4  # a request may wait up to this many times the profile's timeout when its answer needs it
 _RATIO_SAFETY = 0.9  # prompts vary: size them as if a tenth denser than the average seen
-_CODE_FENCE = re.compile(r"```(?:json)?\s*(.*?)\s*```", re.S | re.I)
-_THINKING = re.compile(r"<think>.*?</think>", re.S | re.I)  # reasoning models served by vLLM/Ollama
 _RETRY_AFTER_CAP = 30.0
-# The SDK's telemetry headers (its platform, and retry count and timeout, which are ours to keep):
-# a dozen more headers to build, validate and send on every call, which no endpoint needs.
-_DROPPED_HEADERS = {
-    name: openai.Omit()
-    for name in (
-        "X-Stainless-Lang",
-        "X-Stainless-Package-Version",
-        "X-Stainless-OS",
-        "X-Stainless-Arch",
-        "X-Stainless-Runtime",
-        "X-Stainless-Runtime-Version",
-        "X-Stainless-Async",
-    )
-}
-_PER_REQUEST_DROPPED_HEADERS = {"X-Stainless-Retry-Count": openai.Omit(), "X-Stainless-Read-Timeout": openai.Omit()}
-
-
-def endpoint_client(profile: EndpointProfile) -> tuple[openai.OpenAI, str]:
-    """This thread's client for the profile's endpoint, and the endpoint's chat completions URL.
-
-    The profile's limits are shared by all threads (and, through Redis, by every worker). The URL is
-    absolute, so that the SDK does not join it to its base URL again on every request (a tenth of the
-    SDK's own CPU per request).
-
-    One client per worker thread, each with its own connection: a shared connection pool locks and
-    polls every idle connection on each request, and on a busy worker each of those steps waits for
-    the GIL while holding the pool lock and a slot, which cost a sixth of the endpoint's capacity.
-    """
-    api_key = api_key_read(profile.api_key_env) or "not-needed"
-    key = (profile.pk, profile.max_concurrency, profile.base_url, api_key, profile.timeout_seconds)
-    clients = _thread_clients.__dict__.setdefault("clients", {})
-    if key not in clients:
-        transport = LimitedTransport(endpoint_limiter(profile), llm_slot_rank)
-        # Retries are ours, so that every attempt is logged and counted.
-        client = openai.OpenAI(
-            base_url=profile.base_url or None,
-            api_key=api_key,
-            timeout=profile.timeout_seconds,
-            max_retries=0,
-            default_headers=_DROPPED_HEADERS,
-            http_client=openai.DefaultHttpxClient(transport=transport),
-        )
-        clients[key] = client, str(client.base_url.join("chat/completions"))
-    return clients[key]
 
 
 def _redact_key(text: str, profile: EndpointProfile) -> str:
@@ -192,24 +142,6 @@ def _retry_after(exc: Exception) -> float | None:
         except (KeyError, ValueError):  # absent, or an HTTP date: use our own backoff
             continue
     return None
-
-
-def parse_json_answer(text: str | None) -> Any:
-    """Parse a model's JSON answer, tolerating reasoning blocks, a Markdown code fence or prose around it."""
-    text = _THINKING.sub("", text or "").strip()
-    if not text:
-        raise ValueError("the answer is empty")
-    fenced = _CODE_FENCE.search(text)
-    if fenced:
-        text = fenced.group(1)
-    # strict=False: grammar-constrained servers (llama.cpp) let raw newlines and tabs into strings.
-    try:
-        return json_parse(text, where="the answer", strict=False)
-    except ValueError:
-        start, end = text.find("{"), text.rfind("}")
-        if 0 <= start < end and (start > 0 or end < len(text) - 1):
-            return json_parse(text[start : end + 1], where="the answer", strict=False)
-        raise
 
 
 class LLMClient:
@@ -291,7 +223,7 @@ class LLMClient:
         mode = self._mode("tools", self.profile.tool_mode, ToolMode.NATIVE)
         if not tools:
             if mode == ToolMode.PROMPT:  # the endpoint takes no tool calls, not even in the history
-                messages = [_flatten_tool_message(m) for m in messages]
+                messages = prompt_tools_history(messages)
             return self._complete(messages, {}, ToolMode.NATIVE, prompt_version, cache_salt, reply)[0]
         while True:
             try:
@@ -315,8 +247,6 @@ class LLMClient:
         """The profile's window: set, reported by the server (looked up once), or the conservative assumption."""
         if self.profile.context_window:
             return self.profile.context_window
-        from .capabilities import profile_context_window  # it sends its requests through this module
-
         return profile_context_window(profile=self.profile) or ASSUMED_CONTEXT_WINDOW
 
     # -- modes ---------------------------------------------------------------------------------
@@ -363,16 +293,10 @@ class LLMClient:
                 mode = self._fall_back("structured", mode, _STRUCTURED_FALLBACK.get(mode), evidence=refusal.evidence)
 
     def _chat_prompt_tools(self, messages, tools, prompt_version, cache_salt, reply) -> dict:
-        instruction = (
-            "You can call these tools:\n"
-            + compact_json(tools)
-            + '\nAnswer with only a JSON object: {"content": <text or null>, "tool_calls": '
-            '[{"name": <tool name>, "arguments": <object>}]}. Use an empty tool_calls list to reply to the user.'
-        )
-        flattened = _with_system([_flatten_tool_message(m) for m in messages], instruction)
+        flattened = _with_system(prompt_tools_history(messages), prompt_tools_instruction(tools))
         message, call = self._complete(flattened, {}, ToolMode.PROMPT, prompt_version, cache_salt, reply)
         try:
-            return _prompt_tool_message(parse_json_answer(message.get("content")), len(messages))
+            return prompt_tools_message(message.get("content"), len(messages))
         except ValueError as exc:
             self._mark_invalid(call, "invalid_json", f"tool-call JSON: {exc}")
             raise LLMError("invalid_output", f"tool-call answer is not the expected JSON: {exc}") from exc
@@ -545,7 +469,7 @@ class LLMClient:
                 url,
                 content=orjson.dumps(request, option=orjson.OPT_NON_STR_KEYS),
                 cast_to=httpx2.Response,
-                options={"headers": {"X-Simia-Stage": self.stage, **_PER_REQUEST_DROPPED_HEADERS}, "timeout": timeout},
+                options={"headers": {"X-Simia-Stage": self.stage, **PER_REQUEST_DROPPED_HEADERS}, "timeout": timeout},
             )
             result = orjson.loads(response.content)
             if not isinstance(result, dict) or not result.get("choices"):
@@ -677,27 +601,6 @@ def _sendable(message: dict) -> dict:
     return message
 
 
-def _prompt_tool_message(answer: Any, index: int) -> dict:
-    """The canonical assistant message for a prompt-mode answer {"content", "tool_calls": [{name, arguments}]}."""
-    if not isinstance(answer, dict):
-        raise ValueError("the answer is not a JSON object")
-    content, calls = answer.get("content"), answer.get("tool_calls") or []
-    if content is not None and not isinstance(content, str):
-        raise ValueError("content must be text or null")
-    if not isinstance(calls, list):
-        raise ValueError("tool_calls must be a list")
-    for call in calls:
-        if not isinstance(call, dict) or not isinstance(call.get("name"), str) or not call["name"]:
-            raise ValueError("every tool call needs a name")
-        arguments = call.get("arguments", {})
-        if isinstance(arguments, str):
-            arguments = json.loads(arguments or "{}")
-        if not isinstance(arguments, dict):
-            raise ValueError(f"arguments of {call['name']} must be an object")
-    [message], _ = messages_lenient([{"role": "assistant", "content": content, "tool_calls": calls}], index)
-    return message
-
-
 def _schema_name(name: str) -> str:
     """OpenAI accepts only [a-zA-Z0-9_-]{1,64} as a json_schema name."""
     return re.sub(r"[^a-zA-Z0-9_-]", "_", name)[:64] or "answer"
@@ -721,23 +624,5 @@ def _with_system(messages: list[dict], instruction: str) -> list[dict]:
     return [{"role": "system", "content": instruction}, *messages]
 
 
-def _flatten_tool_message(message: dict) -> dict:
-    """For endpoints without tool support: tool calls and results become plain text turns."""
-    if message.get("role") == "tool":
-        return {
-            "role": "user",
-            "content": f"[tool result {message.get('tool_call_id', '')}] {message.get('content', '')}",
-        }
-    if message.get("role") == "assistant" and message.get("tool_calls"):
-        calls = [
-            {"name": c["function"]["name"], "arguments": arguments_value(c["function"]["arguments"])}
-            for c in message["tool_calls"]
-        ]
-        return {"role": "assistant", "content": compact_json({"content": message.get("content"), "tool_calls": calls})}
-    return message
-
-
 def client_for_stage(stage: str, *, job_id: int | None = None, profile_id: int | None = None) -> LLMClient:
-    from .selectors import profile_for_stage
-
     return LLMClient(profile_for_stage(stage, profile_id), stage=stage, job_id=job_id)

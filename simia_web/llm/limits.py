@@ -2,12 +2,14 @@
 
 Every worker process and machine that sends to a profile's endpoint shares them through Redis:
 
-- concurrency: leases in a sorted set, taken and given back by Lua scripts (atomic on the server).
-  A lease expires on its own if its worker dies holding it. A waiter blocks on a wake-up list
-  that each release pushes to (Redis serves blocked clients first come, first served), and looks
-  again every second for leases that expired.
-- requests and tokens per minute: sliding-window counters from the `limits` library, keyed by
-  profile. Tokens are reserved before the request (prompt bytes / 4 + max_tokens).
+- concurrency: leases in a sorted set, taken, renewed and given back by Lua scripts (atomic on the
+  server). A lease lasts SIMIA_LLM_LEASE_SECONDS; the process holding it renews all its leases in one
+  call every third of that while their requests run, however long they take (a slow endpoint's
+  timeout grows to several times the profile's), so a lease expires on its own only when its worker
+  died holding it. A waiter blocks on a wake-up list that each release pushes to (Redis serves
+  blocked clients first come, first served), and looks again every second for leases that expired.
+- requests and tokens per minute (the profile's): sliding-window counters from the `limits` library,
+  keyed by profile. Tokens are reserved before the request (prompt bytes / 4 + max_tokens).
 - a 429 answer starts a cool-down that every other sender waits out (the server's Retry-After, or
   one second; the thread that got the 429 waits before its retry anyway, see client._complete), and
   halves the concurrency the endpoint is given, once per cool-down; each successful answer then adds
@@ -49,8 +51,6 @@ logger = logging.getLogger(__name__)
 
 # A waiter looks again this often (seconds) for leases that expired without being given back.
 _LEASE_POLL = 1.0
-# A lease outlives the longest exchange the client allows by this much before it counts as abandoned.
-_LEASE_MARGIN = 30.0
 # The cool-down after a 429 without a Retry-After, and the cap on a server's Retry-After.
 _DEFAULT_COOL_DOWN = 1.0
 _MAX_COOL_DOWN = 60.0
@@ -73,6 +73,15 @@ if redis.call('ZCARD', KEYS[1]) < cap then
   return 0
 end
 return -1
+"""
+# Extends the leases named in ARGV[2:] that are still held (an expired one is not brought back) to ARGV[1] ms.
+_RENEW = """
+local now = redis.call('TIME')
+local until_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) + tonumber(ARGV[1])
+for i = 2, #ARGV do
+  redis.call('ZADD', KEYS[1], 'XX', until_ms, ARGV[i])
+end
+redis.call('PEXPIRE', KEYS[1], ARGV[1])
 """
 # Gives a lease back (waking one waiter) and adapts the cap: halved once per cool-down on a 429,
 # raised by 1 / cap on a success.
@@ -99,8 +108,8 @@ class EndpointLimits:
     concurrency: int
     requests_per_minute: int | None = None
     tokens_per_minute: int | None = None
-    # The longest one exchange may take (the client's timeout): a lease is abandoned after it.
-    exchange_timeout: float = 600.0
+    # How long a lease lasts unless its holder renews it: how long a dead worker's leases keep their places.
+    lease_seconds: float = 30.0
 
 
 class Outcome:
@@ -124,6 +133,7 @@ class EndpointLimiter:
             self._redis = redis.Redis(connection_pool=pool)
             self._acquire = self._redis.register_script(_ACQUIRE)
             self._release = self._redis.register_script(_RELEASE)
+            self._renew = self._redis.register_script(_RENEW)
         self._rates = None
         if limits.requests_per_minute or limits.tokens_per_minute:
             self._rates = SlidingWindowCounterRateLimiter(storage_from_string(redis_url or "memory://"))
@@ -131,6 +141,8 @@ class EndpointLimiter:
         self._lock = threading.Lock()
         self._throttled = threading.local()  # .until: when the cool-down this thread's own 429 started ends
         self._unreleased: list[str] = []  # leases Redis could not be told about when given back
+        self._held: set[str] = set()  # leases of requests running now, which the renewer keeps alive
+        self._renewer: threading.Thread | None = None
 
     @contextmanager
     def held(self, rank: Rank, *, tokens: Callable[[], int]) -> Iterator[Outcome]:
@@ -174,19 +186,48 @@ class EndpointLimiter:
     def _lease_take(self) -> str:
         lease = uuid.uuid4().hex
         keys = self._keys("leases", "cap", "cool-down")
-        ttl_ms = int((self.limits.exchange_timeout + _LEASE_MARGIN) * 1000)
+        ttl_ms = self._lease_ms()
         while True:
             self._give_back_late()
             excused = int(self._excused())
             answer = self._redis_call(self._acquire, keys=keys, args=[lease, self.limits.concurrency, ttl_ms, excused])
             if answer == 0:
+                self._renewal_start(lease)
                 return lease
             if answer > 0:
                 time.sleep(answer / 1000)
             else:
                 self._redis_call(self._redis.blpop, self._keys("wake"), timeout=_LEASE_POLL)
 
+    def _lease_ms(self) -> int:
+        return int(self.limits.lease_seconds * 1000)
+
+    def _renewal_start(self, lease: str) -> None:
+        with self._lock:
+            self._held.add(lease)
+            if self._renewer is None:
+                self._renewer = threading.Thread(target=self._renew_forever, name=f"leases {self.key}", daemon=True)
+                self._renewer.start()
+
+    def _renew_forever(self) -> None:
+        """Renew this process's leases every third of their life, all in one call."""
+        while True:
+            time.sleep(self.limits.lease_seconds / 3)
+            with self._lock:
+                held = list(self._held)
+            if not held:
+                continue
+            try:
+                self._renew(keys=self._keys("leases"), args=[self._lease_ms(), *held])
+            except Exception as exc:  # the next beat tries again; a thread that stopped would lose every lease
+                if is_outage(exc):
+                    logger.warning("endpoint limits %s: Redis is out of reach, leases not renewed (%s)", self.key, exc)
+                else:
+                    logger.exception("endpoint limits %s: renewing leases failed", self.key)
+
     def _lease_give_back(self, lease: str, outcome: Outcome) -> None:
+        with self._lock:
+            self._held.discard(lease)
         result = "throttled" if outcome.throttled else "ok" if outcome.succeeded else "failed"
         cool_down_ms = int(self._note_throttled(outcome) * 1000)
         try:
@@ -251,12 +292,11 @@ _limiters_lock = threading.Lock()
 
 def endpoint_limiter(profile) -> EndpointLimiter:
     """The process's limiter for a profile (one per profile and set of limits, shared by its threads)."""
-    rates = settings.SIMIA_LLM_RATE_LIMITS.get(profile.name) or {}
     limits = EndpointLimits(
         concurrency=max(1, profile.max_concurrency),
-        requests_per_minute=rates.get("requests_per_minute"),
-        tokens_per_minute=rates.get("tokens_per_minute"),
-        exchange_timeout=float(profile.timeout_seconds),
+        requests_per_minute=profile.requests_per_minute,
+        tokens_per_minute=profile.tokens_per_minute,
+        lease_seconds=settings.SIMIA_LLM_LEASE_SECONDS,
     )
     key = (profile.pk, profile.base_url, limits, settings.SIMIA_LLM_LIMITS_REDIS_URL)
     with _limiters_lock:

@@ -1,3 +1,4 @@
+from django.core.validators import MinValueValidator
 from django.db import models
 from django.utils import timezone
 
@@ -69,7 +70,22 @@ class EndpointProfile(models.Model):
         help_text="What 'Test endpoint' found (modes, context window and the evidence) and fallbacks learned in use.",
     )
     timeout_seconds = models.FloatField(default=60)
-    max_concurrency = models.PositiveIntegerField(default=8)
+    max_concurrency = models.PositiveIntegerField(
+        default=8, help_text="Requests in flight at once, across every worker process and machine."
+    )
+    requests_per_minute = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1)],
+        help_text="Requests the endpoint takes per minute, across every worker (empty: no limit).",
+    )
+    tokens_per_minute = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1)],
+        help_text="Tokens the endpoint takes per minute, across every worker, counted before each request as "
+        "its prompt's bytes / 4 plus the most it may write (empty: no limit).",
+    )
     structured_mode = models.CharField(max_length=24, choices=StructuredMode.choices, default=StructuredMode.AUTO)
     tool_mode = models.CharField(max_length=16, choices=ToolMode.choices, default=ToolMode.AUTO)
     price_input_per_mtok = models.DecimalField(max_digits=10, decimal_places=4, null=True, blank=True)

@@ -4,7 +4,7 @@ The SDK builds the request before the limits are taken, and they are free again 
 answer's bytes are in, before anything parses them: time a busy worker's thread spends waiting for
 the GIL outside the exchange does not keep the endpoint's capacity idle.
 
-A transport belongs to one client, which belongs to one thread (see client.endpoint_client): it
+A transport belongs to one client, which belongs to one thread (see endpoints.endpoint_client): it
 keeps one keep-alive connection. Proxies come from the environment (HTTP_PROXY, HTTPS_PROXY,
 NO_PROXY), as the SDK's default client would take them.
 """

@@ -1,6 +1,8 @@
 """Endpoint limits shared through Redis by every process (here: several limiters, as processes would have),
 and per process without Redis."""
 
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -12,6 +14,7 @@ from simia_web.llm import limits
 from simia_web.llm.limits import EndpointLimiter, EndpointLimits
 from simia_web.llm.slots import first_come
 from simia_web.llm.transport import LimitedTransport
+from tests.conftest import ROOT
 from tests.support.llm_stub import Reply
 
 
@@ -85,16 +88,61 @@ def test_without_redis_the_limit_holds_per_process():
     assert most[0] == 3
 
 
-def test_a_lease_whose_holder_died_expires(redis_url, monkeypatch):
-    monkeypatch.setattr(limits, "_LEASE_MARGIN", 0.0)
+_HOLD_IN_ANOTHER_PROCESS = """
+import sys, time
+import django
+django.setup()
+from simia_web.llm.limits import EndpointLimiter, EndpointLimits
+from simia_web.llm.slots import first_come
+limiter = EndpointLimiter(sys.argv[1], EndpointLimits(concurrency=1, lease_seconds=0.3), sys.argv[2])
+with limiter.held(first_come, tokens=lambda: 1):
+    print("held", flush=True)
+    time.sleep(600)
+"""
+
+
+def test_a_lease_lives_while_its_process_does_and_expires_when_it_dies(redis_url, monkeypatch):
+    """Another process holds the only lease far longer than a lease lasts, renewing it; killed, it frees it."""
     monkeypatch.setattr(limits, "_LEASE_POLL", 0.05)
     name = f"test-{uuid.uuid4().hex}"
-    dead = _limiter(name, redis_url, concurrency=1, exchange_timeout=0.2)
-    held = dead.held(first_come, tokens=lambda: 1)
-    held.__enter__()  # and never leaves: its process was killed
-    survivor = _limiter(name, redis_url, concurrency=1, exchange_timeout=0.2)
-    with survivor.held(first_come, tokens=lambda: 1):  # blocks until the dead lease expires
-        pass
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLD_IN_ANOTHER_PROCESS, name, redis_url], cwd=ROOT, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        survivor = _limiter(name, redis_url, concurrency=1, lease_seconds=0.3)
+        got = threading.Event()
+
+        def take():
+            with survivor.held(first_come, tokens=lambda: 1):
+                got.set()
+
+        taker = threading.Thread(target=take, daemon=True)
+        taker.start()
+        assert not got.wait(2.0)  # seven lease lifetimes: the holder renewed it all along
+    finally:
+        holder.kill()
+        holder.wait()
+    assert got.wait(10)  # no renewal since the kill: it expired
+
+
+def test_a_lease_is_held_through_a_request_longer_than_it_lasts(redis_url, monkeypatch):
+    """Two limiters (two processes) whose leases last 0.2 s, each sending a request that takes 1 s."""
+    monkeypatch.setattr(limits, "_LEASE_POLL", 0.05)
+    name = f"test-{uuid.uuid4().hex}"
+    holding, most, lock = [0], [0], threading.Lock()
+
+    def work():
+        with lock:
+            holding[0] += 1
+            most[0] = max(most[0], holding[0])
+        threading.Event().wait(1.0)
+        with lock:
+            holding[0] -= 1
+
+    processes = [_limiter(name, redis_url, concurrency=1, lease_seconds=0.2) for _ in range(2)]
+    _hold_many(processes, 1, work)
+    assert most[0] == 1
 
 
 def test_a_request_costs_two_redis_round_trips_taking_and_giving_back_its_lease(redis_url, monkeypatch):
@@ -225,3 +273,48 @@ def test_an_endpoint_that_throttles_above_its_capacity_is_given_about_that_capac
     statuses = _send_from_threads(limiters, 6, llm_stub.url, requests_each=10)
     # Sent 12 at a time without backing off, about two in three were throttled here; converging, about one in five.
     assert statuses.count(429) < len(statuses) * 0.4
+
+
+@pytest.mark.integration
+def test_two_workers_keep_the_cap_through_requests_slower_than_a_lease(redis_url, celery_worker, llm_stub):
+    """Leases last 1 s; the endpoint's first answers take 4 s, more than the profile's timeout (1.5 s) and a lease
+    together, yet within the 6 s a slow endpoint's request may wait (4x the profile's timeout, at its learned rate).
+    Two worker processes run a rollout each against a cap of one request: the server never sees two at once."""
+    from dataclasses import replace
+
+    from simia_web.catalog.services import apis_store, domain_ensure, tasks_store
+    from simia_web.jobs.models import JobStatus, JobUnit
+    from simia_web.synthesis.services import rollout_queue
+    from tests.conftest import wait_for
+    from tests.support.scripts import SHOP, pipeline_responder, tasks_answer
+
+    domain = domain_ensure(name="shop")
+    apis_store(domain=domain, apis=SHOP["apis"], state_schema=SHOP["state_schema"], initial_state=SHOP["initial_state"])
+    tasks_store(domain=domain, tasks=tasks_answer(2)["tasks"][:2])
+    profile = llm_stub.profile
+    profile.max_concurrency, profile.timeout_seconds, profile.tokens_per_second = 1, 1.5, 1.0
+    profile.context_window = 8192
+    profile.save()
+    scripted, slow_left = pipeline_responder(), [4]
+
+    def slow_at_first(request):
+        reply = scripted(request)
+        slow_left[0] -= 1
+        return replace(reply, delay=4.0) if slow_left[0] >= 0 else reply
+
+    llm_stub.responder = slow_at_first
+    workers = {"CELERY_WORKER_PREFETCH_MULTIPLIER": "1", "SIMIA_LLM_LEASE_SECONDS": "1"}
+    celery_worker(concurrency=1, **workers)
+    celery_worker(concurrency=1, **workers)
+    llm_stub.take_max_in_flight()
+    job = rollout_queue(domain="shop", rollouts=1, tasks=2)
+
+    def holders():
+        running = JobUnit.objects.filter(job=job, stage="rollout", finished_at=None).exclude(lease_holder="")
+        return len(set(running.values_list("lease_holder", flat=True))) == 2
+
+    wait_for(holders, timeout=60, interval=0.1, message="both workers running a rollout")
+    wait_for(lambda: job.refresh_from_db() or not job.is_active, timeout=120, message="the job to finish")
+    assert job.status == JobStatus.SUCCEEDED, job.error
+    assert slow_left[0] < 0  # every slow answer was asked for
+    assert llm_stub.take_max_in_flight() == 1

@@ -4,6 +4,7 @@ import pytest
 from django.db import transaction
 
 from simia_web.llm.client import client_for_stage
+from simia_web.llm.limits import endpoint_limiter
 from simia_web.llm.models import EndpointProfile, LLMCall, StageRoute
 from simia_web.llm.selectors import profile_default, profile_for_stage
 
@@ -88,3 +89,59 @@ def test_the_default_profile_follows_the_environment_until_told_not_to(db, setti
     EndpointProfile.objects.filter(pk=made.pk).update(follows_environment=False, model="set-by-hand")
     settings.SIMIA_MODEL = "ignored"
     assert profile_default().model == "set-by-hand"
+
+
+def test_rates_per_minute_are_set_on_the_profile_and_stay_with_it_when_renamed(client_for, stub):
+    """Edited in the admin beside the concurrency, shown over REST, and read by the limiter from the row."""
+    profile = stub.profile
+    form = {
+        "name": "renamed",
+        "base_url": profile.base_url,
+        "model": profile.model,
+        "api_key_env": profile.api_key_env,
+        "temperature": 0.7,
+        "max_tokens": 2048,
+        "stage_max_tokens": "{}",
+        "timeout_seconds": 5,
+        "max_concurrency": 4,
+        "requests_per_minute": 500,
+        "tokens_per_minute": 200000,
+        "structured_mode": "auto",
+        "tool_mode": "auto",
+        "is_default": "on",
+    }
+    admin = client_for("admin")
+    answer = admin.post(f"/admin/llm/endpointprofile/{profile.pk}/change/", form)
+    assert answer.status_code == 302, answer.content.decode()[:2000]
+    shown = admin.get(f"/api/v1/llm/profiles/{profile.pk}/").json()
+    assert (shown["name"], shown["requests_per_minute"], shown["tokens_per_minute"]) == ("renamed", 500, 200000)
+    limits = endpoint_limiter(EndpointProfile.objects.get(pk=profile.pk)).limits
+    assert (limits.concurrency, limits.requests_per_minute, limits.tokens_per_minute) == (4, 500, 200000)
+    refused = admin.post(f"/admin/llm/endpointprofile/{profile.pk}/change/", {**form, "requests_per_minute": 0})
+    assert refused.status_code == 200 and "requests_per_minute" in refused.context["adminform"].form.errors
+    assert EndpointProfile.objects.get(pk=profile.pk).requests_per_minute == 500
+
+
+@pytest.mark.django_db(transaction=True)
+def test_rates_configured_by_profile_name_in_the_environment_move_onto_the_profiles(monkeypatch):
+    from django.db import connection
+    from django.db.migrations.executor import MigrationExecutor
+
+    before, after = [("llm", "0006_profile_tokens_per_second")], [("llm", "0007_profile_rate_limits")]
+    executor = MigrationExecutor(connection)
+    executor.migrate(before)
+    try:
+        old = executor.loader.project_state(before).apps.get_model("llm", "EndpointProfile")
+        for name in ("openai", "local", "odd"):
+            old.objects.create(name=name, model="m")
+        monkeypatch.setenv(
+            "SIMIA_LLM_RATE_LIMITS",
+            '{"openai": {"requests_per_minute": 500, "tokens_per_minute": 200000}, "local": {"requests_per_minute": 0},'
+            ' "odd": {"tokens_per_minute": "many"}, "gone": {"requests_per_minute": 5}}',
+        )
+        executor = MigrationExecutor(connection)
+        executor.migrate(after)
+    finally:
+        MigrationExecutor(connection).migrate(MigrationExecutor(connection).loader.graph.leaf_nodes())
+    rates = EndpointProfile.objects.order_by("name").values_list("name", "requests_per_minute", "tokens_per_minute")
+    assert list(rates) == [("local", None, None), ("odd", None, None), ("openai", 500, 200000)]

@@ -2,7 +2,7 @@
 
 import pytest
 
-from simia_web.llm.client import LLMError, parse_json_answer
+from simia_web.llm.client import LLMError
 from simia_web.llm.models import EndpointProfile, LLMCall, StructuredMode
 from tests.support.llm_stub import Reply
 
@@ -137,24 +137,3 @@ def test_code_fenced_json_is_accepted(stub):
     reply = ask()
     assert reply.data == {"answer": 42}
     assert len(stub.requests) == 1 and reply.last_call.ok
-
-
-@pytest.mark.parametrize(
-    "text, expected",
-    [
-        ('{"a": 1}', {"a": 1}),
-        ('```json\n{"a": 1}\n```', {"a": 1}),
-        ("```\n[1, 2]\n```", [1, 2]),
-        ('<think>the user wants {a}</think>\n{"a": 1}', {"a": 1}),
-        ('Sure! {"a": {"b": 2}} Hope this helps.', {"a": {"b": 2}}),
-        ('{"a": "two\nlines\tand a tab"}', {"a": "two\nlines\tand a tab"}),  # raw control characters
-    ],
-)
-def test_parse_json_answer_tolerates_wrapping(text, expected):
-    assert parse_json_answer(text) == expected
-
-
-@pytest.mark.parametrize("text", [None, "", "   ", "no json here", "{broken", "<think>{}</think>"])
-def test_parse_json_answer_rejects_non_json(text):
-    with pytest.raises(ValueError):
-        parse_json_answer(text)
