@@ -16,6 +16,7 @@ from django.db import transaction
 
 from .models import EndpointProfile, LLMCall
 from .selectors import profile_endpoint, profile_findings
+from .signals import llm_call_invalidated, llm_calls_recorded
 from .slots import Rank, first_come
 
 _held: ContextVar[list[LLMCall] | None] = ContextVar("held_llm_calls", default=None)
@@ -30,7 +31,9 @@ def llm_call_record(call: LLMCall) -> LLMCall:
     """Save the call's row now, or hold it when inside `llm_calls_held` (its pk is set once written)."""
     held = _held.get()
     if held is None:
-        call.save(force_insert=True)
+        with transaction.atomic():
+            call.save(force_insert=True)
+            llm_calls_recorded.send(sender=LLMCall, calls=[call])
     else:
         held.append(call)
     return call
@@ -40,7 +43,9 @@ def llm_call_mark_invalid(call: LLMCall, *, kind: str, problem: str) -> None:
     """An answer that arrived but could not be used (bad JSON, wrong schema)."""
     call.error, call.error_kind = problem[:4000], kind
     if call.pk is not None:
-        LLMCall.objects.filter(pk=call.pk).update(error=call.error, error_kind=kind)
+        with transaction.atomic():
+            LLMCall.objects.filter(pk=call.pk).update(error=call.error, error_kind=kind)
+            llm_call_invalidated.send(sender=LLMCall, call=call, kind=kind)
 
 
 @contextmanager
@@ -91,7 +96,9 @@ def llm_call_ids(calls: list[LLMCall]) -> list[int]:
 def llm_calls_write(calls: list[LLMCall]) -> None:
     """Write held rows in one INSERT; their pks are set afterwards."""
     if calls:
-        LLMCall.objects.bulk_create(calls)
+        with transaction.atomic():
+            LLMCall.objects.bulk_create(calls)
+            llm_calls_recorded.send(sender=LLMCall, calls=calls)
 
 
 # -- what an endpoint takes: found by check_endpoint or learned in use ------------------------------
