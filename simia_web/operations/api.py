@@ -53,11 +53,10 @@ class WebhookSubscriptionViewSet(
     mixins.DestroyModelMixin,
     viewsets.GenericViewSet,
 ):
-    """Webhook subscriptions (admins only). PATCH takes any of name, url, events, active."""
+    """Webhook subscriptions (admins only). PUT takes name, url and events (and active); PATCH any of them."""
 
     permission_classes = [IsAdmin]
     serializer_class = WebhookSubscriptionSerializer
-    http_method_names = ["get", "post", "patch", "delete", "head", "options"]
 
     def get_queryset(self):
         return selectors.subscription_list().order_by("id")
