@@ -31,9 +31,8 @@ def llm_call_record(call: LLMCall) -> LLMCall:
     """Save the call's row now, or hold it when inside `llm_calls_held` (its pk is set once written)."""
     held = _held.get()
     if held is None:
-        with transaction.atomic():
-            call.save(force_insert=True)
-            llm_calls_recorded.send(sender=LLMCall, calls=[call])
+        call.save(force_insert=True)
+        llm_calls_recorded.send(sender=LLMCall, calls=[call])
     else:
         held.append(call)
     return call
@@ -43,9 +42,8 @@ def llm_call_mark_invalid(call: LLMCall, *, kind: str, problem: str) -> None:
     """An answer that arrived but could not be used (bad JSON, wrong schema)."""
     call.error, call.error_kind = problem[:4000], kind
     if call.pk is not None:
-        with transaction.atomic():
-            LLMCall.objects.filter(pk=call.pk).update(error=call.error, error_kind=kind)
-            llm_call_invalidated.send(sender=LLMCall, call=call, kind=kind)
+        LLMCall.objects.filter(pk=call.pk).update(error=call.error, error_kind=kind)
+        llm_call_invalidated.send(sender=LLMCall, call=call, kind=kind)
 
 
 @contextmanager
@@ -94,11 +92,19 @@ def llm_call_ids(calls: list[LLMCall]) -> list[int]:
 
 
 def llm_calls_write(calls: list[LLMCall]) -> None:
-    """Write held rows in one INSERT; their pks are set afterwards."""
+    """Write held rows in one INSERT (their pks are set then), then tell who counts them.
+
+    Called again after an outage interrupted it, it writes only the rows not written yet: no row twice."""
+    unwritten = [call for call in calls if call.pk is None]
+    if unwritten:
+        try:
+            LLMCall.objects.bulk_create(unwritten)
+        except Exception:  # rolled back: a batch written before the failure is not written after all
+            for call in unwritten:
+                call.pk = None
+            raise
     if calls:
-        with transaction.atomic():
-            LLMCall.objects.bulk_create(calls)
-            llm_calls_recorded.send(sender=LLMCall, calls=calls)
+        llm_calls_recorded.send(sender=LLMCall, calls=calls)
 
 
 # -- what an endpoint takes: found by check_endpoint or learned in use ------------------------------
