@@ -12,7 +12,7 @@ from django.core.cache import cache
 from django.db import connection
 from django.http import JsonResponse
 
-from .broker import broker_check, broker_connection
+from .broker import queue_depths
 
 logger = logging.getLogger(__name__)
 
@@ -26,8 +26,7 @@ def _database() -> None:
 
 
 def _broker() -> None:
-    with broker_connection() as conn:
-        broker_check(conn)
+    queue_depths()
 
 
 def _cache() -> None:

@@ -24,8 +24,11 @@ ADMIN = "admin"
 def _metrics_refusal(request) -> HttpResponse | None:
     """None when the scraper may read /metrics: its address is in SIMIA_METRICS_ALLOWED_IPS, or it sends
     `Authorization: Bearer <SIMIA_METRICS_TOKEN>`. Else 401 (a token is configured and was not given right) or 403."""
-    address = ipaddress.ip_address(request.META["REMOTE_ADDR"])
-    if any(address in network for network in settings.SIMIA_METRICS_ALLOWED_IPS):
+    try:
+        address = ipaddress.ip_address(request.META.get("REMOTE_ADDR", ""))
+    except ValueError:  # served over a Unix socket: no address to allow
+        address = None
+    if address is not None and any(address in network for network in settings.SIMIA_METRICS_ALLOWED_IPS):
         return None
     token = settings.SIMIA_METRICS_TOKEN
     scheme, _, given = request.headers.get("Authorization", "").partition(" ")
