@@ -76,7 +76,9 @@ def main() -> None:
     try:
         with transaction.atomic():
             profile = EndpointProfile.objects.create(name="bench-metrics", model="bench")
-            print(f"{'LLM call rows':>14} {'scrape ms':>10} {'queries':>8} {'bytes':>8} {'GROUP BY over the log ms':>25}")
+            print(
+                f"{'LLM call rows':>14} {'scrape ms':>10} {'queries':>8} {'bytes':>8} {'GROUP BY over the log ms':>25}"
+            )
             written = 0
             for target in (0, args.calls // 10, args.calls):
                 while written < target:
