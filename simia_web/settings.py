@@ -5,6 +5,7 @@ worker started by `make run`. Point DATABASE_URL and CELERY_BROKER_URL at Postgr
 to share the load across worker machines.
 """
 
+import ipaddress
 import os
 from datetime import timedelta
 from pathlib import Path
@@ -58,10 +59,15 @@ INSTALLED_APPS = [
     "simia_web.curation",
     "simia_web.exports",
     "simia_web.environments",
+    "simia_web.operations",
 ]
 
 MIDDLEWARE = [
-    # First, so that it sees every response: a request that met a database or Redis outage gets 503, not 500.
+    # /healthz and /readyz, answered before anything else (no host check, HTTPS redirect, session or outage page).
+    "simia_web.operations.probes.ProbeMiddleware",
+    # Counts and times every other request for /metrics.
+    "simia_web.operations.metrics.RequestMetricsMiddleware",
+    # So that it sees every response: a request that met a database or Redis outage gets 503, not 500.
     "simia_web.core.outages.OutageMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -200,6 +206,8 @@ if SIMIA_HTTPS and not DEBUG:
     SECURE_HSTS_SECONDS = int(os.environ.get("SECURE_HSTS_SECONDS", str(365 * 24 * 3600)))
     SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", True)
     SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", True)
+# Prometheus may scrape over plain HTTP inside the network (the probes never reach the redirect, see above).
+SECURE_REDIRECT_EXEMPT = [r"^metrics$"]
 if os.environ.get("SIMIA_PROXY_SSL_HEADER"):
     SECURE_PROXY_SSL_HEADER = (os.environ["SIMIA_PROXY_SSL_HEADER"], "https")
 # Scripts and styles come from our own static files only (no inline <script>, style="..." or CDN).
@@ -370,6 +378,24 @@ SIMIA_ENV_MAX_LIVE_SESSIONS = int(os.environ.get("SIMIA_ENV_MAX_LIVE_SESSIONS", 
 SIMIA_ENV_IDLE_MINUTES = float(os.environ.get("SIMIA_ENV_IDLE_MINUTES", "60"))
 # Open transactions an LLM call may be made in: none (tests that wrap themselves in one allow theirs).
 SIMIA_LLM_ATOMIC_BLOCKS_ALLOWED = 0
+
+# Operations. /metrics answers scrapers from these networks (comma-separated addresses or CIDRs), or with
+# `Authorization: Bearer <SIMIA_METRICS_TOKEN>`; nobody when neither is set.
+SIMIA_METRICS_TOKEN = os.environ.get("SIMIA_METRICS_TOKEN", "")
+SIMIA_METRICS_ALLOWED_IPS = [
+    ipaddress.ip_network(item, strict=False) for item in env_list("SIMIA_METRICS_ALLOWED_IPS", "")
+]
+# How long /readyz and a scrape wait for the broker before calling it unreachable.
+SIMIA_PROBE_TIMEOUT_SECONDS = float(os.environ.get("SIMIA_PROBE_TIMEOUT_SECONDS", "2"))
+# Webhook deliveries: attempts, backoff (doubling from the first wait, up to the longest) and the request timeout.
+SIMIA_WEBHOOK_MAX_ATTEMPTS = int(os.environ.get("SIMIA_WEBHOOK_MAX_ATTEMPTS", "8"))
+SIMIA_WEBHOOK_BACKOFF_SECONDS = float(os.environ.get("SIMIA_WEBHOOK_BACKOFF_SECONDS", "10"))
+SIMIA_WEBHOOK_BACKOFF_MAX_SECONDS = float(os.environ.get("SIMIA_WEBHOOK_BACKOFF_MAX_SECONDS", "900"))
+SIMIA_WEBHOOK_TIMEOUT_SECONDS = float(os.environ.get("SIMIA_WEBHOOK_TIMEOUT_SECONDS", "10"))
+# Shares of a job's trajectories reviewed (percent) that send a review.milestone event, once each per job.
+SIMIA_WEBHOOK_REVIEW_MILESTONES = sorted(
+    {int(item) for item in env_list("SIMIA_WEBHOOK_REVIEW_MILESTONES", "25,50,75,100") if 0 < int(item) <= 100}
+)
 
 # Seed imports
 SIMIA_IMPORT_MAX_BYTES = int(os.environ.get("SIMIA_IMPORT_MAX_BYTES", str(50 * 1024 * 1024)))

@@ -17,6 +17,7 @@ from simia_web.environments.models import EnvSession
 from simia_web.exports.models import Snapshot
 from simia_web.jobs.models import Job, JobStatus
 from simia_web.llm.models import EndpointProfile, LLMCall
+from simia_web.operations.models import WebhookDelivery, WebhookSubscription
 from tests.pages.factories import TOOLS, conversation, make_job, make_trajectory, verdict
 
 ANNOTATOR, CURATOR, ADMIN = "annotator", "curator", "admin"
@@ -83,6 +84,15 @@ ROUTES: dict[str, Route] = {
     "job-cancel": page({"POST": CURATOR}, pk="job"),
     "job-retry": page({"POST": CURATOR}, pk="job"),
     "llm-call": page({"GET": ADMIN}, pk="call"),  # and the owner of the RL session it served (tested below)
+    # operations: Prometheus reads /metrics with a bearer token or from an allowed address, never a session
+    # (tests/operations/test_metrics.py); /healthz and /readyz are answered by a middleware, before any route
+    "metrics": page({}),
+    "webhook-list": page({"GET": ADMIN, "POST": ADMIN}),
+    "webhook-detail": page({"GET": ADMIN, "POST": ADMIN}, pk="webhook"),
+    "webhook-deliveries": page({"GET": ADMIN}, pk="webhook"),
+    "webhook-test": page({"POST": ADMIN}, pk="webhook"),
+    "webhook-delete": page({"POST": ADMIN}, pk="webhook"),
+    "webhook-delivery-retry": page({"POST": ADMIN}, pk="delivery"),
     # API documentation
     "api-schema": api({"GET": ANNOTATOR}),
     "api-docs": api({"GET": ANNOTATOR}),
@@ -110,6 +120,10 @@ ROUTES: dict[str, Route] = {
     "api-llm-profile-list": api({"GET": ADMIN}),
     "api-llm-profile-detail": api({"GET": ADMIN}, pk="profile"),
     "api-llm-profile-check": api({"POST": ADMIN}, pk="profile"),
+    "api-webhook-list": api({"GET": ADMIN, "POST": ADMIN}),
+    "api-webhook-detail": api({"GET": ADMIN, "PUT": ADMIN, "PATCH": ADMIN, "DELETE": ADMIN}, pk="webhook"),
+    "api-webhook-test": api({"POST": ADMIN}, pk="webhook"),
+    "api-webhook-deliveries": api({"GET": ADMIN}, pk="webhook"),
     "env-list": api({"GET": CURATOR, "POST": CURATOR}),
     "env-detail": api({"GET": CURATOR}, session_id="session"),
     "env-step": api({"POST": CURATOR}, session_id="session"),
@@ -179,6 +193,8 @@ def objects(db, users):
     domain = t.domain
     task = Task.objects.create(domain=domain, instruction="Cancel W1")
     export_job = Job.objects.create(kind="export", status=JobStatus.QUEUED, params={})
+    # Unreachable on purpose: a "send test" in this table must not reach anything.
+    webhook = WebhookSubscription.objects.create(name="ops", url="http://127.0.0.1:9/hook", events=["job.failed"])
     return {
         "trajectory": t,
         "review": Review.objects.create(
@@ -194,6 +210,8 @@ def objects(db, users):
         "profile": EndpointProfile.objects.create(name="audit", model="m"),
         "session": EnvSession.objects.create(domain=domain, task=task, created_by=users[CURATOR]),
         "kind": SimpleNamespace(pk="rollouts"),  # a job kind's queue page
+        "webhook": webhook,
+        "delivery": WebhookDelivery.objects.create(subscription=webhook, event="ping", payload={}),
     }
 
 

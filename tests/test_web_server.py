@@ -12,11 +12,13 @@ from pathlib import Path
 import httpx
 import pytest
 from django.conf import settings
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import _database_url
 
 ROOT = Path(__file__).resolve().parent.parent
 PORTS = range(16400, 16500)
+METRICS_TOKEN = "web-server-metrics-token"
 
 
 def _free_port() -> int:
@@ -43,6 +45,8 @@ def server(django_db_setup, tmp_path_factory):
         "SIMIA_WEB_WORKERS": "2",
         "SIMIA_WEB_THREADS": "16",
         "TMPDIR": str(scratch),  # where an upload would be spooled to disk
+        "SIMIA_METRICS_TOKEN": METRICS_TOKEN,
+        "PROMETHEUS_MULTIPROC_DIR": str(tmp_path_factory.mktemp("server-metrics")),
     }
     process = subprocess.Popen(
         [sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py", "simia_web.wsgi"],
@@ -136,3 +140,21 @@ def test_a_web_process_does_not_load_the_libraries_only_export_writers_use():
         [sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True, check=True
     )
     assert loaded.stdout.strip() == "[]"
+
+
+def test_metrics_count_the_requests_of_every_worker_process(server):
+    """Each scrape reaches one of the two processes and still counts the requests both served."""
+    for _ in range(20):
+        assert httpx.get(f"{server['url']}/accounts/login/", timeout=30).status_code == 200
+    for _ in range(4):
+        exposition = httpx.get(
+            f"{server['url']}/metrics", headers={"Authorization": f"Bearer {METRICS_TOKEN}"}, timeout=30
+        ).text
+        served = sum(
+            sample.value
+            for family in text_string_to_metric_families(exposition)
+            for sample in family.samples
+            if sample.name == "simia_http_requests_total" and sample.labels["view"] == "login"
+        )
+        assert served >= 20, served
+    assert httpx.get(f"{server['url']}/healthz", headers={"Host": "10.9.8.7"}, timeout=30).status_code == 200

@@ -39,6 +39,7 @@ from .models import (
 )
 from .selectors.queue import queue_after
 from .selectors.trajectory import reservation_holder
+from .signals import trajectory_statuses_changed
 from .versions import decision_supersede, trajectory_locked, version_advance
 
 
@@ -264,6 +265,7 @@ def _status_audit(*, actor, trajectory: Trajectory, previous: str, reason: str =
         target=trajectory,
         data={"from": previous, "to": trajectory.status, "reason": reason, **data},
     )
+    trajectory_statuses_changed.send(sender=Trajectory, trajectory_ids=[trajectory.pk])
 
 
 STATUS_FOR_DECISION = {
@@ -525,6 +527,7 @@ def _audit_bulk(actor, action: str, changes: list[tuple[int, str, str]], **data)
         )
         for pk, previous, status in changes
     )
+    trajectory_statuses_changed.send(sender=Trajectory, trajectory_ids=[pk for pk, _, _ in changes])
 
 
 # A bulk action this large is undone at once; a larger one item by item, from each item's history.

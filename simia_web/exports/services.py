@@ -26,6 +26,7 @@ from .formats import EXTENSIONS, SHARDED, WRITERS, ExportStats, Manifest
 from .hub import hub_push
 from .models import ExportFormat, FileKind, Snapshot
 from .selectors import export_filters_clean, export_options_clean, export_queryset
+from .signals import snapshot_ready
 
 EXPORT = "export"  # the job kind that builds a snapshot (registered in exports.job_kinds)
 
@@ -282,6 +283,7 @@ class SnapshotRecorder:
         # crashed (or is still writing) can go.
         for leftover in exports_dir.glob(_snapshot_temp_pattern(snapshot)):
             shutil.rmtree(leftover, ignore_errors=True)
+        snapshot_ready.send(sender=Snapshot, snapshot_id=snapshot.pk)
         return {
             "snapshot": snapshot.pk,
             "count": stats.count,

@@ -22,6 +22,7 @@ from simia_web.llm.services import llm_calls_held, llm_calls_write, llm_job_fini
 from . import leases, unit_rows
 from .kinds import job_kind_for, job_kinds_queueable
 from .models import Job, JobStatus, JobUnit, UnitStatus, WatchdogTurn
+from .signals import job_ended
 
 logger = logging.getLogger(__name__)
 
@@ -140,6 +141,7 @@ def _job_finish(job: Job) -> None:
     job.save(update_fields=["status", "error", "finished_at", "summary"])
     failed_units = job.summary["units"].get(UnitStatus.FAILED, 0)
     audit_record(actor=None, action=f"job.{job.status}", target=job, data={"failed_units": failed_units})
+    job_ended.send(sender=Job, job=job)
 
 
 def job_start(*, job_id: int) -> None:
@@ -158,6 +160,7 @@ def job_start(*, job_id: int) -> None:
             logger.exception("job %s: planning failed", job_id)
             job.status, job.error, job.finished_at = JobStatus.FAILED, f"planning failed: {exc}", timezone.now()
             job.save(update_fields=["status", "error", "finished_at"])
+            job_ended.send(sender=Job, job=job)
             return
         transaction.on_commit(lambda: _enqueue_units(unit_ids, whole_stage=True), robust=True)
 
@@ -271,6 +274,7 @@ def job_advance(*, job_id: int, stage: str) -> None:
             logger.exception("job %s: planning after %s failed", job_id, stage)
             job.status, job.error, job.finished_at = JobStatus.FAILED, f"planning failed: {exc}", timezone.now()
             job.save(update_fields=["status", "error", "finished_at"])
+            job_ended.send(sender=Job, job=job)
             return
         # With the broker away, the units are planned all the same: the watchdog sends them later.
         transaction.on_commit(lambda: _enqueue_units(unit_ids, whole_stage=True), robust=True)
@@ -288,6 +292,7 @@ def job_cancel(*, job: Job, actor=None) -> Job:
         job.finished_at = timezone.now()
         job.save(update_fields=["status", "finished_at"])
         audit_record(actor=actor, action="job.cancel", target=job, data={"cancelled_units": cancelled})
+        job_ended.send(sender=Job, job=job)
     return job
 
 

@@ -16,6 +16,7 @@ from django.db import transaction
 
 from .models import EndpointProfile, LLMCall
 from .selectors import profile_endpoint, profile_findings
+from .signals import llm_call_invalidated, llm_calls_recorded
 from .slots import Rank, first_come
 
 _held: ContextVar[list[LLMCall] | None] = ContextVar("held_llm_calls", default=None)
@@ -31,6 +32,7 @@ def llm_call_record(call: LLMCall) -> LLMCall:
     held = _held.get()
     if held is None:
         call.save(force_insert=True)
+        llm_calls_recorded.send(sender=LLMCall, calls=[call])
     else:
         held.append(call)
     return call
@@ -41,6 +43,7 @@ def llm_call_mark_invalid(call: LLMCall, *, kind: str, problem: str) -> None:
     call.error, call.error_kind = problem[:4000], kind
     if call.pk is not None:
         LLMCall.objects.filter(pk=call.pk).update(error=call.error, error_kind=kind)
+        llm_call_invalidated.send(sender=LLMCall, call=call, kind=kind)
 
 
 @contextmanager
@@ -89,9 +92,19 @@ def llm_call_ids(calls: list[LLMCall]) -> list[int]:
 
 
 def llm_calls_write(calls: list[LLMCall]) -> None:
-    """Write held rows in one INSERT; their pks are set afterwards."""
+    """Write held rows in one INSERT (their pks are set then), then tell who counts them.
+
+    Called again after an outage interrupted it, it writes only the rows not written yet: no row twice."""
+    unwritten = [call for call in calls if call.pk is None]
+    if unwritten:
+        try:
+            LLMCall.objects.bulk_create(unwritten)
+        except Exception:  # rolled back: a batch written before the failure is not written after all
+            for call in unwritten:
+                call.pk = None
+            raise
     if calls:
-        LLMCall.objects.bulk_create(calls)
+        llm_calls_recorded.send(sender=LLMCall, calls=calls)
 
 
 # -- what an endpoint takes: found by check_endpoint or learned in use ------------------------------

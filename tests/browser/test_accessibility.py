@@ -17,6 +17,7 @@ from simia_web.curation.services import draft_save, review_decide, trajectory_ed
 from simia_web.exports.services import snapshot_create
 from simia_web.jobs.models import JobStatus, JobUnit, UnitStatus
 from simia_web.llm.models import LLMCall
+from simia_web.operations.models import WebhookDelivery, WebhookSubscription
 from tests.conftest import PASSWORD
 from tests.pages.factories import make_job, make_trajectory, verdict
 
@@ -52,7 +53,7 @@ PAGES = {
         "/no-such-page/",
     ],
     "curator": ["/queue/synthesis/", "/queue/rollouts/", "/queue/amplify/", "/seeds/upload/"],
-    "admin": ["/llm/calls/{call}/"],
+    "admin": ["/llm/calls/{call}/", "/webhooks/", "/webhooks/{webhook}/"],
 }
 ROLES = ["annotator", "curator", "admin"]
 
@@ -132,6 +133,30 @@ def seed_everything(users) -> dict:
     )
     seed = Seed.objects.create(domain=domain, source_format="openai", messages=trajectory.messages, content_hash="s")
     snapshot = snapshot_create(format="openai", filters={"status": "accepted"})
+    webhook = WebhookSubscription.objects.create(
+        name="ops", url="http://127.0.0.1:9/hook", events=["job.failed", "snapshot.ready"], created_by=users["admin"]
+    )
+    WebhookDelivery.objects.create(
+        subscription=webhook,
+        event="job.failed",
+        payload={},
+        status="delivered",
+        attempts=2,
+        response_code=200,
+        duration_ms=12,
+        last_attempt_at=timezone.now(),
+    )
+    WebhookDelivery.objects.create(
+        subscription=webhook,
+        event="ping",
+        payload={},
+        status="failed",
+        attempts=8,
+        response_code=503,
+        error="HTTP 503: down for maintenance",
+        duration_ms=40,
+        last_attempt_at=timezone.now(),
+    )
     return {
         "trajectory": trajectory.pk,
         "errored": errored.pk,
@@ -143,6 +168,7 @@ def seed_everything(users) -> dict:
         "seed": seed.pk,
         "snapshot": snapshot.pk,
         "call": call.pk,
+        "webhook": webhook.pk,
     }
 
 

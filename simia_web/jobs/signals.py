@@ -1,0 +1,7 @@
+"""What the job engine tells the layers above it, without knowing who listens."""
+
+from django.dispatch import Signal
+
+# A job reached a final status (succeeded, finished with errors, failed, cancelled). Sent with `job` inside the
+# transaction that ends it: receivers write in that transaction, and send anything outward after its commit.
+job_ended = Signal()

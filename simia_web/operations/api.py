@@ -1,0 +1,97 @@
+"""REST endpoints of webhooks, for admins: subscriptions, their delivery log, and a test event."""
+
+from django.core.exceptions import ValidationError as DjangoValidationError
+from drf_spectacular.utils import extend_schema
+from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.response import Response
+
+from simia_web.accounts.permissions import IsAdmin
+from simia_web.jobs.api import drf_validation_error
+
+from . import selectors, services
+from .models import WebhookDelivery, WebhookEvent, WebhookSubscription
+
+
+class WebhookSubscriptionSerializer(serializers.ModelSerializer):
+    events = serializers.ListField(child=serializers.ChoiceField(choices=WebhookEvent.choices), allow_empty=False)
+    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    secret = serializers.CharField(
+        read_only=True,
+        help_text="Signs every delivery: Simia-Signature: t=<unix>,v1=<hex HMAC-SHA256 of '<t>.' + body>",
+    )
+
+    class Meta:
+        model = WebhookSubscription
+        fields = ["id", "name", "url", "events", "active", "secret", "created_by", "created_at", "updated_at"]
+        read_only_fields = ["created_at", "updated_at"]
+
+
+class WebhookDeliverySerializer(serializers.ModelSerializer):
+    class Meta:
+        model = WebhookDelivery
+        fields = [
+            "id",
+            "event",
+            "payload",
+            "status",
+            "attempts",
+            "response_code",
+            "error",
+            "duration_ms",
+            "created_at",
+            "last_attempt_at",
+            "next_attempt_at",
+        ]
+
+
+class WebhookSubscriptionViewSet(
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    mixins.CreateModelMixin,
+    mixins.UpdateModelMixin,
+    mixins.DestroyModelMixin,
+    viewsets.GenericViewSet,
+):
+    """Webhook subscriptions (admins only). PUT takes name, url and events (and active); PATCH any of them."""
+
+    permission_classes = [IsAdmin]
+    serializer_class = WebhookSubscriptionSerializer
+
+    def get_queryset(self):
+        return selectors.subscription_list().order_by("id")
+
+    def perform_create(self, serializer):
+        try:
+            serializer.instance = services.webhook_subscription_create(
+                **serializer.validated_data, actor=self.request.user
+            )
+        except DjangoValidationError as exc:
+            raise drf_validation_error(exc) from exc
+
+    def perform_update(self, serializer):
+        subscription = serializer.instance
+        fields = {name: getattr(subscription, name) for name in ("name", "url", "events", "active")}
+        try:
+            serializer.instance = services.webhook_subscription_update(
+                subscription=subscription, actor=self.request.user, **{**fields, **serializer.validated_data}
+            )
+        except DjangoValidationError as exc:
+            raise drf_validation_error(exc) from exc
+
+    def perform_destroy(self, instance):
+        services.webhook_subscription_delete(subscription=instance, actor=self.request.user)
+
+    @extend_schema(request=None, responses={202: WebhookDeliverySerializer})
+    @action(detail=True, methods=["post"])
+    def test(self, request, pk=None):
+        """Send a `ping` event to this subscription; its delivery is returned, and shows in the log."""
+        delivery = services.webhook_test_send(subscription=self.get_object(), actor=request.user)
+        return Response(WebhookDeliverySerializer(delivery).data, status=status.HTTP_202_ACCEPTED)
+
+    @extend_schema(responses={200: WebhookDeliverySerializer(many=True)})
+    @action(detail=True, methods=["get"])
+    def deliveries(self, request, pk=None):
+        """The delivery log, newest first, cursor-paged."""
+        page = self.paginate_queryset(selectors.delivery_list(self.get_object()))
+        return self.get_paginated_response(WebhookDeliverySerializer(page, many=True).data)

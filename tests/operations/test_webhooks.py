@@ -1,0 +1,220 @@
+"""Webhooks: signed deliveries to a receiver on loopback, retried after a 500 with backoff, logged; events for ended
+jobs, ready snapshots and review milestones; "send test"; subscriptions managed by admins only."""
+
+import hashlib
+import hmac
+import json
+import time
+
+import pytest
+
+from simia_web.curation.models import Trajectory
+from simia_web.curation.services import review_decide, review_undo, reviews_bulk
+from simia_web.exports.services import snapshot_create
+from simia_web.jobs.models import JobStatus
+from simia_web.jobs.services import job_cancel
+from simia_web.operations.models import DeliveryStatus, WebhookDelivery, WebhookSubscription
+from simia_web.operations.services import webhook_subscription_create
+from simia_web.synthesis.services import synthesis_queue
+from tests.conftest import wait_for
+from tests.pages.factories import make_job, make_trajectory, verdict
+from tests.support.webhook_receiver import WebhookReceiver
+
+TOLERANCE_SECONDS = 300
+
+
+def verified(secret: str, received) -> dict:
+    """Check a delivery's signature as a receiver would (see the README), and return its parsed body."""
+    fields = dict(part.split("=", 1) for part in received.headers["Simia-Signature"].split(","))
+    timestamp = int(fields["t"])
+    expected = hmac.new(secret.encode(), f"{timestamp}.".encode() + received.body, hashlib.sha256).hexdigest()
+    assert hmac.compare_digest(expected, fields["v1"]), "signature does not match"
+    assert abs(time.time() - timestamp) <= TOLERANCE_SECONDS
+    return json.loads(received.body)
+
+
+@pytest.fixture
+def receiver():
+    server = WebhookReceiver().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def eager_hooks(eager, settings, tmp_path):
+    settings.SIMIA_WEBHOOK_BACKOFF_SECONDS = 0.01
+    settings.EXPORTS_DIR = tmp_path / "exports"
+
+
+def subscribe(users, receiver, *events) -> WebhookSubscription:
+    return webhook_subscription_create(name="ops", url=receiver.url, events=list(events), actor=users["admin"])
+
+
+@pytest.mark.integration
+def test_job_finished_is_signed_retried_after_a_500_and_logged(
+    client, celery_worker, llm_stub, receiver, users, settings
+):
+    if not settings.CELERY_BROKER_URL.startswith("redis://"):
+        pytest.skip("set CELERY_BROKER_URL to Redis (make test does)")
+    receiver.statuses = [500]  # the first attempt fails; the next is answered 200
+    subscription = subscribe(users, receiver, "job.finished", "job.failed")
+    celery_worker(SIMIA_WEBHOOK_BACKOFF_SECONDS="0.5")
+    job = synthesis_queue(domains=["shop"], apis=2, tasks=1, rollouts=1)
+    delivery = wait_for(
+        lambda: WebhookDelivery.objects.filter(subscription=subscription, status=DeliveryStatus.DELIVERED).first(),
+        timeout=120,
+        message="the delivery to succeed",
+    )
+    job.refresh_from_db()
+    assert job.status == JobStatus.SUCCEEDED
+
+    first, second = receiver.received
+    assert (first.status, second.status) == (500, 200)
+    bodies = [verified(subscription.secret, attempt) for attempt in (first, second)]
+    assert bodies[0] == bodies[1]  # the same event, signed afresh for each attempt
+    event = bodies[0]
+    assert event["type"] == "job.finished" and first.headers["Simia-Event"] == "job.finished"
+    assert event["data"]["job"]["id"] == job.pk and event["data"]["job"]["status"] == "succeeded"
+    assert first.headers["Simia-Delivery"] == str(delivery.pk)
+
+    assert (delivery.attempts, delivery.response_code, delivery.error) == (2, 200, "")
+    assert delivery.duration_ms is not None and delivery.next_attempt_at is None
+    client.force_login(users["admin"])
+    page = client.get(f"/webhooks/{subscription.pk}/").content.decode()
+    assert f'id="delivery-{delivery.pk}"' in page and "delivered" in page
+
+
+def test_every_attempt_failing_ends_failed_with_the_last_answer(eager_hooks, receiver, users, settings):
+    settings.SIMIA_WEBHOOK_MAX_ATTEMPTS = 3
+    receiver.statuses = [500, 502, 503]
+    subscription = subscribe(users, receiver, "job.cancelled")
+    job_cancel(job=make_job(status=JobStatus.RUNNING), actor=users["curator"])
+    delivery = WebhookDelivery.objects.get(subscription=subscription)
+    assert delivery.status == DeliveryStatus.FAILED
+    assert (delivery.attempts, delivery.response_code) == (3, 503)
+    assert delivery.error.startswith("HTTP 503: down for maintenance")
+    assert [r.status for r in receiver.received] == [500, 502, 503]
+
+
+def test_send_test_button_delivers_a_signed_ping(client, eager_hooks, receiver, users):
+    subscription = subscribe(users, receiver, "snapshot.ready")
+    client.force_login(users["admin"])
+    response = client.post(f"/webhooks/{subscription.pk}/test/", HTTP_HX_REQUEST="true")
+    assert response.status_code == 200
+    delivery = WebhookDelivery.objects.get(subscription=subscription)
+    assert f'id="delivery-{delivery.pk}"' in response.content.decode()  # the log, swapped in by htmx
+    assert delivery.status == DeliveryStatus.DELIVERED
+    (ping,) = receiver.received
+    body = verified(subscription.secret, ping)
+    assert body["type"] == "ping" and body["data"]["sent_by"] == "admin"
+
+
+def test_a_failed_delivery_can_be_sent_again(client, eager_hooks, receiver, users, settings):
+    settings.SIMIA_WEBHOOK_MAX_ATTEMPTS = 1
+    receiver.statuses = [500]
+    subscription = subscribe(users, receiver, "job.cancelled")
+    client.force_login(users["admin"])
+    client.post(f"/webhooks/{subscription.pk}/test/")
+    delivery = WebhookDelivery.objects.get(subscription=subscription)
+    assert delivery.status == DeliveryStatus.FAILED
+    client.post(f"/webhooks/deliveries/{delivery.pk}/retry/", HTTP_HX_REQUEST="true")
+    delivery.refresh_from_db()
+    assert (delivery.status, delivery.attempts, delivery.response_code) == (DeliveryStatus.DELIVERED, 1, 200)
+
+
+def test_snapshot_ready_and_job_events_go_to_their_subscribers_only(eager_hooks, receiver, users):
+    make_trajectory(judge=verdict())
+    snapshots = subscribe(users, receiver, "snapshot.ready")
+    paused = subscribe(users, receiver, "snapshot.ready", "job.finished")
+    WebhookSubscription.objects.filter(pk=paused.pk).update(active=False)
+    snapshot = snapshot_create(format="openai", filters={"status": "all"}, actor=users["curator"])
+    snapshot.refresh_from_db()
+    assert snapshot.is_built
+    (received,) = receiver.received
+    event = verified(snapshots.secret, received)
+    assert event["type"] == "snapshot.ready"
+    assert event["data"]["snapshot"]["id"] == snapshot.pk
+    assert event["data"]["snapshot"]["count"] == 1 and event["data"]["snapshot"]["sha256"] == snapshot.sha256
+    assert event["data"]["snapshot"]["download"] == f"/api/v1/snapshots/{snapshot.pk}/download/"
+
+
+def test_review_milestones_are_announced_once_each(eager_hooks, receiver, users):
+    job = make_job(status=JobStatus.SUCCEEDED)
+    trajectories = [make_trajectory(judge=verdict(), job=job) for _ in range(4)]
+    make_trajectory(judge=verdict())  # another job's (none): not counted
+    subscription = subscribe(users, receiver, "review.milestone")
+    annotator = users["annotator"]
+
+    review = review_decide(trajectory=trajectories[0], reviewer=annotator, decision="accept", expected_version=1)
+    review_decide(trajectory=trajectories[1], reviewer=annotator, decision="reject", expected_version=1, reason="no")
+    review_undo(review=review, actor=annotator)  # back to 25%: nothing announced again when it is reached again
+    trajectories[0].refresh_from_db()
+    review_decide(
+        trajectory=trajectories[0], reviewer=annotator, decision="accept", expected_version=trajectories[0].version
+    )
+    reviews_bulk(
+        trajectories=Trajectory.objects.filter(job=job, status="judged_pass"),
+        reviewer=users["curator"],
+        decision="accept",
+    )
+    events = [verified(subscription.secret, r) for r in receiver.received]
+    assert [e["data"]["percent"] for e in events] == [25, 50, 75, 100]
+    assert {e["type"] for e in events} == {"review.milestone"}
+    assert events[-1]["data"] == {
+        "job": job.pk,
+        "percent": 100,
+        "reviewed": 4,
+        "total": 4,
+        "accepted": 3,
+        "rejected": 1,
+    }
+
+
+def test_no_milestone_work_without_a_subscriber(eager_hooks, users):
+    job = make_job(status=JobStatus.SUCCEEDED)
+    trajectory = make_trajectory(judge=verdict(), job=job)
+    review_decide(trajectory=trajectory, reviewer=users["annotator"], decision="accept", expected_version=1)
+    assert not WebhookDelivery.objects.exists()
+
+
+@pytest.mark.parametrize(
+    "url", ["http://169.254.169.254/latest/meta-data/", "http://metadata.google.internal/", "http://[fe80::1]/hook"]
+)
+def test_link_local_and_metadata_urls_are_refused(client, users, url):
+    client.force_login(users["admin"])
+    response = client.post("/webhooks/", {"name": "x", "url": url, "events": ["job.failed"], "active": "on"})
+    assert response.status_code == 400
+    assert (
+        "link-local or cloud metadata" in response.content.decode() or "metadata service" in response.content.decode()
+    )
+    api = client.post(
+        "/api/v1/webhooks/", {"name": "x", "url": url, "events": ["job.failed"]}, content_type="application/json"
+    )
+    assert api.status_code == 400 and "url" in api.json()
+    assert not WebhookSubscription.objects.exists()
+
+
+def test_admins_manage_subscriptions_over_rest(client, users, receiver):
+    client.force_login(users["admin"])
+    created = client.post(
+        "/api/v1/webhooks/",
+        {"name": "ci", "url": receiver.url, "events": ["job.failed"]},
+        content_type="application/json",
+    )
+    assert created.status_code == 201, created.content
+    body = created.json()
+    assert body["secret"].startswith("whsec_") and body["events"] == ["job.failed"] and body["active"] is True
+    patched = client.patch(f"/api/v1/webhooks/{body['id']}/", {"active": False}, content_type="application/json")
+    assert patched.status_code == 200 and patched.json()["active"] is False
+    unknown = client.patch(
+        f"/api/v1/webhooks/{body['id']}/", {"events": ["job.exploded"]}, content_type="application/json"
+    )
+    assert unknown.status_code == 400
+    assert client.get(f"/api/v1/webhooks/{body['id']}/deliveries/").json()["results"] == []
+    for role in ("annotator", "curator"):
+        client.force_login(users[role])
+        assert client.get("/api/v1/webhooks/").status_code == 403
+        assert client.get("/webhooks/").status_code == 403
+    client.force_login(users["admin"])
+    assert client.delete(f"/api/v1/webhooks/{body['id']}/").status_code == 204
+    assert not WebhookSubscription.objects.exists()
