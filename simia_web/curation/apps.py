@@ -6,4 +6,9 @@ class CurationConfig(AppConfig):
     label = "curation"
 
     def ready(self):
+        from simia_web.dedup.corpora import corpus_register
+
         from . import judging  # noqa: F401  (registers the judge job kind)
+        from .duplicates import CORPUS
+
+        corpus_register(CORPUS)

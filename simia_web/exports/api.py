@@ -13,6 +13,7 @@ from rest_framework.response import Response
 
 from simia_web.accounts.api import ErrorSerializer
 from simia_web.accounts.permissions import ReadMemberWriteCurator
+from simia_web.curation.duplicates import KEEP_ORDERS
 from simia_web.jobs.api import drf_validation_error
 
 from .formats import CONTENT_TYPES
@@ -68,6 +69,12 @@ class SnapshotOptionsSerializer(serializers.Serializer):
     )
     hub_repo = serializers.CharField(
         required=False, help_text='The dataset repo, "owner/name" (default SIMIA_HF_DATASET_REPO).'
+    )
+    dedup = serializers.ChoiceField(
+        choices=list(KEEP_ORDERS),
+        required=False,
+        help_text="Keep one trajectory per near-duplicate cluster: the one accepted first (then the highest judge "
+        "score), or the one with the highest judge score; the report and the dataset card say how many were removed.",
     )
 
 
