@@ -18,7 +18,22 @@ from simia_web.dedup.selectors import near_duplicates
 from simia_web.dedup.services import index_rebuild
 from tests.pages.factories import TOOLS, conversation
 
-WORDS = "order refund shipment address invoice booking flight seat account balance transfer meeting invite plan".split()
+WORDS = [
+    "order",
+    "refund",
+    "shipment",
+    "address",
+    "invoice",
+    "booking",
+    "flight",
+    "seat",
+    "account",
+    "balance",
+    "transfer",
+    "meeting",
+    "invite",
+    "plan",
+]
 
 
 def words(seed: int, n: int = 100) -> str:
