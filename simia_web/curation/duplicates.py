@@ -81,28 +81,33 @@ class Cluster:
 
 
 def _members(ids: list[int]) -> list[dict]:
+    """Member rows in the suggested keep order (accepted first, then the highest judge score)."""
     rows = Trajectory.objects.filter(pk__in=ids).annotate(accepted_at=_accepted_at())
     return list(rows.order_by(*KEEP_ORDERS["accepted_first"]).values(*MEMBER_FIELDS, "accepted_at"))
 
 
 def clusters_page(*, after: int | None, limit: int, members_shown: int) -> list[Cluster]:
-    """A keyset page of clusters (by representative), each with its size and its first `members_shown` members."""
+    """A keyset page of clusters (by representative), each with its size and its first `members_shown` members:
+    three queries."""
     heads = index.cluster_heads(corpus=TRAJECTORIES, after=after, limit=limit)
-    sizes = index.cluster_sizes(corpus=TRAJECTORIES, heads=heads)
+    found = index.clusters_first_members(corpus=TRAJECTORIES, heads=heads, limit=members_shown)
+    rows = _members([pk for _, ids in found.values() for pk in ids])
     clusters = []
     for head in heads:
-        ids = index.cluster_members(corpus=TRAJECTORIES, head=head, limit=members_shown)
-        clusters.append(Cluster(head, sizes.get(head, 0), _members(ids)))
+        size, ids = found.get(head, (0, []))
+        clusters.append(Cluster(head, size, [row for row in rows if row["pk"] in ids]))
     return clusters
 
 
 def cluster_detail(*, head: int, limit: int) -> Cluster | None:
-    ids = index.cluster_members(corpus=TRAJECTORIES, head=head, limit=limit)
-    if head not in ids and ids:
-        ids = [head, *ids[:-1]]
-    if len(ids) < 2:
+    """One cluster with its first `limit` members (the representative always among them); None when it has fewer
+    than two members (it is no cluster, or no longer one)."""
+    size, ids = index.clusters_first_members(corpus=TRAJECTORIES, heads=[head], limit=limit).get(head, (0, []))
+    if size < 2:
         return None
-    return Cluster(head, index.cluster_sizes(corpus=TRAJECTORIES, heads=[head]).get(head, 0), _members(ids))
+    if head not in ids:
+        ids = [head, *ids[:-1]]
+    return Cluster(head, size, _members(ids))
 
 
 def cluster_member_ids(*, head: int, among: list[int]) -> list[int]:

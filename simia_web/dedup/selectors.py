@@ -8,7 +8,8 @@ a bounded lookup; its cluster still holds every copy.
 
 from dataclasses import dataclass
 
-from django.db.models import BooleanField, Count, ExpressionWrapper, F, Q
+from django.db.models import BooleanField, Count, ExpressionWrapper, F, Q, Window
+from django.db.models.functions import RowNumber
 
 from .minhash import THRESHOLD, band_keys, signature, signature_load, similarity
 from .models import Band, Signature
@@ -86,16 +87,19 @@ def cluster_heads(*, corpus: str, after: int | None = None, limit: int = 25) -> 
     return list(heads.order_by("item_id").values_list("item_id", flat=True)[:limit])
 
 
-def cluster_sizes(*, corpus: str, heads: list[int]) -> dict[int, int]:
-    rows = Signature.objects.filter(corpus=corpus, cluster__in=heads).values("cluster").annotate(n=Count("*"))
-    return {row["cluster"]: row["n"] for row in rows.order_by()}
-
-
-def cluster_members(*, corpus: str, head: int, limit: int) -> list[int]:
-    members = Signature.objects.filter(corpus=corpus, cluster=head).order_by("item_id")
-    return list(members.values_list("item_id", flat=True)[:limit])
-
-
-def clustered(*, corpus: str):
-    """(item_id, cluster) of every clustered item of `corpus`, as a subquery-able queryset."""
-    return Signature.objects.filter(corpus=corpus, cluster__isnull=False)
+def clusters_first_members(*, corpus: str, heads: list[int], limit: int) -> dict[int, tuple[int, list[int]]]:
+    """{representative: (cluster size, its first `limit` members in id order)} for a page of clusters, in one query."""
+    ranked = (
+        Signature.objects.filter(corpus=corpus, cluster__in=heads)
+        .annotate(
+            place=Window(RowNumber(), partition_by=F("cluster"), order_by=F("item_id").asc()),
+            size=Window(Count("*"), partition_by=F("cluster")),
+        )
+        .filter(place__lte=limit)
+        .order_by("cluster", "item_id")
+        .values_list("cluster", "size", "item_id")
+    )
+    found: dict[int, tuple[int, list[int]]] = {}
+    for head, size, item_id in ranked:
+        found.setdefault(head, (size, []))[1].append(item_id)
+    return found

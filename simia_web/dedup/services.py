@@ -64,7 +64,7 @@ def item_index(*, corpus: str, item_id: int, text: str) -> None:
     cluster. An unchanged text changes nothing; a text without words takes the item out of the index."""
     minhash = signature(text)
     data = signature_bytes(minhash) if minhash is not None else None
-    with transaction.atomic():
+    with transaction.atomic(savepoint=False):  # all or nothing with the text it describes
         row = Signature.objects.select_for_update().filter(corpus=corpus, item_id=item_id).first()
         if row is not None and data is not None and bytes(row.minhash) == data:
             return
@@ -77,12 +77,6 @@ def item_index(*, corpus: str, item_id: int, text: str) -> None:
             _join(corpus, item_id, neighbours_of(corpus=corpus, minhash=minhash, exclude=item_id))
         if len(left_behind) > 1:
             transaction.on_commit(lambda: _recluster_later(corpus, left_behind), robust=True)
-
-
-def items_index(*, corpus: str, items: Iterable[tuple[int, str]]) -> None:
-    """item_index for each (id, text) of a batch written together (an import)."""
-    for item_id, text in items:
-        item_index(corpus=corpus, item_id=item_id, text=text)
 
 
 def _recluster_later(corpus: str, item_ids: list[int]) -> None:

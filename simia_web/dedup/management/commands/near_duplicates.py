@@ -6,7 +6,6 @@ manage.py near_duplicates --corpus task    one corpus only (default: all)
 """
 
 import json
-import sys
 import time
 
 from django.core.management.base import BaseCommand
@@ -28,10 +27,11 @@ class Command(BaseCommand):
             started = time.perf_counter()
 
             def progress(done: int, what: str, corpus=corpus) -> None:
-                print(f"\r{corpus}: {done} {what}", end="", file=sys.stderr, flush=True)
+                self.stderr.write(f"\r{corpus}: {done} {what}   ", ending="")
+                self.stderr.flush()
 
             signed = index_sign_missing(corpus=corpus, resign=options["resign"], progress=progress)
             outcome = index_rebuild(corpus=corpus, progress=progress)
-            print(file=sys.stderr)
+            self.stderr.write("")
             report[corpus] = {"signed": signed, **outcome, "seconds": round(time.perf_counter() - started, 1)}
         self.stdout.write(json.dumps(report))
