@@ -7,6 +7,7 @@ item that merely chains to the kept one through others. An item whose text chang
 again; when a representative changes, its former members are clustered again by a follow-up task.
 """
 
+import heapq
 from collections.abc import Callable, Iterable
 
 from django.db import transaction
@@ -157,9 +158,10 @@ def index_rebuild(*, corpus: str, progress=_progress_noop) -> dict:
     """Re-derive every band and every cluster of `corpus` from the stored signatures (no text is read).
 
     Bands are replaced a chunk at a time, so lookups keep working. Clusters are computed as if the items had been
-    added one by one in id order, with two indexed queries per thousand items, and written in one transaction at
-    the end: pages show the old clusters until the new ones are complete."""
+    added one by one in id order, from one pass over the band table in key order (its primary key), and written in
+    one transaction at the end: pages show the old clusters until the new ones are complete."""
     done = 0
+    item_of: dict[int, int] = {}  # signature pk -> item id
     for batch in _chunks(_signatures(corpus)):
         with transaction.atomic():
             Band.objects.filter(signature_id__in=[pk for pk, _, _ in batch]).delete()
@@ -168,19 +170,17 @@ def index_rebuild(*, corpus: str, progress=_progress_noop) -> dict:
                 for pk, _, data in batch
                 for key in band_keys(corpus, signature_load(data))
             )
+        item_of.update((pk, item_id) for pk, item_id, _ in batch)
         done += len(batch)
         progress(done, "banded")
-    cluster_of: dict[int, int] = {}
-    done = 0
-    for batch in _chunks(_signatures(corpus)):
-        _batch_cluster(corpus, batch, cluster_of)
-        done += len(batch)
-        progress(done, "clustered")
+    buckets_of = _shared_buckets(item_of)
+    cluster_of = _clusters(corpus, buckets_of)
+    progress(done, "clustered")
+    by_head: dict[int, list[int]] = {}
+    for item_id, head in cluster_of.items():
+        by_head.setdefault(head, []).append(item_id)
     with transaction.atomic():
         Signature.objects.filter(corpus=corpus, cluster__isnull=False).update(cluster=None)
-        by_head: dict[int, list[int]] = {}
-        for item_id, head in cluster_of.items():
-            by_head.setdefault(head, []).append(item_id)
         for head, members in by_head.items():
             for start in range(0, len(members), CHUNK):
                 chunk = members[start : start + CHUNK]
@@ -188,33 +188,54 @@ def index_rebuild(*, corpus: str, progress=_progress_noop) -> dict:
     return {"signatures": done, "clusters": len(by_head), "clustered": len(cluster_of)}
 
 
-def _batch_cluster(corpus: str, batch: list[tuple], cluster_of: dict[int, int]) -> None:
-    """Cluster a batch of signatures in id order against everything indexed, with two queries for the batch."""
-    keys_of: dict[int, list[int]] = {}
+def _shared_buckets(item_of: dict[int, int]) -> dict[int, list[list[int]]]:
+    """{item: the sorted lists of items sharing one of its band keys}, for items of this corpus (`item_of` maps its
+    signatures to their items) sharing any key: the band table read once in key order, only shared keys kept."""
+    buckets_of: dict[int, list[list[int]]] = {}
+
+    def keep(bucket: list[int]) -> None:
+        if len(bucket) > 1:
+            bucket.sort()
+            for item_id in bucket:
+                buckets_of.setdefault(item_id, []).append(bucket)
+
+    current, bucket = None, []
+    rows = Band.objects.order_by("key").values_list("key", "signature_id").iterator(chunk_size=10 * CHUNK)
+    for key, signature_id in rows:
+        if key != current:
+            keep(bucket)
+            current, bucket = key, []
+        if signature_id in item_of:
+            bucket.append(item_of[signature_id])
+    keep(bucket)
+    return buckets_of
+
+
+def _clusters(corpus: str, buckets_of: dict[int, list[list[int]]]) -> dict[int, int]:
+    """{item: its representative} as item_index would have clustered the items added in id order: each item takes
+    the oldest candidate that is a representative or unclustered and near-duplicate of it (see _cluster_choice).
+    Candidates are walked in id order and the walk stops at the first that qualifies, so a text copied thousands
+    of times costs each copy a few comparisons, not thousands."""
     minhashes = {}
-    for _, item_id, data in batch:
-        minhashes[item_id] = signature_load(data)
-        keys_of[item_id] = band_keys(corpus, minhashes[item_id])
-    all_keys = {key for keys in keys_of.values() for key in keys}
-    sharing: dict[int, set[int]] = {}
-    for key, item_id in Band.objects.filter(key__in=all_keys, signature__corpus=corpus).values_list(
-        "key", "signature__item_id"
-    ):
-        sharing.setdefault(key, set()).add(item_id)
-    wanted = {other for keys in keys_of.values() for key in keys for other in sharing.get(key, ())} - set(minhashes)
-    others = Signature.objects.filter(corpus=corpus, item_id__in=wanted).values_list("item_id", "minhash")
-    minhashes.update((item_id, signature_load(data)) for item_id, data in others.iterator(chunk_size=CHUNK))
-    for item_id in sorted(keys_of):
+    ids = sorted(buckets_of)
+    for start in range(0, len(ids), CHUNK):
+        rows = Signature.objects.filter(corpus=corpus, item_id__in=ids[start : start + CHUNK])
+        minhashes.update((item_id, signature_load(data)) for item_id, data in rows.values_list("item_id", "minhash"))
+    cluster_of: dict[int, int] = {}
+    for item_id in ids:
         if item_id in cluster_of:
             continue
-        candidates = {other for key in keys_of[item_id] for other in sharing.get(key, ())} - {item_id}
-        mine = minhashes[item_id]
-        neighbours = [
-            Neighbour(other, score, None)
-            for other in candidates
-            if (score := similarity(mine, minhashes[other])) >= THRESHOLD
-        ]
-        choice = _cluster_choice(item_id, neighbours, cluster_of.get)
-        if choice is not None:
-            head, joining = choice
-            cluster_of.update(dict.fromkeys(joining, head))
+        previous = None
+        for other in heapq.merge(*buckets_of[item_id]):
+            if other in (previous, item_id):
+                continue
+            previous = other
+            if cluster_of.get(other) not in (None, other):
+                continue
+            score = similarity(minhashes[item_id], minhashes[other])
+            if score >= THRESHOLD:
+                neighbour = Neighbour(other, score, cluster_of.get(other))
+                head, joining = _cluster_choice(item_id, [neighbour], cluster_of.get)
+                cluster_of.update(dict.fromkeys(joining, head))
+                break
+    return cluster_of
