@@ -51,6 +51,7 @@ INSTALLED_APPS = [
     "axes",
     "django_htmx",
     "simia_web.core",
+    "simia_web.dedup",
     "simia_web.accounts",
     "simia_web.llm",
     "simia_web.catalog",

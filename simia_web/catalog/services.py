@@ -8,10 +8,12 @@ from django.utils import timezone
 from simia_web.core.jsonutil import content_hash
 from simia_web.core.models import Revision
 from simia_web.core.services import audit_record, revision_record, versioned_update
+from simia_web.dedup.services import item_index
 from simia_web.formats import FormatError
 from simia_web.formats.conversation import messages_strict, tools_list
-from simia_web.formats.rules import NEAR_DUPLICATE_THRESHOLD, rules_check, shingles, similarity
+from simia_web.formats.rules import rules_check
 
+from .duplicates import TASKS, task_duplicate_of
 from .models import Api, Domain, DomainSource, Seed, Task, TaskStatus
 from .validation import (
     STATE_SCHEMA_LABEL,
@@ -77,9 +79,9 @@ def apis_store(
 
 @transaction.atomic
 def tasks_store(*, domain: Domain, tasks: list[dict], job=None, provenance: dict | None = None) -> list[Task]:
-    """Store synthesized tasks: unknown APIs reject a task; near-duplicates are flagged, not dropped."""
+    """Store synthesized tasks: unknown APIs reject a task; near-duplicates of the domain's valid tasks (found through
+    the near-duplicate index, which each stored task joins) are flagged, not dropped."""
     api_names = set(domain.apis.filter(valid=True).values_list("name", flat=True))
-    known = [(t.pk, shingles(t.instruction)) for t in domain.tasks.filter(status=TaskStatus.VALID)]
     created = []
     for spec in tasks:
         instruction = str(spec.get("instruction", "")).strip()
@@ -91,15 +93,13 @@ def tasks_store(*, domain: Domain, tasks: list[dict], job=None, provenance: dict
         if unknown:
             errors.append(f"names unknown APIs: {', '.join(map(str, unknown))}")
         status, duplicate_of = TaskStatus.VALID, None
-        words = shingles(instruction)
         if errors:
             status = TaskStatus.REJECTED
         else:
-            for other_pk, other_words in known:
-                if similarity(words, other_words) >= NEAR_DUPLICATE_THRESHOLD:
-                    status, duplicate_of = TaskStatus.DUPLICATE, other_pk
-                    errors.append(f"near-duplicate of task {other_pk}")
-                    break
+            duplicate_of = task_duplicate_of(domain_id=domain.pk, instruction=instruction)
+            if duplicate_of is not None:
+                status = TaskStatus.DUPLICATE
+                errors.append(f"near-duplicate of task {duplicate_of}")
         task = Task.objects.create(
             domain=domain,
             instruction=instruction,
@@ -113,10 +113,14 @@ def tasks_store(*, domain: Domain, tasks: list[dict], job=None, provenance: dict
             provenance=provenance or {},
             content_hash=content_hash(spec),
         )
-        if status == TaskStatus.VALID:
-            known.append((task.pk, words))
+        task_index(task)
         created.append(task)
     return created
+
+
+def task_index(task: Task) -> None:
+    """Sign the task's instruction in the near-duplicate index, in the transaction that writes it."""
+    item_index(corpus=TASKS, item_id=task.pk, text=task.instruction)
 
 
 # --- Edits with revisions -------------------------------------------------------------------------
@@ -304,9 +308,11 @@ def task_update(
     }
     if task.status == TaskStatus.REJECTED:
         fields.update(status=TaskStatus.VALID, errors=[])
-    return _edit_commit(
+    task = _edit_commit(
         obj=task, expected_version=expected_version, actor=actor, fields=fields, note=note, action="task.update"
     )
+    task_index(task)
+    return task
 
 
 @transaction.atomic

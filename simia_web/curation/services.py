@@ -20,9 +20,12 @@ from simia_web.core.jsonutil import canonical_bytes, content_hash
 from simia_web.core.models import AuditEvent
 from simia_web.core.selectors import revision_list
 from simia_web.core.services import audit_record, revision_record
+from simia_web.dedup.services import item_index
+from simia_web.formats.conversation import conversation_text
 from simia_web.jobs.models import Job
 from simia_web.jobs.services import job_create
 
+from .duplicates import TRAJECTORIES, cluster_member_ids
 from .gate import messages_restored, messages_written
 from .models import (
     STANDING,
@@ -79,7 +82,13 @@ def trajectory_create(*, violations: list, verdict: dict | None = None, **fields
     )
     if verdict is not None:
         JudgeVerdict.objects.create(trajectory=trajectory, **verdict)
+    _duplicates_index(trajectory.pk, trajectory.messages)
     return trajectory
+
+
+def _duplicates_index(trajectory_id: int, messages: list) -> None:
+    """Sign the text in the near-duplicate index, in the transaction that writes it."""
+    item_index(corpus=TRAJECTORIES, item_id=trajectory_id, text=conversation_text(messages or []))
 
 
 # Rollouts that ended on an error hold no conversation worth a person's time.
@@ -252,6 +261,7 @@ def _text_write(locked: Trajectory, messages: list, *, actor, action: str, note:
         **fields,
     )
     revision_record(obj=locked, data=_snapshot(locked), author=actor, note=note)
+    _duplicates_index(locked.pk, messages)
 
 
 def _undecided(locked: Trajectory) -> str:
@@ -584,6 +594,20 @@ def reviews_bulk_undo(*, batch: uuid.UUID, actor) -> BulkUndoOutcome:
         _audit_bulk(actor, "trajectory.undo", [(pk, previous, status) for pk, _, previous, status in undone])
         outcome.undone = len(undone)
     return outcome
+
+
+def cluster_keep_one(*, head: int, keep: int, shown: list[int], reviewer, reason: str = "") -> BulkOutcome:
+    """Keep one trajectory of a near-duplicate cluster and reject the rest, as one bulk decision (reviews_bulk: held
+    items and items a person decided one by one are left as they are, and counted; the batch can be undone).
+
+    `shown` are the members the person saw: only those still in the cluster are rejected, never one that joined
+    it since, and none already rejected."""
+    members = set(cluster_member_ids(head=head, among=[*shown, keep]))
+    if keep not in members:
+        raise ReviewError(f"Trajectory {keep} is not in this cluster (any more).", field="keep")
+    rest = Trajectory.objects.filter(pk__in=members - {keep}).exclude(status=TrajectoryStatus.REJECTED)
+    reason = (reason or "").strip() or f"near-duplicate of trajectory {keep}, which was kept"
+    return reviews_bulk(trajectories=rest, reviewer=reviewer, decision=Decision.REJECT, reason=reason)
 
 
 @transaction.atomic

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import views
+from . import duplicate_views, views
 
 urlpatterns = [
     path("", views.dashboard, name="dashboard"),
@@ -9,6 +9,9 @@ urlpatterns = [
     path("review/bulk/", views.review_bulk, name="review-bulk"),
     path("review/bulk/undo/", views.review_bulk_undo, name="review-bulk-undo"),
     path("reviews/<int:pk>/undo/", views.review_undo_view, name="review-undo"),
+    path("review/duplicates/", duplicate_views.clusters_list, name="near-duplicate-clusters"),
+    path("review/duplicates/<int:head>/", duplicate_views.cluster_page, name="near-duplicate-cluster"),
+    path("review/duplicates/<int:head>/keep/", duplicate_views.cluster_keep, name="near-duplicate-keep"),
     path("trajectories/<int:pk>/", views.trajectory_page, name="trajectory"),
     path("trajectories/<int:pk>/decide/", views.trajectory_decide, name="trajectory-decide"),
     path("trajectories/<int:pk>/reservation/", views.trajectory_reservation, name="trajectory-reservation"),

@@ -10,6 +10,7 @@ from django.template.defaultfilters import pluralize
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.datastructures import MultiValueDict
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
@@ -29,6 +30,7 @@ from simia_web.formats import FormatError
 from simia_web.formats.conversation import tool_schemas
 
 from . import charts
+from .duplicates import trajectory_duplicates
 from .filters import PENDING
 from .forms import (
     AgreementFilterForm,
@@ -125,6 +127,14 @@ def _with_query(url: str, query: str, **extra) -> str:
         params[name] = value
     encoded = params.urlencode()
     return f"{url}?{encoded}" if encoded else url
+
+
+def local_next(request, default: str) -> str:
+    """Where a form asked to go back to (its `next` field), when that is a path on this site."""
+    target = request.POST.get("next", "")
+    if target and url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}):
+        return target
+    return default
 
 
 def _int(value):
@@ -283,9 +293,9 @@ def review_bulk(request):
             messages.error(request, str(exc))
             return redirect(back)
         if outcome.batch and outcome.changed <= BULK_UNDO_MAX:
-            request.session["undo_bulk"] = {"batch": str(outcome.batch), "summary": _bulk_summary(outcome, action)}
+            request.session["undo_bulk"] = {"batch": str(outcome.batch), "summary": bulk_summary(outcome, action)}
         else:
-            messages.success(request, _bulk_summary(outcome, action))
+            messages.success(request, bulk_summary(outcome, action))
     else:
         assignee = data["assignee"] if action == "assign" else None
         n = trajectories_assign(trajectories=qs, assignee=assignee, actor=request.user)
@@ -294,7 +304,7 @@ def review_bulk(request):
     return redirect(back)
 
 
-def _bulk_summary(outcome, action: str) -> str:
+def bulk_summary(outcome, action: str) -> str:
     noun = "trajectory" if outcome.changed == 1 else "trajectories"
     parts = [f"{outcome.changed} {noun} {action}ed."]
     if outcome.decided:
@@ -315,7 +325,7 @@ def _bulk_summary(outcome, action: str) -> str:
 @require_POST
 def review_bulk_undo(request):
     """Take back the bulk decision just made (its toast's Undo), item by item where nothing changed since."""
-    back = _with_query(reverse("review-queue"), request.POST.get("query", ""))
+    back = local_next(request, _with_query(reverse("review-queue"), request.POST.get("query", "")))
     try:
         batch = uuid.UUID(request.POST.get("batch", ""))
     except ValueError:
@@ -386,6 +396,7 @@ def _trajectory_context(request, trajectory: Trajectory, **extra) -> dict:
         "tools_json": clipped(pretty_json(trajectory.tools), limit=TOOLS_CHARS),
         "last_review": _last_review(request),
         "draft": draft_for(trajectory, request.user),
+        "duplicates": trajectory_duplicates(trajectory.pk),
     }
     context.update(extra)
     return context

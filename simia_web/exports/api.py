@@ -12,6 +12,7 @@ from rest_framework.response import Response
 
 from simia_web.accounts.permissions import ReadMemberWriteCurator
 from simia_web.core.rest import ErrorSerializer, SelectorListMixin
+from simia_web.curation.duplicates import KEEP_ORDERS
 
 from .filters import SnapshotFilter
 from .formats import CONTENT_TYPES
@@ -67,6 +68,12 @@ class SnapshotOptionsSerializer(serializers.Serializer):
     )
     hub_repo = serializers.CharField(
         required=False, help_text='The dataset repo, "owner/name" (default SIMIA_HF_DATASET_REPO).'
+    )
+    dedup = serializers.ChoiceField(
+        choices=list(KEEP_ORDERS),
+        required=False,
+        help_text="Keep one trajectory per near-duplicate cluster: the one accepted first (then the highest judge "
+        "score), or the one with the highest judge score; the report and the dataset card say how many were removed.",
     )
 
 

@@ -3,9 +3,9 @@ passed the gate to DatasetFacts.add (its row with decision, verdict and provenan
 the card's counts are the data's. Memory stays flat: counters and exact distributions (by value), and the LLM call
 rows the records cite are summed a few thousand ids at a time.
 
-Two fields are for features not built yet and stay None until they fill them, so the card says "not measured":
-`duplicates` (records a deduplicating export removed, by reason) and `fidelity` (simulated tool responses compared
-with a reference implementation, by API and outcome).
+Two fields stay None, and the card says "not measured", until what measures them runs: `duplicates` (records an
+export keeping one per near-duplicate cluster removed, by reason; set by exports.services) and `fidelity`
+(simulated tool responses compared with a reference implementation, by API and outcome).
 """
 
 import math
@@ -174,7 +174,7 @@ class DatasetFacts:
     prompt_versions: Counter = field(default_factory=Counter)
     seeds: Counter = field(default_factory=Counter)
     calls: CallUsage = field(default_factory=CallUsage)
-    duplicates: Counter | None = None  # {reason: records removed} once an export deduplicates
+    duplicates: Counter | None = None  # {reason: records removed} when the export deduplicates
     fidelity: dict | None = None  # {api: {outcome: responses}} once the simulator is measured against a reference
 
     def add(self, row: dict, messages: list[dict]) -> None:

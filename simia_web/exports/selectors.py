@@ -11,6 +11,7 @@ from django.db.models import JSONField, OuterRef, QuerySet, Subquery
 from django.db.models.functions import JSONObject
 
 from simia_web.core.errors import ApplicationError, Conflict, NotFound
+from simia_web.curation.duplicates import KEEP_LABELS, KEEP_ORDERS, near_duplicates_to_drop, not_indexed
 from simia_web.curation.filters import TrajectoryFilter
 from simia_web.curation.models import STANDING, JudgeVerdict, Review, Trajectory, TrajectoryStatus
 
@@ -49,6 +50,19 @@ def export_queryset(filters: dict):
     if not filterset.is_valid():
         raise ValidationError(filterset.errors)
     return filterset.qs
+
+
+def export_deduplicated(queryset, keep: str):
+    """The queryset less the near-duplicates an export keeping one per cluster leaves out (`keep`: which one, see
+    curation.duplicates.KEEP_ORDERS), and what the report says about it: how many were removed, and how many of
+    the matching trajectories the near-duplicate index does not hold (never compared)."""
+    drop = near_duplicates_to_drop(queryset, keep)
+    about = {
+        "keep": KEEP_LABELS[keep],
+        "removed": drop.count(),
+        "not_indexed": not_indexed(queryset).count(),
+    }
+    return queryset.exclude(pk__in=drop), about
 
 
 def export_rows(queryset):
@@ -139,14 +153,15 @@ def snapshot_file(snapshot: Snapshot, *, name: str | None, kind: str) -> tuple[d
     return entry, path
 
 
-OPTIONS = ("shard_rows", "shard_bytes", "push_to_hub", "hub_repo")
+OPTIONS = ("shard_rows", "shard_bytes", "push_to_hub", "hub_repo", "dedup")
 SHARD_ROWS_MIN, SHARD_BYTES_MIN = 1, 1024 * 1024
 HUB_REPO = re.compile(r"[A-Za-z0-9][\w.-]{0,95}/[A-Za-z0-9][\w.-]{0,95}")
 
 
 def export_options_clean(options: dict | None) -> dict:
-    """Snapshot options as stored: shard_rows and shard_bytes (whole numbers, for Parquet), push_to_hub (a boolean)
-    and hub_repo ("owner/name", else the SIMIA_HF_DATASET_REPO setting). Unknown names are refused."""
+    """Snapshot options as stored: shard_rows and shard_bytes (whole numbers, for Parquet), push_to_hub (a boolean),
+    hub_repo ("owner/name", else the SIMIA_HF_DATASET_REPO setting) and dedup (keep one trajectory per near-duplicate
+    cluster: `accepted_first` or `highest_score`). Unknown names are refused."""
     options = dict(options or {})
     errors, cleaned = {}, {}
     unknown = sorted(set(options) - set(OPTIONS))
@@ -172,6 +187,12 @@ def export_options_clean(options: dict | None) -> dict:
             errors["options.hub_repo"] = 'must be a Hugging Face repo id, "owner/name"'
         else:
             cleaned["hub_repo"] = repo
+    dedup = options.get("dedup")
+    if dedup not in (None, ""):
+        if dedup not in KEEP_ORDERS:
+            errors["options.dedup"] = f"must be one of {', '.join(KEEP_ORDERS)}"
+        else:
+            cleaned["dedup"] = dedup
     if errors:
         raise ValidationError(errors)
     return cleaned

@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import uuid
+from collections import Counter
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +26,7 @@ from .files import FileDigest, HashingWriter, Shards, data_sha256, digest_of, fi
 from .formats import EXTENSIONS, SHARDED, WRITERS, ExportStats, Manifest
 from .hub import hub_push
 from .models import ExportFormat, FileKind, Snapshot
-from .selectors import export_filters_clean, export_options_clean, export_queryset
+from .selectors import export_deduplicated, export_filters_clean, export_options_clean, export_queryset
 from .signals import snapshot_ready
 
 EXPORT = "export"  # the job kind that builds a snapshot (registered in exports.job_kinds)
@@ -79,11 +80,13 @@ class ExportOptions:
     card: bool = True  # write the dataset card (README.md) and its plots
     shard_rows: int = 0  # Parquet shard limits; 0: the EXPORT_SHARD_* settings
     shard_bytes: int = 0
+    dedup: str = ""  # keep one trajectory per near-duplicate cluster, chosen this way (curation.duplicates)
 
 
-def _report(*, format: str, filters: dict, label: str, stats: ExportStats, files: list[FileDigest], about: dict):
-    """The report file: what was asked for, what was written, what was left out and why, and the sizes and sha256
-    of every other file (the snapshot row holds the report's own)."""
+def _report(*, format: str, filters: dict, label: str, stats: ExportStats, files: list[FileDigest], about: dict, dedup):
+    """The report file: what was asked for, what was written, what was left out and why (near-duplicates removed
+    included, when the export deduplicates), and the sizes and sha256 of every other file (the snapshot row holds
+    the report's own)."""
     return {
         **about,
         "format": format,
@@ -95,6 +98,7 @@ def _report(*, format: str, filters: dict, label: str, stats: ExportStats, files
         "left_out": stats.refused_count,
         "left_out_by_reason": dict(stats.refusal_reasons.most_common()),
         "left_out_examples": stats.refusals,
+        "near_duplicates": dedup,
         "gate": "every record passed the strict normaliser (messages and tools) and the format's validator",
         "manifest": " ".join(Manifest.__doc__.split("\n\n", 1)[1].split()),  # what its lines hold
         "data_sha256": data_sha256([f for f in files if f.kind == FileKind.DATA]),
@@ -131,12 +135,18 @@ def _export_into(
     (or interruption) empty the folder again."""
     stats = ExportStats()
     manifest_path = folder / names[FileKind.MANIFEST]
+    dedup = None
     try:
         with _read_transaction(), open(manifest_path, "wb") as manifest_file:
             manifest_stream = HashingWriter(manifest_file)
+            queryset = export_queryset(filters)
+            if options.dedup:
+                queryset, dedup = export_deduplicated(queryset, options.dedup)
+                reason = f"near-duplicate of a record kept ({dedup['keep']})"
+                stats.facts.duplicates = Counter({reason: dedup["removed"]})
             files = _write_data(
                 format=format,
-                queryset=export_queryset(filters),
+                queryset=queryset,
                 folder=folder,
                 names=names,
                 stats=stats,
@@ -163,7 +173,9 @@ def _export_into(
                 about=about,
             )
             files += card_write(folder, stats.facts, card)
-        report = _report(format=format, filters=filters, label=options.label, stats=stats, files=files, about=about)
+        report = _report(
+            format=format, filters=filters, label=options.label, stats=stats, files=files, about=about, dedup=dedup
+        )
         body = json.dumps(report, indent=2, ensure_ascii=False, default=str).encode()
         files.append(digest_of(folder, names[FileKind.REPORT], FileKind.REPORT, body))
     except BaseException:
@@ -309,6 +321,7 @@ def snapshot_build(*, snapshot: Snapshot) -> SnapshotRecorder:
                 label=f"simia_snapshot_{snapshot.pk}",
                 shard_rows=snapshot.options.get("shard_rows", 0),
                 shard_bytes=snapshot.options.get("shard_bytes", 0),
+                dedup=snapshot.options.get("dedup", ""),
             ),
             about=about,
         )

@@ -10,6 +10,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 
 from simia_web.accounts.permissions import role_required
 from simia_web.catalog.selectors import domain_names
+from simia_web.curation.duplicates import KEEP_LABELS
 from simia_web.jobs.models import ACTIVE_JOB_STATUSES
 
 from .models import ExportFormat
@@ -38,6 +39,8 @@ def export_list(request):
             raise PermissionDenied("Creating exports needs the curator role.")
         if request.POST.get("action") != COUNT:
             options = {"push_to_hub": True} if request.POST.get("push_to_hub") else {}
+            if request.POST.get("dedup"):
+                options["dedup"] = request.POST["dedup"]
             try:
                 snapshot = snapshot_create(
                     format=request.POST.get("format", ""), filters=filters, options=options, actor=request.user
@@ -66,6 +69,8 @@ def export_list(request):
             "building": any(s.job.status in ACTIVE_JOB_STATUSES for s in listed),
             "error": error,
             "hub_configured": bool(settings.HF_TOKEN and settings.HF_DATASET_REPO),
+            "dedup_choices": KEEP_LABELS.items(),
+            "chosen_dedup": request.POST.get("dedup", ""),
         },
         status=400 if error else 200,
     )

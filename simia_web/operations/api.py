@@ -1,13 +1,11 @@
 """REST endpoints of webhooks, for admins: subscriptions, their delivery log, and a test event."""
 
-from django.core.exceptions import ValidationError as DjangoValidationError
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from simia_web.accounts.permissions import IsAdmin
-from simia_web.jobs.api import drf_validation_error
 
 from . import selectors, services
 from .models import WebhookDelivery, WebhookEvent, WebhookSubscription
@@ -62,22 +60,17 @@ class WebhookSubscriptionViewSet(
         return selectors.subscription_list().order_by("id")
 
     def perform_create(self, serializer):
-        try:
-            serializer.instance = services.webhook_subscription_create(
-                **serializer.validated_data, actor=self.request.user
-            )
-        except DjangoValidationError as exc:
-            raise drf_validation_error(exc) from exc
+        # A refused subscription is a ValidationError, answered as a 400 by core's exception handler.
+        serializer.instance = services.webhook_subscription_create(
+            **serializer.validated_data, actor=self.request.user
+        )
 
     def perform_update(self, serializer):
         subscription = serializer.instance
         fields = {name: getattr(subscription, name) for name in ("name", "url", "events", "active")}
-        try:
-            serializer.instance = services.webhook_subscription_update(
-                subscription=subscription, actor=self.request.user, **{**fields, **serializer.validated_data}
-            )
-        except DjangoValidationError as exc:
-            raise drf_validation_error(exc) from exc
+        serializer.instance = services.webhook_subscription_update(
+            subscription=subscription, actor=self.request.user, **{**fields, **serializer.validated_data}
+        )
 
     def perform_destroy(self, instance):
         services.webhook_subscription_delete(subscription=instance, actor=self.request.user)

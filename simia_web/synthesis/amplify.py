@@ -12,9 +12,11 @@ from django.db import transaction
 
 from simia_web.catalog.models import Domain, Seed
 from simia_web.core.outages import is_outage
+from simia_web.curation.duplicates import TRAJECTORIES
 from simia_web.curation.models import Trajectory, TrajectoryKind
 from simia_web.curation.services import trajectory_create
-from simia_web.formats.conversation import Violation, message_text
+from simia_web.dedup.selectors import text_candidates
+from simia_web.formats.conversation import Violation, conversation_text, message_text
 from simia_web.formats.rules import amplified_check, near_duplicate_violations
 from simia_web.jobs.models import Job
 from simia_web.llm.client import LLMError, client_for_stage
@@ -71,8 +73,16 @@ def _first_user_text(messages: list[dict]) -> str:
     return next((message_text(m) for m in messages if m.get("role") == "user"), "")
 
 
-def _siblings(job, seed_id: int, exclude_unit) -> list[tuple[str, list[dict]]]:
-    rows = Trajectory.objects.filter(job=job, seed_id=seed_id).exclude(unit=exclude_unit).values_list("pk", "messages")
+def _siblings(job, seed_id: int, exclude_unit, messages: list[dict]) -> list[tuple[str, list[dict]]]:
+    """Outputs of the same seed in this job that the near-duplicate index finds for `messages`: the candidates the
+    exact rule then compares, instead of every sibling."""
+    candidates = text_candidates(corpus=TRAJECTORIES, text=conversation_text(messages))
+    rows = (
+        Trajectory.objects.filter(pk__in=candidates, job=job, seed_id=seed_id)
+        .exclude(unit=exclude_unit)
+        .order_by("pk")
+        .values_list("pk", "messages")
+    )
     return [(f"trajectory {pk} of this job", messages) for pk, messages in rows]
 
 
@@ -193,7 +203,8 @@ def _amplified_writer(job: Job, unit, partial: dict):
             threshold=params["near_duplicate"],
         )
         partial["messages"] = messages
-        violations += near_duplicate_violations(messages, _siblings(job, seed.pk, unit), params["near_duplicate"])
+        siblings = _siblings(job, seed.pk, unit, messages)
+        violations += near_duplicate_violations(messages, siblings, params["near_duplicate"])
         fields["termination_reason"] = "amplified"
         if not any(not v.fixed for v in violations):
             judge = client_for_stage(Stage.JUDGE, job_id=job.pk, profile_id=profiles.get(Stage.JUDGE))
@@ -209,7 +220,8 @@ def _amplified_writer(job: Job, unit, partial: dict):
         found = list(violations)
         if messages and not any(v.code == "near_duplicate" for v in found):
             # Outputs of the same seed that landed while this one was being judged.
-            found += near_duplicate_violations(messages, _siblings(job, seed.pk, unit), params["near_duplicate"])
+            siblings = _siblings(job, seed.pk, unit, messages)
+            found += near_duplicate_violations(messages, siblings, params["near_duplicate"])
         trajectory = trajectory_create(
             kind=TrajectoryKind.AMPLIFIED,
             job=job,

@@ -35,6 +35,8 @@ PAGES = {
         "/trajectories/{trajectory}/",
         "/trajectories/{errored}/",
         "/trajectories/{trajectory}/edit/",
+        "/review/duplicates/",
+        "/review/duplicates/{cluster}/",
         "/agreement/",
         "/jobs/",
         "/jobs/{running_job}/",
@@ -125,6 +127,9 @@ def seed_everything(users) -> dict:
     )
     for _ in range(3):
         make_trajectory(judge=verdict(passed=True, score=0.7), domain="air")
+    repeated = [dict(m) for m in trajectory.messages]
+    repeated[1] = {"role": "user", "content": "Cancel order W1 please, it was ordered twice by mistake last night."}
+    duplicated = [make_trajectory(messages=repeated, judge=verdict(score=s)) for s in (0.6, 0.8)]
     draft_save(
         trajectory=trajectory,
         author=users["annotator"],
@@ -169,6 +174,7 @@ def seed_everything(users) -> dict:
         "snapshot": snapshot.pk,
         "call": call.pk,
         "webhook": webhook.pk,
+        "cluster": duplicated[0].pk,
     }
 
 

@@ -14,7 +14,7 @@ from django.db import transaction
 from django.utils.text import slugify
 
 from simia_web.catalog.models import Api, Domain, DomainSource, Seed, SeedFormat, Task
-from simia_web.catalog.services import SNAPSHOTS, domain_ensure, seed_problems_compute
+from simia_web.catalog.services import SNAPSHOTS, domain_ensure, seed_problems_compute, task_index
 from simia_web.catalog.validation import api_problems
 from simia_web.core.jsonutil import content_hash
 from simia_web.core.models import Revision
@@ -205,6 +205,8 @@ def _tau2_write(data: dict, domain_name: str, actor) -> ImportResult:
             )
         )
     created = Task.objects.bulk_create(rows)
+    for task in created:
+        task_index(task)
     _revisions_initial(created, actor)
     result.created["tasks"] = len(created)
     return result

@@ -6,6 +6,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
+from simia_web.curation.duplicates import KEEP_ORDERS
 from simia_web.exports.formats import SHARDED, WRITERS
 from simia_web.exports.hub import FAILED, hub_push
 from simia_web.exports.selectors import export_filters_clean
@@ -34,6 +35,13 @@ class Command(BaseCommand):
             action="store_true",
             help="Also write the dataset card, README.md and images/, beside the data (replacing any there).",
         )
+        parser.add_argument(
+            "--dedup",
+            choices=sorted(KEEP_ORDERS),
+            default="",
+            help="Keep one trajectory per near-duplicate cluster, the one accepted first or with the highest judge "
+            "score; the report (and card) say how many were removed.",
+        )
         parser.add_argument("--shard-rows", type=int, default=0, help="parquet: rows per shard at most.")
         parser.add_argument("--shard-bytes", type=int, default=0, help="parquet: bytes per shard, about.")
         parser.add_argument(
@@ -60,6 +68,7 @@ class Command(BaseCommand):
             card=options["card"],
             shard_rows=options["shard_rows"],
             shard_bytes=options["shard_bytes"],
+            dedup=options["dedup"],
         )
         output = Path(options["output"])
         try:
@@ -78,6 +87,9 @@ class Command(BaseCommand):
             )
         if stats.repaired_count:
             self.stdout.write(f"repaired {stats.repaired_count} records (consecutive same-side turns merged)")
+        duplicates = stats.facts.duplicates
+        if duplicates is not None:
+            self.stdout.write(f"left out {duplicates.total()} near-duplicates (one kept per cluster)")
         if stats.refused_count:
             self.stdout.write(f"left out {stats.refused_count} records that failed the gate:")
             for reason, n in stats.refusal_reasons.most_common():

@@ -1,0 +1,73 @@
+"""Near-duplicate clusters in the review workspace: the list of clusters, one cluster, and "keep one, reject the
+rest" (a bulk decision through the curation services, so holds, individual decisions and undo apply)."""
+
+from django.contrib import messages
+from django.http import Http404
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
+from simia_web.accounts.permissions import role_required
+
+from .duplicates import KEEP_LABELS, cluster_detail, clusters_page
+from .services import BULK_UNDO_MAX, ReviewError, cluster_keep_one
+from .views import _int, bulk_summary, local_next
+
+PAGE_SIZE = 25
+MEMBERS_LISTED = 10  # per cluster in the list; a cluster's own page lists up to CLUSTER_MEMBERS_MAX
+CLUSTER_MEMBERS_MAX = 200
+
+
+@role_required("annotator")
+def clusters_list(request):
+    after = _int(request.GET.get("after"))
+    clusters = clusters_page(after=after, limit=PAGE_SIZE + 1, members_shown=MEMBERS_LISTED)
+    context = {
+        "clusters": clusters[:PAGE_SIZE],
+        "next_after": clusters[PAGE_SIZE - 1].head if len(clusters) > PAGE_SIZE else None,
+        "first_page": after is None,
+        "members_listed": MEMBERS_LISTED,
+        "keep_rule": KEEP_LABELS["accepted_first"],
+        "last_bulk": request.session.pop("undo_bulk", None),
+        "here": request.get_full_path(),
+    }
+    return render(request, "curation/clusters.html", context)
+
+
+@role_required("annotator")
+def cluster_page(request, head: int):
+    cluster = cluster_detail(head=head, limit=CLUSTER_MEMBERS_MAX)
+    if cluster is None:
+        raise Http404("No such cluster: its members may have changed since.")
+    context = {
+        "cluster": cluster,
+        "members_max": CLUSTER_MEMBERS_MAX,
+        "keep_rule": KEEP_LABELS["accepted_first"],
+        "last_bulk": request.session.pop("undo_bulk", None),
+        "here": request.get_full_path(),
+    }
+    return render(request, "curation/cluster.html", context)
+
+
+@role_required("curator")
+@require_POST
+def cluster_keep(request, head: int):
+    back = local_next(request, reverse("near-duplicate-clusters"))
+    keep = _int(request.POST.get("keep"))
+    shown = [pk for pk in map(_int, request.POST.getlist("shown")) if pk is not None]
+    if keep is None:
+        messages.error(request, "Nothing changed: choose the trajectory to keep.")
+        return redirect(back)
+    try:
+        outcome = cluster_keep_one(
+            head=head, keep=keep, shown=shown, reviewer=request.user, reason=request.POST.get("reason", "")
+        )
+    except ReviewError as exc:
+        messages.error(request, f"Nothing changed: {exc}")
+        return redirect(back)
+    summary = f"Kept trajectory {keep}. {bulk_summary(outcome, 'reject')}"
+    if outcome.batch and outcome.changed <= BULK_UNDO_MAX:
+        request.session["undo_bulk"] = {"batch": str(outcome.batch), "summary": summary}
+    else:
+        messages.success(request, summary)
+    return redirect(back)

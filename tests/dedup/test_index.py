@@ -1,0 +1,206 @@
+"""The near-duplicate index: MinHash signatures kept as rows are written, lookups, clusters, and the rebuild."""
+
+import random
+
+import pytest
+from django.core.management import call_command
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from simia_web.catalog.models import TaskStatus
+from simia_web.catalog.services import domain_ensure, task_update, tasks_store
+from simia_web.curation.duplicates import TRAJECTORIES, trajectory_duplicates
+from simia_web.curation.models import Trajectory
+from simia_web.curation.services import conversation_summary, trajectory_create, trajectory_edit
+from simia_web.dedup import minhash
+from simia_web.dedup.models import Band, Signature
+from simia_web.dedup.selectors import near_duplicates
+from simia_web.dedup.services import index_rebuild
+from tests.pages.factories import TOOLS, conversation
+
+WORDS = [
+    "order",
+    "refund",
+    "shipment",
+    "address",
+    "invoice",
+    "booking",
+    "flight",
+    "seat",
+    "account",
+    "balance",
+    "transfer",
+    "meeting",
+    "invite",
+    "plan",
+]
+
+
+def words(seed: int, n: int = 100) -> str:
+    rng = random.Random(seed)
+    return " ".join(rng.choice(WORDS) for _ in range(n))
+
+
+def near(text: str, position: int = 7) -> str:
+    """The text with one word changed: about 0.9 similar."""
+    tokens = text.split()
+    tokens[position] = "zeppelin"
+    return " ".join(tokens)
+
+
+def said(text: str) -> list[dict]:
+    return conversation(text, "Done, your order is on its way.")
+
+
+def make(text: str) -> Trajectory:
+    return trajectory_create(
+        violations=[], kind="rollout", domain=domain_ensure(name="shop"), messages=said(text), tools=TOOLS
+    )
+
+
+def cluster_of(trajectory: Trajectory) -> int | None:
+    return Signature.objects.get(corpus=TRAJECTORIES, item_id=trajectory.pk).cluster
+
+
+def test_the_banding_is_the_librarys_choice_for_the_threshold_weighted_towards_recall():
+    assert (minhash.BANDS, minhash.ROWS, minhash.THRESHOLD) == (16, 8, 0.8)
+    # The chance that a pair becomes a candidate: high at the threshold, tiny far below it.
+    chance = lambda j: 1 - (1 - j**minhash.ROWS) ** minhash.BANDS  # noqa: E731
+    assert chance(0.8) > 0.94 and chance(0.9) > 0.999 and chance(0.3) < 0.002
+
+
+def test_a_near_copy_is_found_and_an_unrelated_conversation_is_not(db):
+    text = words(1)
+    original, copy, unrelated = make(text), make(near(text)), make(words(2))
+
+    found = trajectory_duplicates(original.pk)
+    assert [d["pk"] for d in found.shown] == [copy.pk] and found.count == 1
+    assert 0.8 <= found.shown[0]["similarity"] < 1
+    assert trajectory_duplicates(unrelated.pk).count == 0
+    assert cluster_of(original) == cluster_of(copy) == original.pk and cluster_of(unrelated) is None
+    assert Band.objects.filter(signature__item_id=original.pk).count() == minhash.BANDS
+
+
+def test_a_lookup_is_one_query_and_a_page_of_near_duplicates_two(db, django_assert_num_queries):
+    text = words(3)
+    original = make(text)
+    for position in range(5, 10):
+        make(near(text, position))
+    with django_assert_num_queries(1):
+        found = near_duplicates(corpus=TRAJECTORIES, item_id=original.pk)
+    assert len(found.neighbours) == 5
+    with django_assert_num_queries(2):
+        assert trajectory_duplicates(original.pk).count == 5
+
+
+def test_an_edit_signs_the_new_text_and_the_cluster_follows(db, users):
+    text = words(4)
+    original, copy = make(text), make(near(text))
+    assert cluster_of(copy) == original.pk
+
+    trajectory_edit(trajectory=copy, editor=users["annotator"], messages=said(words(5)), expected_version=copy.version)
+    assert trajectory_duplicates(copy.pk).count == 0 and trajectory_duplicates(original.pk).count == 0
+    assert cluster_of(original) is None and cluster_of(copy) is None  # a cluster of one is none
+
+    copy.refresh_from_db()
+    trajectory_edit(
+        trajectory=copy, editor=users["annotator"], messages=said(near(text, 9)), expected_version=copy.version
+    )
+    assert cluster_of(copy) == cluster_of(original) == original.pk
+
+
+def test_an_unchanged_text_is_not_signed_again(db, users, django_assert_max_num_queries):
+    original = make(words(6))
+    signature_id = Signature.objects.get(item_id=original.pk).pk
+    messages = said(words(6))
+    messages[3]["content"] = '{"status": "cancelled", "note": "tool results are not compared"}'
+    trajectory_edit(trajectory=original, editor=users["annotator"], messages=messages, expected_version=1)
+    assert Signature.objects.get(item_id=original.pk).pk == signature_id
+
+
+def test_members_left_by_a_representative_whose_text_changed_are_clustered_again(
+    db, users, settings, django_capture_on_commit_callbacks
+):
+    settings.CELERY_TASK_ALWAYS_EAGER = True
+    text = words(7)
+    head, second, third = make(text), make(near(text, 3)), make(near(text, 12))
+    assert {cluster_of(t) for t in (head, second, third)} == {head.pk}
+
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        trajectory_edit(trajectory=head, editor=users["annotator"], messages=said(words(8)), expected_version=1)
+    assert len(callbacks) >= 1
+    assert cluster_of(head) is None
+    assert cluster_of(second) == cluster_of(third) == second.pk
+
+
+def test_a_conversation_without_words_is_not_indexed(db):
+    empty = trajectory_create(
+        violations=[],
+        kind="rollout",
+        domain=domain_ensure(name="shop"),
+        messages=[],
+        tools=[],
+        termination_reason="llm_error",
+    )
+    assert not Signature.objects.filter(item_id=empty.pk).exists() and trajectory_duplicates(empty.pk) is None
+
+
+def _unsigned(text: str) -> Trajectory:
+    messages = said(text)
+    return Trajectory.objects.create(
+        kind="rollout",
+        domain=domain_ensure(name="shop"),
+        messages=messages,
+        tools=TOOLS,
+        **conversation_summary(messages=messages),
+    )
+
+
+def test_the_command_signs_what_has_no_signature_and_rebuilds_clusters_from_stored_signatures(db, capsys):
+    text = words(9)
+    rows = [_unsigned(text), _unsigned(near(text)), _unsigned(words(10)), _unsigned(near(text, 20))]
+    assert not Signature.objects.exists()
+
+    call_command("near_duplicates", "--corpus", TRAJECTORIES)
+    assert '"signed": 4' in capsys.readouterr().out
+    assert [cluster_of(t) for t in rows] == [rows[0].pk, rows[0].pk, None, rows[0].pk]
+
+    # Rebuilt again from the signatures alone: no text is read, and the clusters come out the same.
+    Signature.objects.update(cluster=None)
+    Band.objects.all().delete()
+    with CaptureQueriesContext(connection) as queries:
+        index_rebuild(corpus=TRAJECTORIES)
+    assert not any("curation_trajectory" in q["sql"] for q in queries.captured_queries)
+    assert [cluster_of(t) for t in rows] == [rows[0].pk, rows[0].pk, None, rows[0].pk]
+    assert trajectory_duplicates(rows[1].pk).count == 2
+
+
+@pytest.mark.parametrize("resign", [False, True])
+def test_signatures_of_items_gone_are_dropped_by_the_command(db, resign):
+    kept, gone = make(words(11)), make(words(12))
+    Trajectory.objects.filter(pk=gone.pk).delete()
+    call_command("near_duplicates", "--corpus", TRAJECTORIES, *(["--resign"] if resign else []))
+    assert list(Signature.objects.filter(corpus=TRAJECTORIES).values_list("item_id", flat=True)) == [kept.pk]
+
+
+def test_synthesized_tasks_are_checked_through_the_index_and_edits_sign_again(db, users):
+    domain = domain_ensure(name="shop")
+    other = domain_ensure(name="air")
+    instruction = "Cancel order W1 and refund the card ending in 4242 before Friday, then email the receipt."
+    first, copy, unrelated = tasks_store(
+        domain=domain,
+        tasks=[
+            {"instruction": instruction},
+            {"instruction": instruction + " Thanks!"},
+            {"instruction": "Book a window seat on the morning flight to Lisbon for two adults next week."},
+        ],
+    )
+    assert first.status == unrelated.status == TaskStatus.VALID
+    assert copy.status == TaskStatus.DUPLICATE and copy.duplicate_of_id == first.pk
+    (elsewhere,) = tasks_store(domain=other, tasks=[{"instruction": instruction}])
+    assert elsewhere.status == TaskStatus.VALID  # duplicates are looked for within a domain, as before
+
+    task_update(task=unrelated, expected_version=unrelated.version, actor=users["curator"], instruction=instruction)
+    (again,) = tasks_store(domain=domain, tasks=[{"instruction": "Hi. " + instruction}])
+    assert again.status == TaskStatus.DUPLICATE and again.duplicate_of_id == first.pk
+    assert Signature.objects.filter(corpus="task").count() == 5
