@@ -163,13 +163,25 @@ def _post(delivery: WebhookDelivery) -> tuple[int | None, str]:
         SIGNATURE_HEADER: signature_header(subscription.secret, body, int(time.time())),
     }
     try:
-        with httpx2.Client(timeout=settings.SIMIA_WEBHOOK_TIMEOUT_SECONDS, follow_redirects=False) as client:
-            response = client.post(subscription.url, content=body, headers=headers)
+        with (
+            httpx2.Client(timeout=settings.SIMIA_WEBHOOK_TIMEOUT_SECONDS, follow_redirects=False) as client,
+            client.stream("POST", subscription.url, content=body, headers=headers) as response,
+        ):
+            if 200 <= response.status_code < 300:
+                return response.status_code, ""
+            return response.status_code, f"HTTP {response.status_code}: {_answer_head(response)}"
     except httpx2.HTTPError as exc:
         return None, f"{type(exc).__name__}: {exc}"[:ERROR_KEPT]
-    if 200 <= response.status_code < 300:
-        return response.status_code, ""
-    return response.status_code, f"HTTP {response.status_code}: {response.text[:ERROR_KEPT]}"
+
+
+def _answer_head(response) -> str:
+    """The start of a refusal's body, for the log: the rest is never read, however large it is."""
+    head = b""
+    for chunk in response.iter_bytes():
+        head += chunk
+        if len(head) >= ERROR_KEPT:
+            break
+    return head[:ERROR_KEPT].decode("utf-8", "replace")
 
 
 def webhook_delivery_attempt(*, delivery_id: int, attempt: int) -> None:
