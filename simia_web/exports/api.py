@@ -11,7 +11,7 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from simia_web.accounts.permissions import ReadMemberWriteCurator
-from simia_web.core.rest import ErrorSerializer, SelectorListMixin
+from simia_web.core.rest import ErrorSerializer, FormatIsAFilter, SelectorListMixin
 from simia_web.curation.duplicates import KEEP_ORDERS
 
 from .filters import SnapshotFilter
@@ -173,6 +173,7 @@ class SnapshotViewSet(SelectorListMixin, mixins.CreateModelMixin, viewsets.ReadO
     serializer_class = SnapshotSerializer
     filterset_class = SnapshotFilter
     list_selector = staticmethod(snapshot_list)
+    content_negotiation_class = FormatIsAFilter
 
     def get_queryset(self):
         return snapshots()

@@ -79,7 +79,7 @@ LISTS = {
         "kind=write",
         "domain=nowhere",
     ],
-    "/tasks/": ["", "domain=shop", "status=duplicate", "status=valid&domain=shop", "q=w1", "domain=bank&q=w"],
+    "/tasks/": ["", "domain=shop", "status=duplicate", "status=valid&domain=shop", "q=w1", "domain=bank&q=BALANCE"],
     "/seeds/": ["", "domain=shop", "usable=true", "usable=false", "source_format=tau2", "domain=shop&usable=true"],
 }
 
@@ -164,7 +164,7 @@ LIST_PAGES = [
     "/tasks/",
     "/seeds/",
     "/exports/",
-    "/apis/?valid=true&q=api",
+    "/apis/?valid=true&domain=shop",
     "/seeds/?domain=shop",
 ]
 
