@@ -33,5 +33,5 @@ def test_keep_one_of_a_cluster_from_the_trajectory_page_and_undo_it(login):
 
     page.click("#undo-btn")
     page.wait_for_url(f"**/review/duplicates/{head.pk}/")
-    expect(page.locator(".messages, body")).to_contain_text("Undone: 2 trajectories wait for review again.")
+    expect(page.locator(".messages")).to_contain_text("Undone: 2 trajectories wait for review again.")
     assert not Trajectory.objects.filter(status="rejected").exists()

@@ -34,7 +34,7 @@ def test_the_clusters_list_and_a_clusters_page_show_every_member_with_the_sugges
     client = client_for("annotator")
     for url in ("/review/duplicates/", f"/review/duplicates/{members[0].pk}/"):
         page = client.get(url).content.decode()
-        assert "3 near-duplicates" in page
+        assert "3 trajectories</span>" in page
         assert re.search(rf'value="{members[2].pk}" id="keep-\d+-\d+" aria-label="[^"]+" checked', page)
         assert "Keep the chosen one" not in page  # deciding is the curators'
     assert client.get("/review/duplicates/999999/").status_code == 404
