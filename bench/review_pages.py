@@ -16,6 +16,7 @@ The machine's load average is printed with each size: on a shared machine the me
 
 import argparse
 import json
+import math
 import os
 import socket
 import statistics
@@ -162,7 +163,7 @@ def measure(repeats: int) -> dict:
                         "page": label,
                         "path": path,
                         "median_ms": statistics.median(times),
-                        "p95_ms": times[int(0.95 * (len(times) - 1))],
+                        "p95_ms": times[math.ceil(0.95 * len(times)) - 1],  # nearest rank
                         "queries": queries,
                         "kib": size / 1024,
                     }
