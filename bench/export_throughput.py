@@ -157,10 +157,10 @@ def _peak_rss_kb() -> int:
 
 def _card_timed() -> dict:
     """In the child process: the card writer, timed (what it adds to a snapshot's build)."""
-    from simia_web.exports import services
+    from simia_web.exports import card
 
     timing = {"card_seconds": 0.0}
-    card_write = services.card_write
+    card_write = card.card_write
 
     def timed(*args, **kwargs):
         started = time.perf_counter()
@@ -169,7 +169,7 @@ def _card_timed() -> dict:
         finally:
             timing["card_seconds"] += time.perf_counter() - started
 
-    services.card_write = timed
+    card.card_write = timed  # the export imports it from the card module when it writes the card
     return timing
 
 

@@ -1,6 +1,6 @@
 """The production command under load: 100 concurrent clients against gunicorn as the README starts it.
 
-Loads (once; kept for later runs) bench/review_pages.py's 100k trajectories and two RL domains: the scripted shop,
+Loads (once; kept for later runs) bench/review_data.py's 100k trajectories and two RL domains: the scripted shop,
 and the same APIs over τ² retail's world state (1.3 MB, --rl-state retail). Starts a scripted LLM server (200 ms
 answers) and `gunicorn -c gunicorn.conf.py simia_web.wsgi`, then runs each client in a loop for --seconds: most
 read the REST list (all domains, or one) or a random trajectory's page, the rest (--rl-share) play RL episodes
@@ -55,15 +55,13 @@ def setup(rows: int, rl_state: str) -> dict:
     import django
 
     django.setup()
-    from django.conf import settings
-    from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
-    from django.contrib.sessions.backends.db import SessionStore
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)
-    import review_pages
+    import review_data
+    from review_pages import curator_session
 
-    review_pages.load(rows)
+    review_data.load(rows)
     from simia_web.accounts.models import User
     from simia_web.accounts.services import user_token
     from simia_web.catalog.models import Domain
@@ -85,15 +83,11 @@ def setup(rows: int, rl_state: str) -> dict:
         tasks_store(domain=domain, tasks=tasks_answer(20)["tasks"][:20])
     user, _ = User.objects.get_or_create(username="bench-load", defaults={"role": "curator"})
     EnvSession.objects.filter(created_by=user).delete()
-    session = SessionStore()
-    session.update({SESSION_KEY: str(user.pk), BACKEND_SESSION_KEY: settings.AUTHENTICATION_BACKENDS[-1]})
-    session[HASH_SESSION_KEY] = user.get_session_auth_hash()
-    session.create()
     # Pages of the loaded trajectories (not of the RL episodes earlier runs stored).
     ids = list(Trajectory.objects.filter(kind="rollout").order_by("?").values_list("pk", flat=True)[:5000])
     return {
         "token": user_token(user=user),
-        "cookie": session.session_key,
+        "cookie": curator_session(user),
         "ids": ids,
         "rl_domain": RL_DOMAINS[rl_state],
     }

@@ -17,6 +17,7 @@ on deep nesting; the size, depth and key limits are checked by one walk over the
 recursion.
 """
 
+import functools
 import io
 import json
 import math
@@ -63,16 +64,33 @@ class JsonLimits:
     @classmethod
     def from_settings(cls, **overrides) -> "JsonLimits":
         """The settings' limits; the value budget follows the byte limit unless it is given."""
-        max_bytes = overrides.pop("max_bytes", settings.SIMIA_JSON_MAX_BYTES)
-        limits = cls(
-            max_bytes=max_bytes,
-            max_depth=settings.SIMIA_JSON_MAX_DEPTH,
-            max_string=settings.SIMIA_JSON_MAX_STRING,
-            max_keys=settings.SIMIA_JSON_MAX_KEYS,
-            max_items=settings.SIMIA_JSON_MAX_ITEMS,
-            max_values=max(1, max_bytes // settings.SIMIA_JSON_BYTES_PER_VALUE),
+        configured = (
+            settings.SIMIA_JSON_MAX_BYTES,
+            settings.SIMIA_JSON_MAX_DEPTH,
+            settings.SIMIA_JSON_MAX_STRING,
+            settings.SIMIA_JSON_MAX_KEYS,
+            settings.SIMIA_JSON_MAX_ITEMS,
+            settings.SIMIA_JSON_BYTES_PER_VALUE,
         )
-        return replace(limits, **overrides)
+        return _limits_built(configured, tuple(sorted(overrides.items())))
+
+
+# Limits are built once per set of settings and overrides: building the frozen dataclass twice took longer than
+# parsing a tool call's arguments, which an export does for every call of every record.
+@functools.lru_cache(maxsize=64)
+def _limits_built(configured: tuple, overrides: tuple) -> JsonLimits:
+    max_bytes, max_depth, max_string, max_keys, max_items, bytes_per_value = configured
+    chosen = dict(overrides)
+    max_bytes = chosen.pop("max_bytes", max_bytes)
+    limits = JsonLimits(
+        max_bytes=max_bytes,
+        max_depth=max_depth,
+        max_string=max_string,
+        max_keys=max_keys,
+        max_items=max_items,
+        max_values=max(1, max_bytes // bytes_per_value),
+    )
+    return replace(limits, **chosen)
 
 
 def bytes_bounded(chunks, *, limit: int, where: str) -> bytes:
@@ -203,7 +221,7 @@ def value_check(value, *, where: str = "", limits: JsonLimits | None = None) -> 
     while stack:
         node, depth, trail = stack.pop()
         problem = _node_problem(node, depth, limits)
-        if problem is None and isinstance(node, dict | list):
+        if problem is None and isinstance(node, (dict, list)):
             values += max(1, len(node))  # as values_count_check counts them: its items, or itself when empty
             if values > limits.max_values:
                 problem = _too_many_values(limits)
@@ -233,7 +251,7 @@ def _text_problem(text: str, limits: JsonLimits) -> str | None:
     # Neither can be stored: PostgreSQL's text and jsonb refuse NUL, and UTF-8 has no lone surrogates.
     if "\x00" in text:
         return "a string with a NUL character (\\u0000)"
-    if _LONE_SURROGATE.search(text):
+    if not text.isascii() and _LONE_SURROGATE.search(text):  # isascii() is a flag CPython keeps: no scan
         return "a string with an unpaired UTF-16 surrogate"
     return None
 

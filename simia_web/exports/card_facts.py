@@ -58,17 +58,6 @@ class Distribution:
         }
 
 
-def conversation_text(messages: list[dict]) -> str:
-    """What a record's length is counted on: every message's content and every call's name and arguments (not the
-    tools list nor a chat template's markup, which depend on the model trained)."""
-    parts = []
-    for message in messages:
-        parts.append(message["content"])
-        for call in message.get("tool_calls") or []:
-            parts += [call["function"]["name"], call["function"]["arguments"]]
-    return "\n".join(parts)
-
-
 class RecordLength:
     """Tokens of the tokenizer named by DATASET_CARD_TOKENIZER (a `tokenizers` tokenizer.json), else characters."""
 
@@ -84,10 +73,11 @@ class RecordLength:
             else:
                 self.unit, self.note = "tokens", f"counted with the tokenizer {Path(tokenizer_path).name}"
 
-    def __call__(self, text: str) -> int:
+    def __call__(self, parts: list[str]) -> int:
+        """The length of a record's text, given as its parts (see DatasetFacts.add), joined by newlines."""
         if self.tokenizer is None:
-            return len(text)
-        return len(self.tokenizer.encode(text, add_special_tokens=False).ids)
+            return sum(map(len, parts)) + len(parts) - 1 if parts else 0  # without building the joined text
+        return len(self.tokenizer.encode("\n".join(parts), add_special_tokens=False).ids)
 
 
 def _strings(value) -> list[str]:
@@ -179,51 +169,71 @@ class DatasetFacts:
 
     def add(self, row: dict, messages: list[dict]) -> None:
         """One record as written: its row (domain_id, status, kind, seed_id, provenance, verdict, decision) and its
-        messages as the strict normaliser returned them."""
+        messages as the strict normaliser returned them. Called for every record of an export: one pass over the
+        messages, counters touched only for what the record has."""
         self.records += 1
         self.by_domain[row["domain_id"]] += 1
         self.by_status[row["status"]] += 1
         self.by_kind[row["kind"]] += 1
-        names = [call["function"]["name"] for message in messages for call in message.get("tool_calls") or []]
-        self.api_calls.update(names)
-        self.api_records.update(set(names))
-        self.turns.add(sum(1 for message in messages if message["role"] in ("user", "assistant")))
+        # The length counts every message's content and every call's name and arguments (not the tools list nor a
+        # chat template's markup, which depend on the model trained).
+        names, parts, turns = [], [], 0
+        for message in messages:
+            parts.append(message["content"])
+            if message["role"] in ("user", "assistant"):
+                turns += 1
+            for call in message.get("tool_calls") or ():
+                function = call["function"]
+                names.append(function["name"])
+                parts += (function["name"], function["arguments"])
+        if names:
+            self.api_calls.update(names)
+            self.api_records.update(set(names))
+        self.turns.add(turns)
         self.tool_calls.add(len(names))
-        self.lengths.add(self.length(conversation_text(messages)))
-        self._judged(row)
-        self._decided(row)
-        provenance = row.get("provenance") if isinstance(row.get("provenance"), dict) else {}
-        self.models.update(_staged(provenance, "models", "model"))
-        self.profiles.update(_staged(provenance, "profiles", "profile"))
-        self.prompt_versions.update(_staged(provenance, "prompt_versions", "prompt_version"))
-        if (row.get("verdict") or {}).get("model"):
-            self.models[f"judge: {row['verdict']['model']}"] += 1
+        self.lengths.add(self.length(parts))
+        verdict = row.get("verdict") or {}
+        self._judged(row["domain_id"], verdict)
+        self._decided(row.get("decision") or {}, verdict)
+        provenance = row.get("provenance")
+        if provenance and isinstance(provenance, dict):
+            for counter, many, one in self.STAGED:
+                for found in _staged(provenance, many, one):
+                    getattr(self, counter)[found] += 1
+        if verdict.get("model"):
+            self.models[f"judge: {verdict['model']}"] += 1
         if row.get("seed_id"):
             self.seeds[row["seed_id"]] += 1
         self.calls.add(_call_ids(row))
 
-    def _judged(self, row: dict) -> None:
-        verdict = row.get("verdict") or {}
+    # The counters of what a provenance names per stage, with the keys it names them under.
+    STAGED = (
+        ("models", "models", "model"),
+        ("profiles", "profiles", "profile"),
+        ("prompt_versions", "prompt_versions", "prompt_version"),
+    )
+
+    def _judged(self, domain_id: int, verdict: dict) -> None:
         if verdict.get("passed") is None:
             return
-        self.judged_by_domain[row["domain_id"]] += 1
-        self.passed_by_domain[row["domain_id"]] += bool(verdict["passed"])
-        if isinstance(verdict.get("score"), int | float):
+        self.judged_by_domain[domain_id] += 1
+        self.passed_by_domain[domain_id] += bool(verdict["passed"])
+        if isinstance(verdict.get("score"), (int, float)):
             self.judge_scores[0] += verdict["score"]
             self.judge_scores[1] += 1
         for name, value in (verdict.get("scores") or {}).items():
             value = value.get("score") if isinstance(value, dict) else value
-            if isinstance(value, int | float) and not isinstance(value, bool):
-                self.criteria[name][0] += value
-                self.criteria[name][1] += 1
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                criterion = self.criteria[name]
+                criterion[0] += value
+                criterion[1] += 1
 
-    def _decided(self, row: dict) -> None:
-        decision = row.get("decision") or {}
+    def _decided(self, decision: dict, verdict: dict) -> None:
         if not decision.get("decision"):
             self.decisions["none"] += 1
             return
         self.decisions[("bulk " if decision.get("bulk") else "") + decision["decision"]] += 1
-        passed = (row.get("verdict") or {}).get("passed")
+        passed = verdict.get("passed")
         if not decision.get("bulk") and passed is not None:  # as curation's agreement counts: individual decisions
             self.agreement[(bool(passed), decision["decision"] != Decision.REJECT)] += 1
 

@@ -58,7 +58,7 @@ from simia_web.formats.tau2 import (
 
 from .card_facts import DatasetFacts
 from .files import Shards
-from .selectors import export_rows
+from .selectors import export_records
 
 CHUNK_SIZE = 500
 REFUSALS_KEPT = 1000
@@ -68,7 +68,6 @@ ROW_FIELDS = (
     "task_id",
     "messages",
     "tools",
-    "steps",
     "status",
     "created_at",
     "version",
@@ -84,7 +83,7 @@ ROW_FIELDS = (
 )
 TASK_FIELDS = ("id", "domain_id", "external_id", "instruction", "user_scenario", "expected_outcome", "expected_actions")
 SEEDLESS_TASK_FIELDS = ("id", "domain_id", "messages")
-SIMULATION_FIELDS = (*ROW_FIELDS, "judge_score", "judge_passed", "task__external_id")
+SIMULATION_FIELDS = (*ROW_FIELDS, "steps", "judge_score", "judge_passed", "task__external_id")
 MANIFEST_ENTRY = "manifest.jsonl"  # the manifest's name inside the sharegpt zip
 
 
@@ -175,7 +174,7 @@ def rows_stream(queryset, fields=ROW_FIELDS, chunk_size: int = CHUNK_SIZE) -> It
 
 def record_rows(queryset, fields=ROW_FIELDS) -> Iterator[dict]:
     """The rows records are made of, each with the decision and verdict its manifest line names."""
-    return rows_stream(export_rows(queryset), fields)
+    return export_records(queryset, fields, CHUNK_SIZE)
 
 
 def strict_conversation(row: dict, stats: ExportStats) -> tuple[list[dict], list[dict]] | None:
