@@ -22,7 +22,7 @@ from simia_web.jobs.services import job_queue
 from . import services
 from .forms import ApiEditForm, DomainEditForm, SeedEditForm, TaskEditForm
 from .importers import FORMATS, ImportRejected, seeds_import
-from .models import Api, Domain, Seed, Task, TaskStatus
+from .models import Api, Domain, DomainReference, Seed, Task, TaskStatus
 from .selectors import with_domain_named
 
 PAGE_SIZE = 50
@@ -207,6 +207,7 @@ def domain_detail(request, name: str):
             "n_seeds": domain.seeds.count(),
             "state_schema": pretty_json(domain.state_schema),
             "initial_state": pretty_json(domain.initial_state),
+            "reference": DomainReference.objects.filter(domain=domain).first(),
         },
     )
 

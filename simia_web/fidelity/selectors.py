@@ -28,8 +28,18 @@ def run_list(domain: Domain | None = None) -> QuerySet[FidelityRun]:
 
 def run_trajectories(run: FidelityRun) -> QuerySet[FidelityTrajectory]:
     return run.trajectories.select_related("trajectory").only(
-        "id", "run_id", "trajectory_id", "trajectory_version", "counts", "calls", "skipped", "score", "error",
-        "trajectory__id", "trajectory__preview", "trajectory__status",
+        "id",
+        "run_id",
+        "trajectory_id",
+        "trajectory_version",
+        "counts",
+        "calls",
+        "skipped",
+        "score",
+        "error",
+        "trajectory__id",
+        "trajectory__preview",
+        "trajectory__status",
     )
 
 
@@ -40,4 +50,4 @@ def run_examples(run: FidelityRun, *, api: str | None = None, outcome: str | Non
     if api:
         calls = calls.filter(api=api)
     numbered = calls.annotate(n=Window(RowNumber(), partition_by=[F("api")], order_by=[F("id").asc()]))
-    return list(numbered.filter(n__lte=EXAMPLES_PER_API).order_by("api", "id"))
+    return list(numbered.filter(n__lte=EXAMPLES_PER_API).select_related("result").order_by("api", "id"))

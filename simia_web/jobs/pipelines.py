@@ -45,6 +45,9 @@ class Pipeline(Protocol):
         under "error": the unit then counts as ended in an error, in the progress and the job's outcome.
         """
 
+    # A kind whose jobs make something with a page of its own may also have `results_url(job) -> str | None`;
+    # the job's page links to it.
+
 
 _PIPELINES: dict[str, Pipeline] = {}
 

@@ -12,7 +12,7 @@ from simia_web.llm.models import LLMCall
 
 from . import selectors
 from .models import Job, JobStatus
-from .pipelines import job_kind_choices
+from .pipelines import job_kind_choices, pipeline_for
 from .services import JobError, job_cancel, job_retry
 
 PAGE_SIZE = 50
@@ -39,8 +39,11 @@ def _live_context(request, job: Job) -> dict:
         CALL_PAGE_SIZE,
     ).get_page(request.GET.get("page"))
     summary = selectors.job_summary(job)
+    # A kind may have a page of its own for what a job made (a fidelity run's figures).
+    results_url = getattr(pipeline_for(job.kind), "results_url", None)
     return {
         "job": job,
+        "results_url": results_url(job) if results_url else None,
         "poll": job.is_active,
         "progress": progress_rows(job),
         "cause": selectors.job_last_llm_error(job),

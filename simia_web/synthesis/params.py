@@ -13,7 +13,17 @@ from simia_web.llm.models import EndpointProfile, Stage
 
 from .amplify import STRATEGIES
 from .selectors import valid_task_count
-from .services import AMPLIFY, ROLLOUT, SYNTHESIZE, amplification_job_create, rollout_job_create, synthesis_job_create
+from .services import (
+    AMPLIFY,
+    ENVIRONMENTS,
+    REFERENCE,
+    ROLLOUT,
+    SIMULATOR,
+    SYNTHESIZE,
+    amplification_job_create,
+    rollout_job_create,
+    synthesis_job_create,
+)
 
 ROW_ID = {"min_value": 1, "max_value": 2**63 - 1}
 
@@ -101,6 +111,11 @@ class RolloutJobSerializer(_RolloutLimitsSerializer):
     rollouts = CappedIntegerField(
         cap="SIMIA_MAX_ROLLOUTS_PER_TASK", min_value=1, default=1, help_text="Rollouts per task."
     )
+    environment = serializers.ChoiceField(
+        choices=ENVIRONMENTS,
+        default=SIMULATOR,
+        help_text="What answers the tool calls: the LLM simulator, or the domain's reference environment.",
+    )
 
     def validate(self, data):
         available = valid_task_count(domain_name=data["domain"])
@@ -167,6 +182,10 @@ class RolloutForm(JobParametersForm):
     max_steps = forms.IntegerField()
     max_errors = forms.IntegerField()
     user_turns = forms.IntegerField()
+    environment = forms.ChoiceField(
+        choices=[(SIMULATOR, "the simulator"), (REFERENCE, "the domain's reference environment (real responses)")],
+        help_text="What answers the agent's tool calls.",
+    )
 
     def clean_domain(self) -> str:
         return self.cleaned_data["domain"].name

@@ -2,6 +2,7 @@
 registration (parameters and forms are in synthesis.params)."""
 
 from simia_web.catalog.models import Domain, Task, TaskStatus
+from simia_web.catalog.references import reference_for
 from simia_web.catalog.selectors import domain_unusable_reason, domain_with_valid_apis
 from simia_web.catalog.services import apis_store, tasks_store
 from simia_web.curation.models import TrajectoryKind
@@ -22,7 +23,7 @@ from .params import (
     SynthesizeJobSerializer,
 )
 from .rollout import RolloutLimits, api_specs, rollout_run
-from .services import AMPLIFY, ROLLOUT, SYNTHESIZE
+from .services import AMPLIFY, REFERENCE, ROLLOUT, SYNTHESIZE
 
 
 class UnusableDomain(Exception):
@@ -66,6 +67,11 @@ def _rollout_writer(job, unit):
     task = Task.objects.only(*fields).get(pk=unit.params["task"])
     domain, apis = domain_with_valid_apis(task.domain_id, job_id=job.pk)
     _require_usable(domain)
+    reference = None
+    if job.params.get("environment") == REFERENCE:
+        reference = reference_for(domain)
+        if reference is None:
+            raise UnusableDomain(f"domain {domain.name} has no reference environment to roll out against")
     outcome = rollout_run(
         task=task,
         domain=domain,
@@ -74,6 +80,7 @@ def _rollout_writer(job, unit):
         job_id=job.pk,
         profiles=job.params.get("profiles", {}),
         sample=f"{job.pk}:{unit.key}",
+        reference=reference,
     )
 
     def write():

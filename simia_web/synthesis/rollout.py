@@ -1,8 +1,10 @@
 """A teacher-agent rollout of one task: the episode engine driven by the agent LLM, then rules and the judge."""
 
+from contextlib import ExitStack
 from dataclasses import dataclass
 
 from simia_web.catalog.models import Api, Domain, Task
+from simia_web.catalog.references import ReferenceConfig, ReferenceSession
 from simia_web.formats.conversation import Violation, message_text
 from simia_web.formats.rules import ends_with_answer
 from simia_web.llm.client import LLMError
@@ -37,8 +39,31 @@ def rollout_run(
     job_id: int | None,
     profiles: dict,
     sample: str,
+    reference: ReferenceConfig | None = None,
 ) -> dict:
-    """Run the episode to its end and return the fields of the trajectory to store (not yet written)."""
+    """Run the episode to its end and return the fields of the trajectory to store (not yet written).
+
+    With a `reference`, the domain's real environment answers the tool calls (a fresh session for this rollout)
+    instead of the simulator: real responses, recorded as such, for calibration and for mixing with simulated
+    ones. McpUnavailable when the session cannot be opened."""
+    with ExitStack() as stack:
+        session = stack.enter_context(ReferenceSession(reference)) if reference is not None else None
+        outcome = _rollout(
+            task=task,
+            domain=domain,
+            apis=apis,
+            limits=limits,
+            job_id=job_id,
+            profiles=profiles,
+            sample=sample,
+            reference=session,
+        )
+    if reference is not None:
+        outcome["fields"]["provenance"].update(environment="reference", reference=reference.describe())
+    return outcome
+
+
+def _rollout(*, task, domain, apis, limits: RolloutLimits, job_id, profiles: dict, sample: str, reference) -> dict:
     clients = StageClients(job_id=job_id, profiles=profiles)
     episode = episode_start(
         domain=domain,
@@ -46,6 +71,7 @@ def rollout_run(
         apis=apis,
         clients=clients,
         limits=EpisodeLimits(max_steps=limits.max_steps, max_errors=limits.max_errors, user_turns=limits.user_turns),
+        reference=reference,
     )
     failures: list[Violation] = []
     while not episode.done:

@@ -18,7 +18,7 @@ from simia_web.core.json_input import JsonLimits, JsonRefused, value_check
 from .errors import Collected, ImportIssue
 from .names import is_api_name, snake_name
 from .reading import bytes_read, json_read, text_decode
-from .schemas import SchemaRefError, schema_resolved
+from .schemas import SchemaRefError, object_dereferenced, schema_resolved
 
 METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
 READ_METHODS = frozenset({"get", "head", "options", "trace"})
@@ -50,7 +50,7 @@ def openapi_read(source, name: str) -> dict:
             issues.append(ImportIssue(name, None, f"paths.{path}", "a path item must be an object"))
             continue
         try:
-            item = reader.resolved(item, f"paths.{path}")
+            item = reader.dereferenced(item, f"paths.{path}")
         except SchemaRefError as exc:
             issues.append(ImportIssue(name, None, exc.field, exc.message))
             continue
@@ -133,8 +133,19 @@ class _Reader:
     def __init__(self, document: dict, name: str, *, legacy: bool):
         self.document, self.name, self.legacy = document, name, legacy
 
-    def resolved(self, node, field: str):
-        return schema_resolved(node, self.document, field)
+    def dereferenced(self, node, field: str):
+        return object_dereferenced(node, self.document, field)
+
+    def schema(self, schema: dict, field: str, defs: dict) -> dict:
+        """A schema whole (references resolved, in JSON Schema's dialect); definitions it keeps (a schema that
+        contains itself) go to `defs`, for the root of the API's parameters."""
+        resolved = schema_resolved(schema, self.document, field)
+        if self.legacy:
+            resolved = _from_openapi_30(resolved)
+        if isinstance(resolved, dict) and "$defs" in resolved:
+            resolved = dict(resolved)
+            defs.update(resolved.pop("$defs"))
+        return resolved
 
     def issue(self, field: str, message: str) -> ImportIssue:
         return ImportIssue(self.name, None, field, message)
@@ -147,19 +158,21 @@ class _Reader:
         api_name = snake_name(operation_id if isinstance(operation_id, str) else f"{method} {path}")
         if not is_api_name(api_name):
             issues.append(self.issue(f"{where}.operationId", f"{operation_id!r} gives no usable API name"))
-        properties, required = {}, []
+        properties, required, defs = {}, [], {}
         for parameter_where, parameter in self._parameters(shared, operation.get("parameters") or [], where, issues):
-            found = self._parameter(parameter, parameter_where, issues)
+            found = self._parameter(parameter, parameter_where, issues, defs)
             if found is None:
                 continue
             key, schema, is_required = found
             properties[key] = schema
             if is_required:
                 required.append(key)
-        self._body(operation.get("requestBody"), f"{where}.requestBody", properties, required, issues)
+        self._body(operation.get("requestBody"), f"{where}.requestBody", properties, required, issues, defs)
         returns = self._returns(operation.get("responses"), f"{where}.responses", issues)
         summary = " ".join(str(operation.get(k) or "").strip() for k in ("summary", "description")).strip()
         parameters = {"type": "object", "properties": properties, **({"required": required} if required else {})}
+        if defs:
+            parameters["$defs"] = defs
         spec = {
             "name": api_name,
             "description": summary or f"{method.upper()} {path}",
@@ -188,14 +201,14 @@ class _Reader:
                     issues.append(self.issue(field, "a parameter must be an object"))
                     continue
                 try:
-                    parameter = self.resolved(parameter, field)
+                    parameter = self.dereferenced(parameter, field)
                 except SchemaRefError as exc:
                     issues.append(self.issue(exc.field, exc.message))
                     continue
                 chosen[(parameter.get("name"), parameter.get("in"))] = (field, parameter)
         return list(chosen.values())
 
-    def _parameter(self, parameter: dict, field: str, issues: list):
+    def _parameter(self, parameter: dict, field: str, issues: list, defs: dict):
         name, location = parameter.get("name"), parameter.get("in")
         if not isinstance(name, str) or not name:
             issues.append(self.issue(f"{field}.name", "a parameter needs a name"))
@@ -211,16 +224,20 @@ class _Reader:
         if not isinstance(schema, dict):
             issues.append(self.issue(f"{field}.schema", f"parameter {name!r} has no schema"))
             return None
-        schema = self._schema(schema)
+        try:
+            schema = self.schema(schema, f"{field}.schema", defs)
+        except SchemaRefError as exc:
+            issues.append(self.issue(exc.field, exc.message))
+            return None
         if parameter.get("description") and "description" not in schema:
             schema = {**schema, "description": str(parameter["description"])}
         return name, schema, location == "path" or parameter.get("required") is True
 
-    def _body(self, body, field: str, properties: dict, required: list, issues: list) -> None:
+    def _body(self, body, field: str, properties: dict, required: list, issues: list, defs: dict) -> None:
         if body is None:
             return
         try:
-            body = self.resolved(body, field)
+            body = self.dereferenced(body, field)
         except SchemaRefError as exc:
             issues.append(self.issue(exc.field, exc.message))
             return
@@ -233,7 +250,11 @@ class _Reader:
         if not isinstance(schema, dict):
             issues.append(self.issue(f"{field}.content.{media}.schema", "the request body has no schema"))
             return
-        schema = self._schema(schema)
+        try:
+            schema = self.schema(schema, f"{field}.content.{media}.schema", defs)
+        except SchemaRefError as exc:
+            issues.append(self.issue(exc.field, exc.message))
+            return
         body_required = body.get("required") is True
         fields = schema.get("properties") if isinstance(schema.get("properties"), dict) else None
         fields_required = [r for r in schema.get("required") or [] if isinstance(r, str)]
@@ -255,19 +276,18 @@ class _Reader:
             if not (code.startswith("2") or code == "default"):
                 continue
             try:
-                response = self.resolved(responses[code], f"{field}.{code}")
+                response = self.dereferenced(responses[code], f"{field}.{code}")
+                content = response.get("content") if isinstance(response, dict) else None
+                media = _json_media(content) if isinstance(content, dict) else None
+                schema = (content[media] or {}).get("schema") if media and isinstance(content[media], dict) else None
+                if isinstance(schema, dict):
+                    defs = {}
+                    returns = self.schema(schema, f"{field}.{code}.content.{media}.schema", defs)
+                    return {**returns, "$defs": defs} if defs else returns
             except SchemaRefError as exc:
                 issues.append(self.issue(exc.field, exc.message))
                 return {}
-            content = response.get("content") if isinstance(response, dict) else None
-            media = _json_media(content) if isinstance(content, dict) else None
-            schema = (content[media] or {}).get("schema") if media and isinstance(content[media], dict) else None
-            if isinstance(schema, dict):
-                return self._schema(schema)
         return {}
-
-    def _schema(self, schema: dict) -> dict:
-        return _from_openapi_30(schema) if self.legacy else schema
 
 
 def _json_media(content: dict) -> str | None:

@@ -30,6 +30,19 @@ def _pointer_get(document, ref: str, field: str):
     return node
 
 
+def object_dereferenced(node, document, field: str, hops: int = 8):
+    """An OpenAPI object that may be a `$ref` (a parameter, a request body, a response), followed to what it
+    stands for: its own schemas are resolved on their own, so that each keeps its definitions at its root."""
+    while isinstance(node, dict) and "$ref" in node and hops:
+        ref = node["$ref"]
+        if not isinstance(ref, str) or not ref.startswith("#"):
+            raise SchemaRefError(field, f"$ref {ref!r}: only references inside the document are followed")
+        node, hops = _pointer_get(document, ref, field), hops - 1
+    if isinstance(node, dict) and "$ref" in node:
+        raise SchemaRefError(field, "$ref chain too long (or a loop)")
+    return node
+
+
 def _def_name(ref: str, taken: dict) -> str:
     base = re.sub(r"[^A-Za-z0-9_.-]", "_", ref.rsplit("/", 1)[-1]) or "schema"
     name, n = base, 1
@@ -82,4 +95,3 @@ def schema_resolved(schema, document, field: str):
     if isinstance(resolved, dict) and "$defs" in resolved and not defs:
         resolved = {key: value for key, value in resolved.items() if key != "$defs"}  # every use was inlined
     return resolved
-

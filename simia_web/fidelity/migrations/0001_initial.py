@@ -10,7 +10,7 @@ class Migration(migrations.Migration):
     initial = True
 
     dependencies = [
-        ('catalog', '0002_alter_domain_source_domainreference'),
+        ('catalog', '0002_domain_reference'),
         ('curation', '0006_trajectory_fidelity'),
         ('jobs', '0004_unit_leases'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
