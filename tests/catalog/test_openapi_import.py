@@ -44,7 +44,9 @@ DOCUMENT = {
                     "required": True,
                     "content": {"application/json": {"schema": {"$ref": "#/components/schemas/NewOrder"}}},
                 },
-                "responses": {"201": {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/Order"}}}}},
+                "responses": {
+                    "201": {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/Order"}}}}
+                },
             },
         },
         "/categories": {
