@@ -145,7 +145,7 @@ class McpSession:
         except Exception as exc:
             reason = self._reason(exc)
             stack.close()
-            raise McpUnavailable(f"cannot start a session with {self.server.describe()}: {reason}") from exc
+            raise McpUnavailable(f"cannot start a session: {reason}") from exc
         return self
 
     def __exit__(self, *exc_info) -> None:

@@ -16,7 +16,8 @@ def replayable_trajectories(domain: Domain) -> QuerySet[Trajectory]:
     itself), oldest first."""
     return (
         Trajectory.objects.filter(domain=domain, tool_call_count__gt=0)
-        .exclude(provenance__environment="reference")
+        # has_key too: a missing key compares as NULL, and NOT NULL would drop every simulated trajectory.
+        .exclude(provenance__has_key="environment", provenance__environment="reference")
         .order_by("id")
     )
 
