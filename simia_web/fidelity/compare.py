@@ -6,8 +6,9 @@ Then:
 - **equal**: the same value as canonical JSON (keys sorted, no whitespace);
 - **equivalent**, by the structural method: the same facts once formatting is set aside. JSON text inside a
   string is read as the value it holds; whitespace runs in text are collapsed and trimmed and text is compared
-  in Unicode NFC; numbers are compared by value, and text that is only a number counts as that number (so key
-  order, indentation, `12.50` against `12.5` and `"3"` against `3` do not matter). An answer the reference
+  in Unicode NFC; numbers are compared by value, and text that is only a number counts as that number; a member
+  whose value is null is no fact, the same as a missing one (so key order, indentation, `12.50` against `12.5`,
+  `"3"` against `3` and `"cancel_reason": null` do not matter). An answer the reference
   reported as an error and a simulated error (an object with an `error` member, or text starting with
   "Error") are the same fact: the call failed, whatever the wording;
 - **different**: anything else, with the first places they differ (as JSON Pointers);
@@ -26,7 +27,8 @@ from .models import Outcome
 METHOD = "structural"
 METHOD_STATEMENT = (
     "structural: JSON text read as its value, key order ignored, whitespace collapsed, text in NFC, numbers "
-    "(also written as text) by value, and a reported error against a simulated error counted as the same fact"
+    "(also written as text) by value, null members as missing ones, and a reported error against a simulated "
+    "error counted as the same fact"
 )
 MAX_DIFFERENCES = 5
 _NUMBER = re.compile(r"-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
@@ -85,7 +87,7 @@ def _facts(value, depth: int = 0):
     if isinstance(value, int | float):
         return _Number(Decimal(str(value)))
     if isinstance(value, dict):
-        return {_text(str(key)): _facts(item, depth + 1) for key, item in value.items()}
+        return {_text(str(key)): _facts(item, depth + 1) for key, item in value.items() if item is not None}
     if isinstance(value, list):
         return [_facts(item, depth + 1) for item in value]
     text = _text(str(value))

@@ -21,6 +21,7 @@ def test_the_same_value_in_another_key_order_and_layout_is_equal():
         ('{"price": "12.50", "name": "Desk  lamp "}', {"price": 12.5, "name": "Desk lamp"}),  # numbers and spaces
         ('{"item": "{\\"id\\": 3}"}', {"item": {"id": 3}}),  # JSON text inside a string
         ("Caf\u0065\u0301", "Caf\u00e9"),  # Unicode forms
+        ('{"id": "W1"}', {"id": "W1", "cancel_reason": None}),  # a null member is no fact
     ],
 )
 def test_the_same_facts_formatted_differently_are_equivalent(simulated, reference):

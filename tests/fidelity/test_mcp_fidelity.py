@@ -12,13 +12,14 @@ from simia_web.catalog.importers import ImportRejected, apis_import
 from simia_web.catalog.mcp import McpServer
 from simia_web.catalog.models import Api, Domain, DomainReference, Task
 from simia_web.catalog.references import ReferenceConfig, reference_set
-from simia_web.curation.models import Trajectory, TrajectoryKind
+from simia_web.curation.models import Trajectory
 from simia_web.fidelity.models import FidelityCall, FidelityRun, Outcome
 from simia_web.synthesis.services import rollout_queue
 
 from ..support.llm_stub import Reply
 from ..support.mcp_store import HttpStore, stdio_command
 from ..support.scripts import JUDGE_PASS
+from .conversations import report_of, trajectory
 
 STORE = McpServer(command=stdio_command())
 ITEM = {"item_id": "I1", "name": "Desk lamp", "price": 30, "stock": 4}
@@ -34,31 +35,6 @@ def http_store():
 def store_domain(name: str = "store") -> Domain:
     apis_import(domain=name, mcp=STORE)
     return Domain.objects.get(name=name)
-
-
-def trajectory(domain: Domain, calls: list[tuple], *, steps: dict | None = None) -> Trajectory:
-    """A stored conversation whose tool calls got the simulated responses given: [(api, arguments, response)]."""
-    messages = [{"role": "system", "content": "You are a shop assistant."}, {"role": "user", "content": "Help me."}]
-    for i, (api, arguments, response) in enumerate(calls):
-        call = {"id": f"c{i}", "type": "function", "function": {"name": api, "arguments": json.dumps(arguments)}}
-        messages.append({"role": "assistant", "content": "", "tool_calls": [call]})
-        content = response if isinstance(response, str) else json.dumps(response)
-        messages.append({"role": "tool", "tool_call_id": f"c{i}", "content": content})
-    messages.append({"role": "assistant", "content": "Done."})
-    return Trajectory.objects.create(
-        kind=TrajectoryKind.ROLLOUT,
-        domain=domain,
-        messages=messages,
-        tools=[api.as_tool() for api in domain.apis.all()],
-        steps=steps or {},
-        tool_call_count=len(calls),
-        turns=len(calls) + 1,
-    )
-
-
-def report_of(output: str) -> dict:
-    """The JSON report the command prints last."""
-    return json.loads(output[output.rindex("\n{") + 1 :])
 
 
 @pytest.mark.django_db
