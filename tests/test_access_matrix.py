@@ -15,6 +15,7 @@ from simia_web.catalog.models import Api, Seed, Task
 from simia_web.curation.models import Review
 from simia_web.environments.models import EnvSession
 from simia_web.exports.models import Snapshot
+from simia_web.fidelity.models import FidelityRun
 from simia_web.jobs.models import Job, JobStatus
 from simia_web.llm.models import EndpointProfile, LLMCall
 from tests.pages.factories import TOOLS, conversation, make_job, make_trajectory, verdict
@@ -79,6 +80,11 @@ ROUTES: dict[str, Route] = {
     "queue-rollouts": page({"GET": CURATOR, "POST": CURATOR}),
     "queue-amplify": page({"GET": CURATOR, "POST": CURATOR}),
     "queue-job": page({"GET": CURATOR, "POST": CURATOR}, kind="kind"),
+    # real APIs: imports, the reference environment (a command needs an admin: tested with the feature), fidelity
+    "api-import": page({"GET": CURATOR, "POST": CURATOR}),
+    "domain-reference": page({"POST": CURATOR}, name="domain"),
+    "fidelity-runs": page({"GET": ANNOTATOR}),
+    "fidelity-run": page({"GET": ANNOTATOR}, pk="fidelity_run"),
     # jobs and the LLM call log
     "job-list": page({"GET": ANNOTATOR}),
     "job-detail": page({"GET": ANNOTATOR}, pk="job"),
@@ -100,6 +106,12 @@ ROUTES: dict[str, Route] = {
     "api-seed-list": api({"GET": ANNOTATOR}),
     "api-seed-detail": api({"GET": ANNOTATOR}, pk="seed"),
     "api-seed-upload": api({"POST": CURATOR}),
+    "api-apis-import": api({"POST": CURATOR}),
+    "api-domain-reference": api({"GET": ANNOTATOR, "PUT": CURATOR, "DELETE": CURATOR}, name="domain"),
+    "api-fidelity-run-list": api({"GET": ANNOTATOR}),
+    "api-fidelity-run-detail": api({"GET": ANNOTATOR}, pk="fidelity_run"),
+    "api-fidelity-run-trajectories": api({"GET": ANNOTATOR}, pk="fidelity_run"),
+    "api-fidelity-run-calls": api({"GET": ANNOTATOR}, pk="fidelity_run"),
     "api-trajectory-list": api({"GET": ANNOTATOR}),
     "api-trajectory-detail": api({"GET": ANNOTATOR}, pk="trajectory"),
     "api-trajectory-reviews": api({"POST": ANNOTATOR}, pk="trajectory"),
@@ -197,6 +209,7 @@ def objects(db, users):
         "profile": EndpointProfile.objects.create(name="audit", model="m"),
         "session": EnvSession.objects.create(domain=domain, task=task, created_by=users[CURATOR]),
         "kind": SimpleNamespace(pk="rollout"),  # a job kind, for its queue page
+        "fidelity_run": FidelityRun.objects.create(domain=domain, reference={"url": "http://127.0.0.1:9/"}, method="s"),
     }
 
 

@@ -235,10 +235,10 @@ def test_the_upload_page_imports_apis(client_for):
     page = client_for("curator").get("/seeds/upload/")
     assert b'id="api-import"' in page.content and b'value="mcp_command"' not in page.content  # commands: admins
     answer = client_for("curator").post(
-        "/apis/import/", {"domain": "shop", "source": "openapi", "document": upload(DOCUMENT)}
+        "/apis/import/", {"api_domain": "shop", "source": "openapi", "document": upload(DOCUMENT)}
     )
     assert answer.status_code == 200 and b"apis: 4 created" in answer.content
     refused = client_for("curator").post(
-        "/apis/import/", {"domain": "x", "source": "openapi", "document": upload({"openapi": "3.0.0", "paths": {}})}
+        "/apis/import/", {"api_domain": "x", "source": "openapi", "document": upload({"openapi": "3.0.0", "paths": {}})}
     )
     assert refused.status_code == 400 and b"describes no operations" in refused.content
