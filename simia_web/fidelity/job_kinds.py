@@ -39,7 +39,9 @@ class FidelityJobSerializer(serializers.Serializer):
 class FidelityForm(JobParametersForm):
     kind = FIDELITY
 
-    domain = forms.ModelChoiceField(Domain.objects.filter(reference__isnull=False), to_field_name="name")
+    domain = forms.ModelChoiceField(
+        Domain.objects.filter(reference__isnull=False).only("id", "name"), to_field_name="name"
+    )
     limit = forms.IntegerField(required=False, help_text="Empty: every trajectory with tool calls.")
 
     def clean_domain(self) -> str:

@@ -39,11 +39,9 @@ def _live_context(request, job: Job) -> dict:
         CALL_PAGE_SIZE,
     ).get_page(request.GET.get("page"))
     summary = selectors.job_summary(job)
-    # A kind may have a page of its own for what a job made (a fidelity run's figures).
-    results_url = getattr(pipeline_for(job.kind), "results_url", None)
     return {
         "job": job,
-        "results_url": results_url(job) if results_url else None,
+        "results_url": _results_url(job),
         "poll": job.is_active,
         "progress": progress_rows(job),
         "cause": selectors.job_last_llm_error(job),
@@ -53,6 +51,16 @@ def _live_context(request, job: Job) -> dict:
         "page": calls,
         "query": "",
     }
+
+
+def _results_url(job: Job) -> str | None:
+    """Where a kind shows what a job made, when it has a page of its own for it (a fidelity run's figures)."""
+    try:
+        pipeline = pipeline_for(job.kind)
+    except KeyError:  # a kind no longer registered
+        return None
+    results_url = getattr(pipeline, "results_url", None)
+    return results_url(job) if results_url else None
 
 
 @role_required("annotator")

@@ -145,12 +145,12 @@ class Episode:
             # Checked before any LLM is asked: the agent gets a structured error it can recover from.
             details = [p.detail for p in problems]
             content, step = {"error": "invalid_tool_call", "details": details}, self._refused(*details)
-        elif self.reference is not None:
-            content, step = self._reference_answer(name, call)
         elif reason := self.budget_spent():
             # Not the agent's fault and not the API's answer: the call is left unanswered by the simulator.
             content = {"error": "not_run", "details": [f"the episode's {reason} limit is reached"]}
             step = {"patch": [], "state_after": self.state, "errors": [], "rejected": True, "budget": reason}
+        elif self.reference is not None:
+            content, step = self._reference_answer(name, call)
         else:
             arguments, _ = parse_arguments(call)
             outcome = simulate_call(

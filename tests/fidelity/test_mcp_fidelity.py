@@ -57,9 +57,8 @@ def test_streamable_http_import_over_rest_and_commands_only_for_admins(client_fo
     assert answer.json()["created"]["apis"] == 5 and answer.json()["format"] == "mcp"
     body = {"domain": "other", "mcp_command": stdio_command()}
     assert curator.post("/api/v1/apis/import/", body, "application/json").status_code == 403
-    assert (
-        curator.post("/apis/import/", {"api_domain": "other", "source": "mcp_command", "location": "x"}).status_code == 403
-    )
+    page_form = {"api_domain": "other", "source": "mcp_command", "location": "x"}
+    assert curator.post("/apis/import/", page_form).status_code == 403
     assert not Domain.objects.filter(name="other").exists()
     admin = client_for("admin")
     assert admin.post("/api/v1/apis/import/", body, "application/json").status_code == 201
