@@ -61,6 +61,7 @@ INSTALLED_APPS = [
     "simia_web.exports",
     "simia_web.environments",
     "simia_web.operations",
+    "simia_web.fidelity",
 ]
 
 MIDDLEWARE = [
@@ -362,6 +363,8 @@ SIMIA_LLM_LEASE_SECONDS = float(os.environ.get("SIMIA_LLM_LEASE_SECONDS", "30"))
 SIMIA_PROFILE_CACHE_SECONDS = float(os.environ.get("SIMIA_PROFILE_CACHE_SECONDS", "10"))
 # How long a worker keeps a job's domain and APIs for its rollout units (edits are seen after at most this).
 SIMIA_CATALOG_CACHE_SECONDS = float(os.environ.get("SIMIA_CATALOG_CACHE_SECONDS", "10"))
+# MCP servers (API imports, reference environments): seconds to wait for a session to start and for each answer.
+SIMIA_MCP_TIMEOUT_SECONDS = float(os.environ.get("SIMIA_MCP_TIMEOUT_SECONDS", "30"))
 
 # Caps on job parameters: a job asking for more is refused, with the setting named, and nothing is written.
 SIMIA_MAX_DOMAINS_PER_JOB = int(os.environ.get("SIMIA_MAX_DOMAINS_PER_JOB", "100"))

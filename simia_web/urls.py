@@ -6,7 +6,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 from simia_web.accounts.permissions import IsMember
 
 # Each app owns its pages (urls.py) and its REST endpoints (api_urls.py).
-APPS = ["accounts", "catalog", "jobs", "curation", "exports", "environments", "llm", "operations"]
+APPS = ["accounts", "catalog", "jobs", "curation", "exports", "environments", "llm", "operations", "fidelity"]
 
 urlpatterns = [
     path("admin/", admin.site.urls),

@@ -15,6 +15,7 @@ from simia_web.catalog.models import Api, Seed, Task
 from simia_web.curation.models import Review
 from simia_web.environments.models import EnvSession
 from simia_web.exports.models import Snapshot
+from simia_web.fidelity.models import FidelityRun
 from simia_web.jobs.models import Job, JobStatus
 from simia_web.llm.models import EndpointProfile, LLMCall
 from simia_web.operations.models import WebhookDelivery, WebhookSubscription
@@ -80,6 +81,11 @@ ROUTES: dict[str, Route] = {
     "seed-list": page({"GET": ANNOTATOR}),
     "seed-detail": page({"GET": ANNOTATOR, "POST": CURATOR}, pk="seed"),
     "job-queue": page({"GET": CURATOR, "POST": CURATOR}, slug="kind"),
+    # real APIs: imports, the reference environment (a command needs an admin: tested with the feature), fidelity
+    "api-import": page({"GET": CURATOR, "POST": CURATOR}),
+    "domain-reference": page({"POST": CURATOR}, name="domain"),
+    "fidelity-runs": page({"GET": ANNOTATOR}),
+    "fidelity-run": page({"GET": ANNOTATOR}, pk="fidelity_run"),
     # jobs and the LLM call log
     "job-list": page({"GET": ANNOTATOR}),
     "job-detail": page({"GET": ANNOTATOR}, pk="job"),
@@ -110,6 +116,12 @@ ROUTES: dict[str, Route] = {
     "api-seed-list": api({"GET": ANNOTATOR}),
     "api-seed-detail": api({"GET": ANNOTATOR}, pk="seed"),
     "api-seed-upload": api({"POST": CURATOR}),
+    "api-apis-import": api({"POST": CURATOR}),
+    "api-domain-reference": api({"GET": ANNOTATOR, "PUT": CURATOR, "DELETE": CURATOR}, name="domain"),
+    "api-fidelity-run-list": api({"GET": ANNOTATOR}),
+    "api-fidelity-run-detail": api({"GET": ANNOTATOR}, pk="fidelity_run"),
+    "api-fidelity-run-trajectories": api({"GET": ANNOTATOR}, pk="fidelity_run"),
+    "api-fidelity-run-calls": api({"GET": ANNOTATOR}, pk="fidelity_run"),
     "api-trajectory-list": api({"GET": ANNOTATOR}),
     "api-trajectory-detail": api({"GET": ANNOTATOR}, pk="trajectory"),
     "api-trajectory-reviews": api({"POST": ANNOTATOR}, pk="trajectory"),
@@ -215,6 +227,7 @@ def objects(db, users):
         "kind": SimpleNamespace(pk="rollouts"),  # a job kind's queue page
         "webhook": webhook,
         "delivery": WebhookDelivery.objects.create(subscription=webhook, event="ping", payload={}),
+        "fidelity_run": FidelityRun.objects.create(domain=domain, reference={"url": "http://127.0.0.1:9/"}, method="s"),
     }
 
 

@@ -1,6 +1,7 @@
+from django.urls import path
 from rest_framework.routers import SimpleRouter
 
-from . import api
+from . import api, api_imports
 
 router = SimpleRouter()
 router.register("domains", api.DomainViewSet, basename="api-domain")
@@ -8,4 +9,8 @@ router.register("apis", api.ApiViewSet, basename="api-api")
 router.register("tasks", api.TaskViewSet, basename="api-task")
 router.register("seeds", api.SeedViewSet, basename="api-seed")
 
-urlpatterns = router.urls
+urlpatterns = [
+    path("apis/import/", api_imports.ApiImportView.as_view(), name="api-apis-import"),
+    path("domains/<slug:name>/reference/", api_imports.DomainReferenceView.as_view(), name="api-domain-reference"),
+    *router.urls,
+]

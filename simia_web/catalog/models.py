@@ -23,6 +23,8 @@ class DomainSource(models.TextChoices):
     SYNTHESIZED = "synthesized", "Synthesized"
     TAU2 = "tau2", "τ²-bench import"
     SEEDS = "seeds", "Seed import"
+    MCP = "mcp", "MCP server import"
+    OPENAPI = "openapi", "OpenAPI import"
     DEMO = "demo", "Demo data"
 
 
@@ -135,3 +137,23 @@ class Seed(Provenance):
 
     def __str__(self):
         return f"seed {self.pk} ({self.domain_id})"
+
+
+class DomainReference(models.Model):
+    """The real implementation of a domain's APIs, as an MCP server (a command, or a streamable-HTTP URL):
+    what fidelity measures the simulator against, and what a rollout can run against instead of it."""
+
+    domain = models.OneToOneField(Domain, on_delete=models.CASCADE, related_name="reference")
+    command = models.CharField(max_length=2000, blank=True, help_text="Run over stdio (admins only).")
+    url = models.CharField(max_length=2000, blank=True, help_text="A streamable-HTTP MCP endpoint.")
+    reset_tool = models.CharField(
+        max_length=120, blank=True, help_text="A tool called with no arguments at the start of every session."
+    )
+    response_pointer = models.CharField(
+        max_length=200, blank=True, help_text="A JSON Pointer to the API's response inside each tool answer."
+    )
+    updated_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self):
+        return f"reference of {self.domain_id}"

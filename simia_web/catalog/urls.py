@@ -1,11 +1,13 @@
 from django.urls import path
 
-from . import views
+from . import reference_views, views
 
 urlpatterns = [
     path("domains/", views.domain_list, name="domain-list"),
     path("domains/<slug:name>/", views.domain_detail, name="domain-detail"),
+    path("domains/<slug:name>/reference/", reference_views.domain_reference, name="domain-reference"),
     path("apis/", views.api_list, name="api-list"),
+    path("apis/import/", reference_views.api_import, name="api-import"),
     path("apis/<int:pk>/", views.api_detail, name="api-detail"),
     path("tasks/", views.task_list, name="task-list"),
     path("tasks/<int:pk>/", views.task_detail, name="task-detail"),

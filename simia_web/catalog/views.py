@@ -18,6 +18,7 @@ from . import selectors, services
 from .forms import ApiEditForm, DomainEditForm, SeedEditForm, TaskEditForm
 from .importers import FORMATS, ImportRejected, seeds_import
 from .models import ApiKind, DomainSource, SeedFormat, TaskStatus
+from .references import reference_for
 
 PAGE_SIZE = 50
 HISTORY_LIMIT = 20
@@ -144,6 +145,7 @@ def domain_detail(request, name: str):
             "apis": selectors.domain_apis(domain=domain, limit=DOMAIN_APIS_SHOWN),
             "state_schema": pretty_json(domain.state_schema),
             "initial_state": pretty_json(domain.initial_state),
+            "reference": reference_for(domain),
         },
     )
 

@@ -96,6 +96,8 @@ class Trajectory(models.Model):
     judge_score = models.FloatField(null=True, blank=True)
     judge_confidence = models.FloatField(null=True, blank=True)
     violation_count = models.PositiveIntegerField(default=0)
+    # The latest fidelity run's share of this trajectory's simulated responses that matched the reference's.
+    fidelity = models.FloatField(null=True, blank=True)
     priority = models.GeneratedField(expression=PRIORITY, output_field=models.SmallIntegerField(), db_persist=True)
     # What a queue row shows without reading the messages; kept by the services that write messages.
     preview = models.CharField(max_length=200, blank=True)

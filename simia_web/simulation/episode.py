@@ -13,6 +13,7 @@ at most the one call that crossed it.
 import copy
 import json
 from dataclasses import dataclass, field
+from typing import Any
 
 from simia_web.formats.conversation import Violation, parse_arguments, tool_result, tool_schemas
 from simia_web.formats.rules import call_violations, rules_check, simulator_failures
@@ -78,6 +79,9 @@ class Episode:
     llm_calls: list[LLMCall] = field(default_factory=list)  # the calls made by this run of the engine
     termination_reason: str = ""
     initial_state: dict | None = None
+    # A session with the domain's reference environment (catalog.references.ReferenceSession): when set, tool
+    # calls are answered by the real implementation instead of the simulator, and recorded as such.
+    reference: Any = None
 
     def __post_init__(self):
         if self.initial_state is None:
@@ -145,6 +149,8 @@ class Episode:
             # Not the agent's fault and not the API's answer: the call is left unanswered by the simulator.
             content = {"error": "not_run", "details": [f"the episode's {reason} limit is reached"]}
             step = {"patch": [], "state_after": self.state, "errors": [], "rejected": True, "budget": reason}
+        elif self.reference is not None:
+            content, step = self._reference_answer(name, call)
         else:
             arguments, _ = parse_arguments(call)
             outcome = simulate_call(
@@ -172,6 +178,18 @@ class Episode:
         self.messages.append(tool_message)
         self.steps[str(len(self.messages) - 1)] = step
         return tool_message
+
+    def _reference_answer(self, name: str, call: dict) -> tuple[Any, dict]:
+        """The real environment's answer; the world state is the reference's own, so nothing is patched here."""
+        arguments, _ = parse_arguments(call)
+        answer = self.reference.call(name, arguments)
+        step = {"patch": [], "state_after": self.state, "errors": [], "environment": "reference"}
+        if answer.error:
+            step["errors"] = [f"the reference could not answer: {answer.error}"]
+            return {"error": "The service is temporarily unavailable."}, step
+        if answer.is_error:
+            step["reference_reported_error"] = True
+        return answer.value, step
 
     def _refused(self, *details: str) -> dict:
         return {"patch": [], "state_after": self.state, "errors": list(details), "rejected": True}
@@ -223,7 +241,7 @@ def api_specs(apis) -> dict[str, dict]:
     }
 
 
-def episode_start(*, domain, task, apis, clients: StageClients, limits: EpisodeLimits) -> Episode:
+def episode_start(*, domain, task, apis, clients: StageClients, limits: EpisodeLimits, reference=None) -> Episode:
     """A new episode on a task: the agent's system prompt, then the customer's opening message.
 
     A task with a τ²-style `user_scenario` is the user simulator's private brief: the simulator writes
@@ -241,6 +259,7 @@ def episode_start(*, domain, task, apis, clients: StageClients, limits: EpisodeL
         state_schema=domain.state_schema,
         clients=clients,
         limits=limits,
+        reference=reference,
     )
     system = agent_system_prompt(domain_name=domain.name, policy=domain.policy)
     episode.messages = [{"role": "system", "content": system}]

@@ -1,9 +1,11 @@
 """A teacher-agent rollout of one task: the episode engine driven by the agent LLM, then rules and the judge; and
 the rollout units that the synthesize and rollout job kinds plan and run."""
 
+from contextlib import ExitStack
 from dataclasses import dataclass
 
 from simia_web.catalog.models import Api, Domain, Task
+from simia_web.catalog.references import ReferenceConfig, ReferenceSession, reference_for
 from simia_web.catalog.selectors import domain_unusable_reason, domain_with_valid_apis
 from simia_web.curation.models import TrajectoryKind
 from simia_web.curation.services import trajectory_create
@@ -22,6 +24,7 @@ from simia_web.simulation.episode import (
     episode_start,
 )
 
+from .services import REFERENCE
 from .trajectory_kinds import trajectory_unit_result
 
 __all__ = ["RolloutLimits", "UnusableDomain", "api_specs", "domain_require_usable", "rollout_run"]
@@ -74,6 +77,11 @@ def rollout_unit_run(job, unit):
     task = Task.objects.only(*fields).get(pk=unit.params["task"])
     domain, apis = domain_with_valid_apis(task.domain_id, job_id=job.pk)
     domain_require_usable(domain)
+    reference = None
+    if job.params.get("environment") == REFERENCE:
+        reference = reference_for(domain)
+        if reference is None:
+            raise UnusableDomain(f"domain {domain.name} has no reference environment to roll out against")
     outcome = rollout_run(
         task=task,
         domain=domain,
@@ -82,6 +90,7 @@ def rollout_unit_run(job, unit):
         job_id=job.pk,
         profiles=job.params.get("profiles", {}),
         sample=f"{job.pk}:{unit.key}",
+        reference=reference,
     )
 
     def write():
@@ -109,8 +118,31 @@ def rollout_run(
     job_id: int | None,
     profiles: dict,
     sample: str,
+    reference: ReferenceConfig | None = None,
 ) -> dict:
-    """Run the episode to its end and return the fields of the trajectory to store (not yet written)."""
+    """Run the episode to its end and return the fields of the trajectory to store (not yet written).
+
+    With a `reference`, the domain's real environment answers the tool calls (a fresh session for this rollout)
+    instead of the simulator: real responses, recorded as such, for calibration and for mixing with simulated
+    ones. McpUnavailable when the session cannot be opened."""
+    with ExitStack() as stack:
+        session = stack.enter_context(ReferenceSession(reference)) if reference is not None else None
+        outcome = _rollout(
+            task=task,
+            domain=domain,
+            apis=apis,
+            limits=limits,
+            job_id=job_id,
+            profiles=profiles,
+            sample=sample,
+            reference=session,
+        )
+    if reference is not None:
+        outcome["fields"]["provenance"].update(environment="reference", reference=reference.describe())
+    return outcome
+
+
+def _rollout(*, task, domain, apis, limits: RolloutLimits, job_id, profiles: dict, sample: str, reference) -> dict:
     clients = StageClients(job_id=job_id, profiles=profiles)
     episode = episode_start(
         domain=domain,
@@ -118,6 +150,7 @@ def rollout_run(
         apis=apis,
         clients=clients,
         limits=EpisodeLimits(max_steps=limits.max_steps, max_errors=limits.max_errors, user_turns=limits.user_turns),
+        reference=reference,
     )
     failures: list[Violation] = []
     while not episode.done:

@@ -10,7 +10,7 @@ import secrets
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from simia_web.catalog.models import Domain, DomainSource, Seed, TaskStatus
+from simia_web.catalog.models import Domain, DomainReference, DomainSource, Seed, TaskStatus
 from simia_web.catalog.selectors import domain_unusable_reason
 from simia_web.catalog.services import domain_ensure
 from simia_web.formats.rules import NEAR_DUPLICATE_THRESHOLD
@@ -20,6 +20,9 @@ from simia_web.jobs.services import job_create, job_queue
 SYNTHESIZE = "synthesize"
 ROLLOUT = "rollout"
 AMPLIFY = "amplify"
+# What answers a rollout's tool calls: the LLM simulator, or the domain's reference environment (real responses).
+SIMULATOR, REFERENCE = "simulator", "reference"
+ENVIRONMENTS = (SIMULATOR, REFERENCE)
 
 
 def synthesis_queue(*, actor=None, **params) -> Job:
@@ -77,6 +80,7 @@ def rollout_job_create(
     user_turns: int,
     tasks: int | None = None,
     profiles: dict | None = None,
+    environment: str = SIMULATOR,
     actor=None,
 ) -> Job:
     found = Domain.objects.filter(name=domain).first()
@@ -84,6 +88,8 @@ def rollout_job_create(
         raise ValidationError({"domain": f"no domain named {domain!r}"})
     if reason := domain_unusable_reason(found):
         raise ValidationError({"domain": reason})
+    if environment == REFERENCE and not DomainReference.objects.filter(domain=found).exists():
+        raise ValidationError({"environment": f"{domain} has no reference environment: name one on its page"})
     if not found.tasks.filter(status=TaskStatus.VALID).exists():
         raise ValidationError({"domain": f"{domain} has no valid task to roll out"})
     params = {
@@ -93,6 +99,7 @@ def rollout_job_create(
         "max_errors": max_errors,
         "user_turns": user_turns,
         "profiles": profiles or {},
+        "environment": environment,
     }
     if tasks is not None:
         params["tasks"] = tasks

@@ -11,10 +11,13 @@ from django.utils import timezone
 from playwright.sync_api import expect
 
 from simia_web.catalog.models import Seed
+from simia_web.catalog.references import ReferenceConfig, reference_set
 from simia_web.catalog.services import apis_store, domain_ensure, tasks_store
 from simia_web.curation.models import Trajectory
 from simia_web.curation.services import draft_save, review_decide, trajectory_edit
 from simia_web.exports.services import snapshot_create
+from simia_web.fidelity.models import FidelityCall, FidelityRun, FidelityTrajectory, Outcome
+from simia_web.fidelity.services import run_summarize
 from simia_web.jobs.models import JobStatus, JobUnit, UnitStatus
 from simia_web.llm.models import LLMCall
 from simia_web.operations.models import WebhookDelivery, WebhookSubscription
@@ -51,10 +54,12 @@ PAGES = {
         "/seeds/{seed}/",
         "/exports/",
         "/exports/{snapshot}/",
+        "/fidelity/",
+        "/fidelity/{fidelity_run}/",
         "/api/docs/",
         "/no-such-page/",
     ],
-    "curator": ["/queue/synthesis/", "/queue/rollouts/", "/queue/amplify/", "/seeds/upload/"],
+    "curator": ["/queue/synthesis/", "/queue/rollouts/", "/queue/amplify/", "/queue/fidelity/", "/seeds/upload/"],
     "admin": ["/llm/calls/{call}/", "/webhooks/", "/webhooks/{webhook}/"],
 }
 ROLES = ["annotator", "curator", "admin"]
@@ -162,7 +167,25 @@ def seed_everything(users) -> dict:
         duration_ms=40,
         last_attempt_at=timezone.now(),
     )
+    reference_set(domain=domain, config=ReferenceConfig(url="http://127.0.0.1:9/mcp", reset_tool="reset"))
+    run = FidelityRun.objects.create(domain=domain, reference={"url": "http://127.0.0.1:9/mcp"}, method="structural")
+    result = FidelityTrajectory.objects.create(
+        run=run, trajectory=trajectory, trajectory_version=1, counts={"different": 1}, calls=1, score=0.0
+    )
+    FidelityCall.objects.create(
+        run=run,
+        result=result,
+        message_index=2,
+        api="cancel_order",
+        arguments={"order_id": "W1"},
+        simulated={"status": "cancelled"},
+        reference={"status": "pending"},
+        outcome=Outcome.DIFFERENT,
+        detail="/status: simulated 'cancelled', reference 'pending'",
+    )
+    run_summarize(run=run)
     return {
+        "fidelity_run": run.pk,
         "trajectory": trajectory.pk,
         "errored": errored.pk,
         "running_job": running_job.pk,

@@ -59,7 +59,7 @@ class ImportResult:
         return "\n".join(parts)
 
 
-def _source_name(source) -> str:
+def source_name(source) -> str:
     return str(source) if isinstance(source, Path) else getattr(source, "name", "upload") or "upload"
 
 
@@ -74,7 +74,7 @@ def _domain_name(domain: str | None, source_name: str, fallback: str) -> str:
 
 def seeds_import(*, source, format: str, domain: str | None = None, actor=None) -> ImportResult:
     """Import a τ² folder (or .zip) or a ShareGPT / OpenAI file. Raises ImportRejected, writing nothing."""
-    name = _source_name(source)
+    name = source_name(source)
     if format not in FORMATS:
         raise ImportRejected([ImportIssue(name, None, "format", f"must be one of {', '.join(FORMATS)}")])
     if isinstance(source, Path) and not source.exists():
@@ -127,7 +127,8 @@ def _revisions_initial(objs: list, actor) -> None:
     )
 
 
-def _apis_add(domain: Domain, specs: list[dict], result: ImportResult, actor, provenance: dict) -> None:
+def apis_add(domain: Domain, specs: list[dict], result: ImportResult, actor, provenance: dict) -> None:
+    """Add the specs' APIs to the domain (a spec's own "provenance" over `provenance`), skipping names it has."""
     existing = set(domain.apis.filter(valid=True).values_list("name", flat=True))
     rows = []
     for spec in specs:
@@ -146,8 +147,8 @@ def _apis_add(domain: Domain, specs: list[dict], result: ImportResult, actor, pr
                 kind=spec["kind"],
                 valid=not errors,
                 errors=errors,
-                provenance=provenance,
-                content_hash=content_hash(spec),
+                provenance={**provenance, **spec.get("provenance", {})},
+                content_hash=content_hash({k: v for k, v in spec.items() if k != "provenance"}),
             )
         )
     created = Api.objects.bulk_create(rows)
@@ -180,7 +181,7 @@ def _tau2_write(data: dict, domain_name: str, actor) -> ImportResult:
         result,
     )
     provenance = {"import": "tau2"}
-    _apis_add(domain, data["apis"], result, actor, provenance)
+    apis_add(domain, data["apis"], result, actor, provenance)
     known_ids = set(domain.tasks.values_list("external_id", flat=True))
     known_hashes = set(domain.tasks.values_list("content_hash", flat=True))
     rows = []
@@ -246,7 +247,7 @@ def _seeds_write(specs: list[dict], domain_name: str, format: str, source_name: 
                 content_hash=digest,
             )
         )
-    _apis_add(domain, list(tool_specs.values()), result, actor, {"import": format, "from": "seed tools"})
+    apis_add(domain, list(tool_specs.values()), result, actor, {"import": format, "from": "seed tools"})
     created = Seed.objects.bulk_create(rows)
     _revisions_initial(created, actor)
     result.created["seeds"] = len(created)

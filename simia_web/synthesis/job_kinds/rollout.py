@@ -10,7 +10,7 @@ from simia_web.jobs.parameters import CappedIntegerField, units_cap_check
 from simia_web.synthesis.params import RolloutLimitsSerializer
 from simia_web.synthesis.rollout import rollout_unit_run, rollout_units
 from simia_web.synthesis.selectors import valid_task_count
-from simia_web.synthesis.services import ROLLOUT, rollout_job_create
+from simia_web.synthesis.services import ENVIRONMENTS, REFERENCE, ROLLOUT, SIMULATOR, rollout_job_create
 from simia_web.synthesis.trajectory_kinds import TrajectoryKind
 
 
@@ -31,6 +31,11 @@ class RolloutJobSerializer(RolloutLimitsSerializer):
     rollouts = CappedIntegerField(
         cap="SIMIA_MAX_ROLLOUTS_PER_TASK", min_value=1, default=1, help_text="Rollouts per task."
     )
+    environment = serializers.ChoiceField(
+        choices=ENVIRONMENTS,
+        default=SIMULATOR,
+        help_text="What answers the tool calls: the LLM simulator, or the domain's reference environment.",
+    )
 
     def validate(self, data):
         available = valid_task_count(domain_name=data["domain"])
@@ -47,6 +52,11 @@ class RolloutForm(JobParametersForm):
     max_steps = forms.IntegerField()
     max_errors = forms.IntegerField()
     user_turns = forms.IntegerField()
+    environment = forms.ChoiceField(
+        choices=[(SIMULATOR, "the simulator"), (REFERENCE, "the domain's reference environment (real responses)")],
+        required=False,
+        help_text="What answers the agent's tool calls.",
+    )
 
     def clean_domain(self) -> str:
         return self.cleaned_data["domain"].name

@@ -1,0 +1,88 @@
+"""REST endpoints for real APIs: importing a domain's APIs (OpenAPI document or MCP server), and a domain's
+reference environment."""
+
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import extend_schema
+from rest_framework import parsers, serializers, status
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from simia_web.accounts.permissions import IsCurator, ReadMemberWriteCurator
+from simia_web.core.errors import NotFound
+
+from .api import ImportRejectedSerializer, ImportResultSerializer
+from .importers import apis_import
+from .mcp import McpServer
+from .models import Domain, DomainReference
+from .references import ReferenceConfig, reference_clear, reference_set
+
+
+class ApiImportSerializer(serializers.Serializer):
+    domain = serializers.SlugField(max_length=80, help_text="The domain to import into (created when new).")
+    openapi = serializers.FileField(required=False, help_text="An OpenAPI 3 document (JSON or YAML).")
+    mcp_url = serializers.CharField(required=False, max_length=2000, help_text="A streamable-HTTP MCP server.")
+    mcp_command = serializers.CharField(
+        required=False, max_length=2000, help_text="An MCP server to run over stdio (admins only)."
+    )
+
+    def validate(self, data):
+        given = [name for name in ("openapi", "mcp_url", "mcp_command") if data.get(name)]
+        if len(given) != 1:
+            raise serializers.ValidationError({"source": "give exactly one of openapi, mcp_url and mcp_command"})
+        return data
+
+
+class ApiImportView(APIView):
+    permission_classes = [IsCurator]
+    parser_classes = [parsers.MultiPartParser, parsers.FormParser, parsers.JSONParser]
+
+    @extend_schema(
+        request={"multipart/form-data": ApiImportSerializer, "application/json": ApiImportSerializer},
+        responses={201: ImportResultSerializer, 400: ImportRejectedSerializer},
+        description="Import a domain's APIs with the same service and checks as `import_apis`. "
+        "Nothing is written on error; an MCP command needs the admin role.",
+    )
+    def post(self, request):
+        form = ApiImportSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        data = form.validated_data
+        server = None
+        if not data.get("openapi"):
+            server = McpServer(command=data.get("mcp_command", ""), url=data.get("mcp_url", ""))
+        result = apis_import(domain=data["domain"], openapi=data.get("openapi"), mcp=server, actor=request.user)
+        return Response(result.as_dict(), status=status.HTTP_201_CREATED)
+
+
+class DomainReferenceSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = DomainReference
+        fields = ["command", "url", "reset_tool", "response_pointer", "updated_at"]
+        read_only_fields = ["updated_at"]
+
+
+class DomainReferenceView(APIView):
+    """A domain's reference environment: read by members, named or removed by curators (a command by admins)."""
+
+    permission_classes = [ReadMemberWriteCurator]
+
+    def _domain(self, name: str) -> Domain:
+        return get_object_or_404(Domain.objects.only("id", "name"), name=name)
+
+    @extend_schema(responses={200: DomainReferenceSerializer})
+    def get(self, request, name: str):
+        reference = get_object_or_404(DomainReference, domain=self._domain(name))
+        return Response(DomainReferenceSerializer(reference).data)
+
+    @extend_schema(request=DomainReferenceSerializer, responses={200: DomainReferenceSerializer})
+    def put(self, request, name: str):
+        domain = self._domain(name)
+        form = DomainReferenceSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        reference = reference_set(domain=domain, config=ReferenceConfig(**form.validated_data), actor=request.user)
+        return Response(DomainReferenceSerializer(reference).data)
+
+    @extend_schema(responses={204: None})
+    def delete(self, request, name: str):
+        if not reference_clear(domain=self._domain(name), actor=request.user):
+            raise NotFound("The domain has no reference environment.")
+        return Response(status=status.HTTP_204_NO_CONTENT)
