@@ -84,7 +84,7 @@ def job_queue(*, kind: str, params: dict, actor=None) -> Job:
     """
     job_kind = job_kinds_queueable().get(kind) if isinstance(kind, str) else None
     if job_kind is None:
-        raise ValidationError({"kind": [f"choose one of {', '.join(job_kinds_queueable())}"]})
+        raise ValidationError({"kind": [f"choose one of {', '.join(sorted(job_kinds_queueable()))}"]})
     parameters = job_kind.parameters(data=params)
     if not parameters.is_valid():
         raise ValidationError({name: list(_error_lines(errors)) for name, errors in parameters.errors.items()})
