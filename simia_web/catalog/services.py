@@ -113,14 +113,14 @@ def tasks_store(*, domain: Domain, tasks: list[dict], job=None, provenance: dict
             provenance=provenance or {},
             content_hash=content_hash(spec),
         )
-        task_index(task)
+        task_index(task, new=True)
         created.append(task)
     return created
 
 
-def task_index(task: Task) -> None:
+def task_index(task: Task, new: bool = False) -> None:
     """Sign the task's instruction in the near-duplicate index, in the transaction that writes it."""
-    item_index(corpus=TASKS, item_id=task.pk, text=task.instruction)
+    item_index(corpus=TASKS, item_id=task.pk, text=task.instruction, new=new)
 
 
 # --- Edits with revisions -------------------------------------------------------------------------

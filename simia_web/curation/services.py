@@ -82,13 +82,13 @@ def trajectory_create(*, violations: list, verdict: dict | None = None, **fields
     )
     if verdict is not None:
         JudgeVerdict.objects.create(trajectory=trajectory, **verdict)
-    _duplicates_index(trajectory.pk, trajectory.messages)
+    _duplicates_index(trajectory.pk, trajectory.messages, new=True)
     return trajectory
 
 
-def _duplicates_index(trajectory_id: int, messages: list) -> None:
+def _duplicates_index(trajectory_id: int, messages: list, new: bool = False) -> None:
     """Sign the text in the near-duplicate index, in the transaction that writes it."""
-    item_index(corpus=TRAJECTORIES, item_id=trajectory_id, text=conversation_text(messages or []))
+    item_index(corpus=TRAJECTORIES, item_id=trajectory_id, text=conversation_text(messages or []), new=new)
 
 
 # Rollouts that ended on an error hold no conversation worth a person's time.

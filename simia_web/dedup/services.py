@@ -60,13 +60,14 @@ def _bands(row: Signature, minhash) -> list[Band]:
     return [Band(key=key, signature=row) for key in band_keys(row.corpus, minhash)]
 
 
-def item_index(*, corpus: str, item_id: int, text: str) -> None:
+def item_index(*, corpus: str, item_id: int, text: str, new: bool = False) -> None:
     """(Re)sign an item whose text was written, in the caller's transaction: its signature, its bands and its
-    cluster. An unchanged text changes nothing; a text without words takes the item out of the index."""
+    cluster. An unchanged text changes nothing; a text without words takes the item out of the index. `new`: the
+    item was just created, so there is no signature to replace (one query fewer on the pipelines' write path)."""
     minhash = signature(text)
     data = signature_bytes(minhash) if minhash is not None else None
     with transaction.atomic(savepoint=False):  # all or nothing with the text it describes
-        row = Signature.objects.select_for_update().filter(corpus=corpus, item_id=item_id).first()
+        row = None if new else Signature.objects.select_for_update().filter(corpus=corpus, item_id=item_id).first()
         if row is not None and data is not None and bytes(row.minhash) == data:
             return
         left_behind = _leave(row) if row is not None else []

@@ -207,7 +207,7 @@ def _tau2_write(data: dict, domain_name: str, actor) -> ImportResult:
         )
     created = Task.objects.bulk_create(rows)
     for task in created:
-        task_index(task)
+        task_index(task, new=True)
     _revisions_initial(created, actor)
     result.created["tasks"] = len(created)
     return result
