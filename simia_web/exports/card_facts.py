@@ -89,7 +89,7 @@ def _strings(value) -> list[str]:
 
 
 def _staged(provenance: dict, many: str, one: str) -> list[str]:
-    """ "stage: value" pairs a provenance names: `{many: {stage: value}}` (rollouts) or `{stage, one: value}`."""
+    """"stage: value" pairs a provenance names: `{many: {stage: value}}` (rollouts) or `{stage, one: value}`."""
     found = _strings(provenance.get(many))
     if isinstance(provenance.get(one), str) and provenance[one]:
         found.append(f"{provenance.get('stage') or 'unknown'}: {provenance[one]}")
