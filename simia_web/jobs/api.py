@@ -5,7 +5,7 @@ from typing import Any
 
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import OpenApiResponse, PolymorphicProxySerializer, extend_schema, extend_schema_field
-from rest_framework import mixins, serializers, status, viewsets
+from rest_framework import mixins, serializers, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
@@ -17,7 +17,7 @@ from .filters import JobFilter
 from .kinds import job_kinds_queueable
 from .models import Job
 from .selectors import job_progress, job_summary, job_usage, jobs_progress
-from .services import JobError, job_cancel, job_queue
+from .services import job_cancel, job_queue
 
 
 class JobSummarySerializer(serializers.ModelSerializer):
@@ -126,8 +126,5 @@ class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     )
     @action(detail=True, methods=["post"])
     def cancel(self, request, pk=None):
-        try:
-            job = job_cancel(job=self.get_object(), actor=request.user)
-        except JobError as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        job = job_cancel(job=self.get_object(), actor=request.user)  # an ended job: JobError, a 409 by the handler
         return Response(JobDetailSerializer(job, context=self.get_serializer_context()).data)

@@ -15,6 +15,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from simia_web.core.db import db_connection_check
+from simia_web.core.errors import Conflict
 from simia_web.core.outages import OutagePauses, is_outage, through_outages
 from simia_web.core.services import audit_record
 from simia_web.llm.services import llm_calls_held, llm_calls_write, llm_job_finishing
@@ -27,8 +28,8 @@ from .signals import job_ended
 logger = logging.getLogger(__name__)
 
 
-class JobError(Exception):
-    pass
+class JobError(Conflict):
+    """The job is not in a state that allows the action (cancel an ended job, retry a running one): a 409."""
 
 
 # Messages sent to Redis per round trip. Building one takes ~0.15-0.3 ms of CPU and holds the GIL: in one
