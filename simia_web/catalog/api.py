@@ -150,6 +150,16 @@ class ImportRejectedSerializer(serializers.Serializer):
     errors = ImportIssueSerializer(many=True)
 
 
+def upload_refused(form: serializers.Serializer, file_name: str) -> ImportRejected:
+    """An import request whose fields are wrong, refused in the same shape as a refused import."""
+    issues = [
+        ImportIssue(file_name, None, name, str(message))
+        for name, messages in form.errors.items()
+        for message in messages
+    ]
+    return ImportRejected(issues, detail="Upload refused; nothing was written.")
+
+
 class SummaryDetailViewSet(viewsets.ReadOnlyModelViewSet):
     """List endpoints answer summaries; the detail endpoint the whole object."""
 
@@ -205,14 +215,8 @@ class SeedViewSet(SelectorListMixin, SummaryDetailViewSet):
     )
     def upload(self, request):
         form = SeedUploadSerializer(data=request.data)
-        if not form.is_valid():  # refused in the same shape as a refused import
-            file_name = getattr(request.data.get("file"), "name", "")
-            issues = [
-                ImportIssue(file_name, None, name, str(message))
-                for name, messages in form.errors.items()
-                for message in messages
-            ]
-            raise ImportRejected(issues, detail="Upload refused; nothing was written.")
+        if not form.is_valid():
+            raise upload_refused(form, getattr(request.data.get("file"), "name", ""))
         result = seeds_import(
             source=form.validated_data["file"],
             format=form.validated_data["format"],

@@ -10,7 +10,7 @@ from rest_framework.views import APIView
 from simia_web.accounts.permissions import IsCurator, ReadMemberWriteCurator
 from simia_web.core.errors import NotFound
 
-from .api import ImportRejectedSerializer, ImportResultSerializer
+from .api import ImportRejectedSerializer, ImportResultSerializer, upload_refused
 from .importers import apis_import
 from .mcp import McpServer
 from .models import Domain, DomainReference
@@ -44,7 +44,8 @@ class ApiImportView(APIView):
     )
     def post(self, request):
         form = ApiImportSerializer(data=request.data)
-        form.is_valid(raise_exception=True)
+        if not form.is_valid():
+            raise upload_refused(form, getattr(request.data.get("openapi"), "name", ""))
         data = form.validated_data
         server = None
         if not data.get("openapi"):

@@ -11,6 +11,6 @@ router.register("seeds", api.SeedViewSet, basename="api-seed")
 
 urlpatterns = [
     path("apis/import/", api_imports.ApiImportView.as_view(), name="api-apis-import"),
-    path("domains/<slug:name>/reference/", api_imports.DomainReferenceView.as_view(), name="api-domain-reference"),
+    path("domains/<str:name>/reference/", api_imports.DomainReferenceView.as_view(), name="api-domain-reference"),
     *router.urls,
 ]
