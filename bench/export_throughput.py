@@ -1,6 +1,6 @@
 """Export throughput, memory and the cost of the export gate against PostgreSQL.
 
-Creates N accepted trajectories (bulk_create) in a domain of their own, each with the review that accepted it and
+Creates N accepted trajectories (with COPY) in a domain of their own, each with the review that accepted it and
 a judge verdict (what its manifest line names), exports them with the same service the snapshot jobs use (data,
 manifest, dataset card and report), and compares with dumping the same rows' JSON through PostgreSQL COPY. Each
 export runs in a fresh child process so its peak RSS is its own. The dataset card's build (its plots and the reads
@@ -28,6 +28,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "simia_web.settings")
 
 DOMAIN = "bench-export"
@@ -81,36 +82,54 @@ def _conversation(i: int) -> tuple[list, list]:
 
 
 def rows_create(n: int) -> int:
+    """n accepted trajectories, each with its verdict and the review that accepted it, written with COPY."""
+    import orjson
+    from copy_rows import TableRows, identity_after_load
+    from django.db import connection, transaction
+    from django.utils import timezone
+
     from simia_web.accounts.models import User
     from simia_web.catalog.models import Domain
     from simia_web.curation.models import Decision, JudgeVerdict, Review, Trajectory, TrajectoryKind, TrajectoryStatus
 
-    domain, _ = Domain.objects.get_or_create(name=DOMAIN, defaults={"description": "export benchmark rows"})
-    Trajectory.objects.filter(domain=domain).delete()
-    reviewer, _ = User.objects.get_or_create(username=REVIEWER)
-    for start in range(0, n, 5000):
-        batch = []
-        for i in range(start, min(n, start + 5000)):
-            messages, tools = _conversation(i)
-            batch.append(
-                Trajectory(
-                    kind=TrajectoryKind.DEMO,
-                    status=TrajectoryStatus.ACCEPTED,
-                    domain=domain,
-                    messages=messages,
-                    tools=tools,
-                    judge_passed=True,
-                    judge_score=0.9,
-                    termination_reason="final_answer",
-                )
+    rows_delete()
+    domain = Domain.objects.create(name=DOMAIN, description="export benchmark rows")
+    reviewer = User.objects.create(username=REVIEWER)
+    trajectories = TableRows(
+        Trajectory,
+        (
+            "id",
+            "kind",
+            "status",
+            "domain_id",
+            "messages",
+            "tools",
+            "judge_passed",
+            "judge_score",
+            "termination_reason",
+            "created_at",
+            "updated_at",
+        ),
+    )
+    verdicts = TableRows(JudgeVerdict, ("trajectory_id", "passed", "score", "trajectory_version", "created_at"))
+    reviews = TableRows(Review, ("trajectory_id", "reviewer_id", "decision", "trajectory_version", "created_at"))
+    first_id = (Trajectory.objects.order_by("-pk").values_list("pk", flat=True).first() or 0) + 1
+    now = timezone.now()
+    for start in range(0, n, 50_000):
+        ids = range(first_id + start, first_id + min(n, start + 50_000))
+        with transaction.atomic(), connection.cursor() as cursor:
+            trajectories.copy(
+                cursor,
+                (
+                    (pk, TrajectoryKind.DEMO, TrajectoryStatus.ACCEPTED, domain.pk)
+                    + tuple(orjson.dumps(part).decode() for part in _conversation(pk - first_id))
+                    + (True, 0.9, "final_answer", now, now)
+                    for pk in ids
+                ),
             )
-        Trajectory.objects.bulk_create(batch)
-        JudgeVerdict.objects.bulk_create(
-            JudgeVerdict(trajectory=t, passed=True, score=0.9, scores={}, trajectory_version=1) for t in batch
-        )
-        Review.objects.bulk_create(
-            Review(trajectory=t, reviewer=reviewer, decision=Decision.ACCEPT, trajectory_version=1) for t in batch
-        )
+            verdicts.copy(cursor, ((pk, True, 0.9, 1, now) for pk in ids))
+            reviews.copy(cursor, ((pk, reviewer.pk, Decision.ACCEPT, 1, now) for pk in ids))
+            identity_after_load(cursor, Trajectory)
     rows_settle()
     return domain.pk
 
@@ -126,12 +145,21 @@ def rows_settle() -> None:
 
 
 def rows_delete() -> None:
+    """The benchmark's rows, deleted in SQL (the ORM would read every row's id to cascade)."""
+    from django.db import connection, transaction
+
     from simia_web.accounts.models import User
     from simia_web.catalog.models import Domain
-    from simia_web.curation.models import Trajectory
+    from simia_web.curation.models import JudgeVerdict, Review, Trajectory
 
-    Trajectory.objects.filter(domain__name=DOMAIN).delete()
-    Domain.objects.filter(name=DOMAIN).delete()
+    domain = Domain.objects.filter(name=DOMAIN).first()
+    if domain is not None:
+        with transaction.atomic(), connection.cursor() as cursor:
+            ids = f"SELECT id FROM {Trajectory._meta.db_table} WHERE domain_id = %s"
+            for model in (JudgeVerdict, Review):
+                cursor.execute(f"DELETE FROM {model._meta.db_table} WHERE trajectory_id IN ({ids})", [domain.pk])
+            cursor.execute(f"DELETE FROM {Trajectory._meta.db_table} WHERE domain_id = %s", [domain.pk])
+        domain.delete()
     User.objects.filter(username=REVIEWER).delete()
 
 
@@ -155,48 +183,50 @@ def _peak_rss_kb() -> int:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
-def _card_timed() -> dict:
-    """In the child process: the card writer, timed (what it adds to a snapshot's build)."""
+def _card_timed(clock) -> None:
+    """In the child process: laps of `clock` around the card writer, which then reads "records" (reading,
+    converting and writing the records, the manifest too) and "card" (what the card adds to a snapshot's build)."""
     from simia_web.exports import card
 
-    timing = {"card_seconds": 0.0}
     card_write = card.card_write
 
     def timed(*args, **kwargs):
-        started = time.perf_counter()
+        clock.lap("records")
         try:
             return card_write(*args, **kwargs)
         finally:
-            timing["card_seconds"] += time.perf_counter() - started
+            clock.lap("card")
 
     card.card_write = timed  # the export imports it from the card module when it writes the card
-    return timing
 
 
 def export_child(fmt: str, output: str, gate: bool) -> dict:
     """Runs in the child process: the export (with its dataset card, as a snapshot has), with its own peak RSS."""
+    from copy_rows import PhaseClock
+
     from simia_web.exports.selectors import export_filters_clean
     from simia_web.exports.services import ExportOptions, export_write
 
     if not gate:
         _gate_off()
-    timing = _card_timed()
-    started, cpu_started = time.perf_counter(), time.process_time()
+    clock = PhaseClock()
+    _card_timed(clock)
     result = export_write(
         format=fmt, filters=export_filters_clean({"domain": DOMAIN}), path=Path(output), options=ExportOptions()
     )
-    seconds, cpu_seconds = time.perf_counter() - started, time.process_time() - cpu_started
-    peak_kb = _peak_rss_kb()
+    clock.lap("report")
+    records, card = clock.phases["records"], clock.phases["card"]
     return {
         "rows": result.stats.count,
         "refused": result.stats.refused_count,
-        "seconds": seconds - timing["card_seconds"],
-        "cpu_seconds": cpu_seconds,
-        "card_seconds": timing["card_seconds"],
+        "seconds": records.seconds,
+        "cpu_seconds": records.python_cpu,
+        "database_cpu_seconds": records.database_cpu,
+        "card_seconds": card.seconds,
         "bytes": result.bytes,
         "shards": [f.bytes for f in result.data_files],
         "manifest_bytes": result.file("manifest").bytes,
-        "peak_rss_mb": peak_kb / 1024,
+        "peak_rss_mb": _peak_rss_kb() / 1024,
     }
 
 
@@ -239,21 +269,28 @@ def gate_cpu_seconds(fmt: str, n: int) -> tuple[float, float]:
 
 def copy_dump(domain_id: int, output: Path) -> dict:
     """The floor: the same rows' JSON straight out of PostgreSQL with COPY, no conversion or checks."""
+    from copy_rows import PhaseClock
     from django.db import connection
 
-    connection.ensure_connection()
     sql = (
         "COPY (SELECT json_build_object('messages', messages, 'tools', tools) FROM curation_trajectory "
         f"WHERE domain_id = {int(domain_id)} AND status = 'accepted' ORDER BY id) TO STDOUT"
     )
-    started = time.perf_counter()
+    clock = PhaseClock()
     size = rows = 0
-    with connection.connection.cursor() as cursor, cursor.copy(sql) as copy, open(output, "wb") as handle:
+    with connection.cursor() as cursor, cursor.copy(sql) as copy, open(output, "wb") as handle:
         for data in copy:
             handle.write(data)
             size += len(data)
             rows += bytes(data).count(b"\n")
-    return {"rows": rows, "seconds": time.perf_counter() - started, "bytes": size}
+    spent = clock.lap("COPY")
+    return {
+        "rows": rows,
+        "seconds": spent.seconds,
+        "cpu_seconds": spent.python_cpu,
+        "database_cpu_seconds": spent.database_cpu,
+        "bytes": size,
+    }
 
 
 def _export(fmt: str, output: Path, gate: bool) -> dict:
@@ -291,10 +328,12 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             # Twice each, alternating, the faster of each kept: the second read of the rows is the cheaper one,
             # and a shared machine's load comes and goes.
+            copies = [copy_dump(domain_id, Path(tmp) / "copy.out")]
             runs = [_export(args.format, Path(tmp) / f"{i}.out", gate=bool(i % 2)) for i in range(4)]
+            copies.append(copy_dump(domain_id, Path(tmp) / "copy.out"))
             ungated = min(runs[0::2], key=lambda run: run["seconds"])
             export = min(runs[1::2], key=lambda run: run["seconds"])
-            copy = copy_dump(domain_id, Path(tmp) / "copy.out")
+            copy = min(copies, key=lambda run: run["seconds"])
     finally:
         if not args.keep:
             rows_delete()
@@ -328,11 +367,21 @@ def main() -> None:
     )
     print(
         f"COPY json:   {copy['rows']} rows in {copy['seconds']:.2f}s = {copy_rate:,.0f} rows/s, "
-        f"{copy['bytes'] / 1e6:.1f} MB"
+        f"{copy['bytes'] / 1e6:.1f} MB (the faster of one before and one after the exports)"
     )
+    snapshot = export["seconds"] + export["card_seconds"]
     print(
         f"ratio: the export takes {export['seconds'] / copy['seconds']:.1f}x the time of COPY "
-        f"({export_rate / copy_rate:.2f} of its rows/s)"
+        f"({export_rate / copy_rate:.2f} of its rows/s); with its dataset card, as a snapshot is built, "
+        f"{snapshot / copy['seconds']:.1f}x"
+    )
+    export_cpu = export["cpu_seconds"] + (export["database_cpu_seconds"] or 0)
+    copy_cpu = copy["cpu_seconds"] + (copy["database_cpu_seconds"] or 0)
+    print(
+        f"CPU (what the load of a shared machine does not change): the export {export['cpu_seconds']:.1f}s Python + "
+        f"{export['database_cpu_seconds'] or 0:.1f}s PostgreSQL, COPY {copy['cpu_seconds']:.1f}s + "
+        f"{copy['database_cpu_seconds'] or 0:.1f}s: {export_cpu / copy_cpu:.1f}x; load average "
+        f"{os.getloadavg()[0]:.1f}"
     )
 
 

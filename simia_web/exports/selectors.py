@@ -11,7 +11,7 @@ import orjson
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import connections
-from django.db.models import DateTimeField, F, FloatField, Func, QuerySet, TextField, Value
+from django.db.models import BooleanField, DateTimeField, F, FloatField, Func, JSONField, QuerySet, TextField, Value
 from django.db.models.functions import Cast, JSONObject
 
 from simia_web.core.errors import ApplicationError, Conflict, NotFound
@@ -69,6 +69,24 @@ def export_deduplicated(queryset, keep: str):
     return queryset.exclude(pk__in=drop), about
 
 
+class JsonValue(Func):
+    """A column as a value of JSONObject. SQLite keeps JSON as text and booleans as 0 and 1, which its json_object
+    would embed as a string and a number: there they are made JSON first. Elsewhere, the column as it is."""
+
+    function = ""
+
+    def __init__(self, name: str, output_field):
+        super().__init__(F(name), output_field=output_field)
+
+    def as_sqlite(self, compiler, connection, **extra_context):
+        template = "JSON(%(expressions)s)"
+        if isinstance(self.output_field, BooleanField):
+            template = (
+                "JSON(CASE WHEN %(expressions)s IS NULL THEN 'null' WHEN %(expressions)s THEN 'true' ELSE 'false' END)"
+            )
+        return super().as_sql(compiler, connection, template=template, **extra_context)
+
+
 # What a manifest line names beside each record (and the dataset card counts): `decision`, the human decision that
 # stands (id, decision, by, at, the version it was made on, the version it made, whether it was part of a bulk
 # action), and `verdict`, the judge's latest verdict on the newest version it judged (id, passed, score, version,
@@ -81,14 +99,14 @@ DECISION = JSONObject(
     at="created_at",
     made_on_version="based_on_version",
     version="trajectory_version",
-    bulk="bulk",
+    bulk=JsonValue("bulk", BooleanField()),
 )
 VERDICT = JSONObject(
     id="id",
-    passed="passed",
+    passed=JsonValue("passed", BooleanField()),
     score="score",
     version="trajectory_version",
-    scores="scores",
+    scores=JsonValue("scores", JSONField()),
     model="model",
     llm_call="llm_call_id",
 )
