@@ -1,15 +1,16 @@
 """The review benchmarks' data: N trajectories as the pipelines and reviewers leave them, written with COPY.
 
-About ten messages each in six domains, with the mix of statuses, judge verdicts (with per-criterion scores), rule
-violations and human decisions (a fifth of them bulk) of a team half-way through review. Every row carries what the
-services keep beside it: the queue columns (preview, turns, tool calls, reviewable) and the content hash from the
-services' own functions, the violations rules_check finds, the verdict copied onto the trajectory, and for each
-decision its Review, the TrajectoryChange of the version it made and its audit event. The rows of one load are
-spread over the 30 days before it, each decision a little after its trajectory.
+Eleven messages each (two tool calls) in six domains, with the mix of statuses, judge verdicts (with per-criterion
+scores), rule violations and human decisions (a fifth of them bulk) of a team half-way through review. Every row
+carries what the services keep beside it: the queue columns (preview, turns, tool calls, reviewable) and the content
+hash from the services' own functions, the violations rules_check finds, the verdict copied onto the trajectory,
+and for each decision its Review, the TrajectoryChange of the version it made and its audit event. The rows of one
+load are spread over the 30 days before it, each decision a little after its trajectory.
 
-Row i is the same whichever load writes it, so a load resumes from the rows already there (`load(1_000_000)` over
-100k adds 900k). The search index (GIN) is dropped while rows are written and built again at the end; a load that
-is interrupted leaves its definition in the database (bench_deferred_index) and the next load builds it.
+Row i's conversation, status, verdict and decision are the same whichever load writes it, so a load resumes from
+the rows already there (`load(1_000_000)` over 100k adds 900k). The search index (GIN) is dropped while rows are
+written and built again at the end; a load that is interrupted leaves its definition in the database
+(bench_deferred_index) and the next load builds it.
 
 Import it once Django is set up (it imports the models).
 """

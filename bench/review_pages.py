@@ -2,16 +2,17 @@
 and the queries each page makes.
 
 For each size, a database of its own (named after DATABASE_URL's, `simia_100k`, `simia_1m`) is created, migrated
-and loaded with bench/review_data.py (COPY; kept for later runs, and a larger size resumes from what is there).
-Then gunicorn serves it as the README starts it (2 worker processes x 8 threads here), and a signed-in curator
-requests each page one at a time: 3 warm-up requests, then --repeats timed ones. Queries per page are counted in
-this process through Django's test client (the same view, no network).
+and loaded with bench/review_data.py (COPY; kept for later runs, and a run asking for more rows adds the rest).
+Then gunicorn serves each as the README starts it (2 worker processes x 8 threads here), and a signed-in curator
+requests each page one request at a time, the sizes taking turns so that both see the same load of the machine:
+3 warm-up requests each, then --repeats timed ones. Queries per page are counted through Django's test client
+(the same view, no network) in a process set up for that size's database.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/simia python bench/review_pages.py [--sizes 100000,1000000]
     DATABASE_URL=... python bench/review_pages.py --rows 1000000 --load-only   # load DATABASE_URL's database only
     DATABASE_URL=... python bench/review_pages.py --rows 100000                # measure DATABASE_URL's database
 
-The machine's load average is printed with each size: on a shared machine the medians move with it.
+The machine's load average is printed: on a shared machine the medians move with it.
 """
 
 import argparse
@@ -111,32 +112,12 @@ def queries_of(client, path: str) -> tuple[int, int]:
     return len(queries), len(response.content)
 
 
-def timed(http, path: str, repeats: int) -> list[float]:
-    for _ in range(WARM_UP):
-        response = http.get(path)
-        assert response.status_code == 200, (path, response.status_code)
-    times = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        response = http.get(path)
-        times.append((time.perf_counter() - started) * 1000)
-        assert response.status_code == 200, (path, response.status_code)
-    return sorted(times)
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def measure(repeats: int) -> dict:
-    """Every page of this database over HTTP (gunicorn) and through the test client (queries)."""
-    import httpx
+def survey() -> dict:
+    """What the timing needs from this database (run in the process set up for it): the pages with their queries
+    and sizes (through the test client), a signed-in curator's session, and the row count."""
     from django.conf import settings
     from django.test import Client
     from django.test.utils import setup_test_environment
-    from web_load import web_server
 
     from simia_web.accounts.models import User
     from simia_web.curation.models import Trajectory
@@ -146,60 +127,80 @@ def measure(repeats: int) -> dict:
     user, _ = User.objects.get_or_create(username="bench-curator", defaults={"role": "curator"})
     client = Client()
     client.force_login(user)
-    measured = pages(client)
-    port = _free_port()
+    measured = []
+    for label, path in pages(client):
+        queries, size = queries_of(client, path)
+        measured.append({"page": label, "path": path, "queries": queries, "kib": size / 1024})
+    return {"trajectories": Trajectory.objects.count(), "session": curator_session(user), "pages": measured}
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _get(http, path: str) -> float:
+    started = time.perf_counter()
+    response = http.get(path)
+    assert response.status_code == 200, (path, response.status_code)
+    return (time.perf_counter() - started) * 1000
+
+
+def timed(surveys: list[dict], databases: list[str], repeats: int) -> None:
+    """Time every page of every size over HTTP, one gunicorn per database: the sizes take turns request by
+    request, so each page's medians at every size are taken under the same load of the machine. Fills each page's
+    median_ms and p95_ms."""
+    import httpx
+    from web_load import web_server
+
     os.environ.update(SERVER)
-    server = web_server("-c gunicorn.conf.py", port)
-    rows = []
+    servers, clients = [], []
     try:
-        with httpx.Client(
-            base_url=f"http://127.0.0.1:{port}", cookies={"sessionid": curator_session(user)}, timeout=600
-        ) as http:
-            for label, path in measured:
-                times = timed(http, path, repeats)
-                queries, size = queries_of(client, path)
-                rows.append(
-                    {
-                        "page": label,
-                        "path": path,
-                        "median_ms": statistics.median(times),
-                        "p95_ms": times[math.ceil(0.95 * len(times)) - 1],  # nearest rank
-                        "queries": queries,
-                        "kib": size / 1024,
-                    }
-                )
-                print(f"  {label}: {rows[-1]['median_ms']:.0f} ms", file=sys.stderr, flush=True)
+        for survey_, database in zip(surveys, databases, strict=True):
+            os.environ["DATABASE_URL"], port = database, _free_port()
+            servers.append(web_server("-c gunicorn.conf.py", port))
+            cookies = {"sessionid": survey_["session"]}
+            clients.append(httpx.Client(base_url=f"http://127.0.0.1:{port}", cookies=cookies, timeout=600))
+        for rows in zip(*(survey_["pages"] for survey_ in surveys), strict=True):
+            for _ in range(WARM_UP):
+                for http, row in zip(clients, rows, strict=True):
+                    _get(http, row["path"])
+            times = [[] for _ in rows]
+            for _ in range(repeats):
+                for http, row, kept in zip(clients, rows, times, strict=True):
+                    kept.append(_get(http, row["path"]))
+            for row, kept in zip(rows, times, strict=True):
+                kept.sort()
+                row["median_ms"] = statistics.median(kept)
+                row["p95_ms"] = kept[math.ceil(0.95 * len(kept)) - 1]  # nearest rank
+            medians = ", ".join(f"{row['median_ms']:.0f}" for row in rows)
+            print(f"  {rows[0]['page']}: {medians} ms", file=sys.stderr, flush=True)
     finally:
-        server.terminate()
-        server.wait(timeout=60)
-    return {"trajectories": Trajectory.objects.count(), "load_average": os.getloadavg()[0], "pages": rows}
+        for http in clients:
+            http.close()
+        for server in servers:
+            server.terminate()
+            server.wait(timeout=60)
 
 
 def size_label(rows: int) -> str:
     return f"{rows // 1_000_000}m" if rows % 1_000_000 == 0 else f"{rows // 1000}k" if rows % 1000 == 0 else str(rows)
 
 
-def print_one(result: dict) -> None:
-    print(f"{result['trajectories']:,} trajectories; load average {result['load_average']:.1f}\n")
-    print(f"{'page':<42} {'median ms':>10} {'p95 ms':>8} {'queries':>8} {'KiB':>6}")
-    for row in result["pages"]:
-        print(
-            f"{row['page']:<42} {row['median_ms']:>10.1f} {row['p95_ms']:>8.1f} {row['queries']:>8} {row['kib']:>6.0f}"
-        )
-
-
-def print_side_by_side(sizes: list[int], results: list[dict]) -> None:
-    labels = [size_label(rows) for rows in sizes]
-    for label, result in zip(labels, results, strict=True):
-        print(f"{label}: {result['trajectories']:,} trajectories, load average {result['load_average']:.1f}")
-    head = "".join(f"{label + ' ms':>10}" for label in labels)
+def print_table(labels: list[str], surveys: list[dict], load_average: float) -> None:
+    sizes = ", ".join(f"{label}: {survey_['trajectories']:,}" for label, survey_ in zip(labels, surveys, strict=True))
+    print(f"trajectories {sizes}; load average {load_average:.1f} during the run")
+    head = "".join(f"{label + ' ms':>10}{label + ' p95':>10}" for label in labels)
     queries = "".join(f"{'q ' + label:>8}" for label in labels)
-    ratio = f"{labels[-1]}/{labels[0]}"
-    print(f"\nmedian of the timed requests over HTTP; q: queries per page\n{'page':<42}{head}{ratio:>9}{queries}")
-    for rows in zip(*(result["pages"] for result in results), strict=True):
-        medians = "".join(f"{row['median_ms']:>10.1f}" for row in rows)
+    ratio = f"{labels[-1]}/{labels[0]}" if len(labels) > 1 else ""
+    print("\nmedian and p95 of the timed requests over HTTP; q: queries per page")
+    print(f"{'page':<42}{head}{ratio:>9}{queries}")
+    for rows in zip(*(survey_["pages"] for survey_ in surveys), strict=True):
+        times = "".join(f"{row['median_ms']:>10.1f}{row['p95_ms']:>10.1f}" for row in rows)
         counts = "".join(f"{row['queries']:>8}" for row in rows)
-        print(f"{rows[0]['page']:<42}{medians}{rows[-1]['median_ms'] / rows[0]['median_ms']:>8.1f}x{counts}")
+        factor = f"{rows[-1]['median_ms'] / rows[0]['median_ms']:>8.1f}x" if len(rows) > 1 else ""
+        print(f"{rows[0]['page']:<42}{times}{factor}{counts}")
 
 
 def size_database(url: str, rows: int) -> str:
@@ -212,38 +213,36 @@ def main():
     parser.add_argument("--rows", type=int, help="One size, in DATABASE_URL's own database.")
     parser.add_argument("--sizes", default="100000,1000000", help="Sizes side by side, a database each.")
     parser.add_argument("--load-only", action="store_true", help="Load the rows, measure nothing.")
-    parser.add_argument("--repeats", type=int, default=15, help="Timed requests per page.")
-    parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)  # internal: one size, as JSON
+    parser.add_argument("--repeats", type=int, default=15, help="Timed requests per page and size.")
+    parser.add_argument("--survey", action="store_true", help=argparse.SUPPRESS)  # internal: load, survey, JSON
     args = parser.parse_args()
-    if args.rows is None:
-        sizes = [int(size) for size in args.sizes.split(",")]
-        results = []
-        for rows in sizes:
-            env = {**os.environ, "DATABASE_URL": size_database(os.environ["DATABASE_URL"], rows)}
-            command = [sys.executable, __file__, "--rows", str(rows), "--repeats", str(args.repeats)]
-            child = subprocess.run(
-                [*command, *(["--load-only"] if args.load_only else ["--json"])],
-                env=env,
-                check=True,
-                stdout=subprocess.PIPE,
-                text=True,
-            )
-            if not args.load_only:
-                results.append(json.loads(child.stdout.strip().splitlines()[-1]))
-        if results:
-            print_side_by_side(sizes, results)
-        return
-    _setup()
-    from review_data import load
+    if args.rows and (args.survey or args.load_only):
+        _setup()
+        from review_data import load
 
-    load(args.rows)
+        load(args.rows)
+        if args.survey:
+            print(json.dumps(survey()))
+        return
+    sizes = [args.rows] if args.rows else [int(size) for size in args.sizes.split(",")]
+    url = os.environ["DATABASE_URL"]
+    databases = [url] if args.rows else [size_database(url, rows) for rows in sizes]
+    surveys = []
+    for rows, database in zip(sizes, databases, strict=True):  # each size set up in a process of its own
+        child = subprocess.run(
+            [sys.executable, __file__, "--rows", str(rows), "--load-only" if args.load_only else "--survey"],
+            env={**os.environ, "DATABASE_URL": database},
+            check=True,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        if not args.load_only:
+            surveys.append(json.loads(child.stdout.strip().splitlines()[-1]))
     if args.load_only:
         return
-    result = measure(args.repeats)
-    if args.json:
-        print(json.dumps(result))
-    else:
-        print_one(result)
+    started = os.getloadavg()[0]
+    timed(surveys, databases, args.repeats)
+    print_table([size_label(rows) for rows in sizes], surveys, (started + os.getloadavg()[0]) / 2)
 
 
 if __name__ == "__main__":
