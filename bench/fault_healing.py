@@ -3,13 +3,13 @@ never the shared ones; see tests/faults/cluster.py): the Redis broker killed wit
 started again, PostgreSQL stopped (fast shutdown) and started again, a worker killed with SIGKILL,
 each mid-job, and nobody running a command by hand.
 
-    python bench/fault_healing.py [--tasks 60] [--fault-after 60] [--heartbeat 5] [--repeat 3]
+    python bench/fault_healing.py [--tasks 60] [--answers-before-fault 200] [--heartbeat 5] [--repeat 3]
 
 For each fault, seconds from the moment the server was started again (or the worker died): when every
 lost unit had been sent again, when a unit next finished, when the job ended; the median of --repeat
 runs. The jobs are rollouts of --tasks x 2 units against a scripted server answering in --latency.
 With production's heartbeat (5 s, leases of 15 s) a lost unit is sent again once its lease, and the
-time since its message was sent, are over 15 s; the fault suite in `make test` runs with 1 s beats.
+time since its message was sent, are over 15 s; the fault suite in `make test` runs with 2 s beats.
 """
 
 import argparse
@@ -30,7 +30,9 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=60, help="Tasks of the job (2 rollout units each).")
     parser.add_argument("--heartbeat", type=float, default=5.0, help="SIMIA_UNIT_HEARTBEAT_SECONDS of the workers.")
     parser.add_argument("--latency", type=float, default=0.2, help="Seconds the scripted server takes per answer.")
-    parser.add_argument("--fault-after", type=int, help="Units done when the fault strikes (default: half the job).")
+    parser.add_argument(
+        "--answers-before-fault", type=int, default=200, help="LLM answers the job gets before the fault strikes."
+    )
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--faults", default="broker,database,worker", help="Which faults, comma-separated.")
     args = parser.parse_args()
@@ -55,7 +57,7 @@ def main() -> None:
         for name, scenario in (faults[fault] for fault in args.faults.split(",")):
             runs = []
             for _ in range(args.repeat):
-                run = FaultRun(servers, latency=args.latency, fault_after=args.fault_after or args.tasks)
+                run = FaultRun(servers, latency=args.latency, answers_before_fault=args.answers_before_fault)
                 try:
                     figures = scenario(run)
                 finally:

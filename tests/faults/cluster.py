@@ -22,7 +22,7 @@ from pathlib import Path
 
 import psycopg
 
-from tests.support.llm_stub import StubLLM
+from tests.support.llm_stub import AnswerGate, StubLLM
 from tests.support.processes import ROOT, WorkerProcess
 from tests.support.scripts import pipeline_responder
 
@@ -87,11 +87,12 @@ class Postgres:
     def start(self) -> None:
         options = f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off"
         pg_ctl = str(self.bin / "pg_ctl")
-        self._run(pg_ctl, "-D", str(self.data), "-o", options, "-l", str(self.root / "log"), "-w", "start")
+        # -t: a start waits out a loaded machine's slow recovery instead of giving up after pg_ctl's 60 s
+        self._run(pg_ctl, "-D", str(self.data), "-o", options, "-l", str(self.root / "log"), "-w", "-t", "300", "start")
 
     def stop(self) -> None:
         """A fast shutdown: every connection is ended, as in a restart or a failover."""
-        self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "fast", "-w", "stop")
+        self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "fast", "-w", "-t", "300", "stop")
 
     def url(self, database: str) -> str:
         return f"postgres://postgres@127.0.0.1:{self.port}/{database}"
@@ -113,11 +114,19 @@ class Redis:
         wait_until(self._answers, timeout=20, what="redis-server to answer")
 
     def _answers(self) -> bool:
+        return self._command(b"PING").startswith(b"+PONG")
+
+    def flush(self) -> None:
+        """Empty every database: a job's leftover messages must not reach the next job's workers."""
+        if not self._command(b"FLUSHALL").startswith(b"+OK"):
+            raise RuntimeError("redis-server did not flush")
+
+    def _command(self, command: bytes) -> bytes:
         with socket.socket() as conn, suppress(OSError):
             conn.connect(("127.0.0.1", self.port))
-            conn.sendall(b"PING\r\n")
-            return conn.recv(16).startswith(b"+PONG")
-        return False
+            conn.sendall(command + b"\r\n")
+            return conn.recv(16)
+        return b""
 
     def kill(self) -> None:
         if self.proc and self.proc.poll() is None:
@@ -161,7 +170,7 @@ class Servers:
 
     TEMPLATE = "faults_template"
 
-    def __init__(self, root: Path, *, tasks: int = TASKS, heartbeat: float = 1.0):
+    def __init__(self, root: Path, *, tasks: int = TASKS, heartbeat: float = 2.0):
         self.postgres = Postgres(root / "pg")
         self.redis = Redis(root)
         self.databases = 0
@@ -196,7 +205,8 @@ class Servers:
             "CELERY_BROKER_URL": self.redis.url(),
             "SIMIA_MODEL": "stub-model",
             "SIMIA_LLM_BACKOFF_BASE": "0.01",
-            # The suite's default beat of 1 s (leases of 3 s) heals in seconds; production's 5 s takes longer.
+            # The suite's beat of 2 s (leases of 6 s) heals in seconds and outlasts a busy machine's stalls of a
+            # heartbeat thread; production's 5 s takes longer.
             "SIMIA_UNIT_HEARTBEAT_SECONDS": str(self.heartbeat),
             "CELERY_VISIBILITY_TIMEOUT": "3600",  # Redis's own redelivery never does the watchdog's work here
             "SIMIA_PROFILE_CACHE_SECONDS": "2",  # reads of the database mid-unit, as in a long production run
@@ -206,14 +216,20 @@ class Servers:
 
 class FaultRun:
     """One job on a fresh database of the session's cluster: workers (each with its own scripted LLM server,
-    so that every request can be traced to the worker that sent it) and what the job did, read back."""
+    so that every request can be traced to the worker that sent it) and what the job did, read back.
 
-    def __init__(self, servers: Servers, *, latency: float, fault_after: int = 8):
+    The servers answer the job's first `answers_before_fault` requests; then they hold every request until
+    `fault_strikes` has found each worker thread waiting on one, and answer again once the fault is under way.
+    """
+
+    def __init__(self, servers: Servers, *, latency: float, answers_before_fault: int = 40):
         self.servers = servers
         self.database = servers.new_database()
+        servers.redis.flush()
         self.env = servers.env(self.database)
         self.latency = latency
-        self.fault_after = fault_after  # units done when the fault strikes
+        self.gate = AnswerGate(answers_before_fault)
+        self.threads = 0  # of every worker started
         self.workers: list[tuple[WorkerProcess, StubLLM]] = []
         self.others: list[subprocess.Popen] = []
         self.job_id = None
@@ -221,6 +237,8 @@ class FaultRun:
 
     def worker(self, *, concurrency: int = 4, **extra_env: str) -> tuple[WorkerProcess, StubLLM]:
         stub = StubLLM(responder=pipeline_responder(), latency=self.latency).start()
+        stub.gate = self.gate
+        self.threads += concurrency
         env = {**self.env, "OPENAI_BASE_URL": stub.url, **extra_env}
         name = f"w{len(self.workers) + 1}@%h"
         worker = WorkerProcess(env, concurrency, hostname=name).start()
@@ -261,14 +279,16 @@ class FaultRun:
         names = ("id", "status", "attempts", "error", "lease_holder", "dispatched_at", "finished_at")
         return [dict(zip(names, row, strict=True)) for row in rows]
 
-    def done_count(self) -> int:
-        return self.query("SELECT count(*) FROM jobs_jobunit WHERE job_id = %s AND status = 'done'", self.job_id)[0][0]
-
     def job_status(self) -> str:
         return self.query("SELECT status FROM jobs_job WHERE id = %s", self.job_id)[0][0]
 
-    def wait_done(self, at_least: int, *, timeout: float = 120) -> None:
-        wait_until(lambda: self.done_count() >= at_least, timeout=timeout, what=f"{at_least} units done")
+    def fault_strikes(self, *, timeout: float = 120) -> None:
+        """Returns once every worker thread waits for an answer, mid-job: the moment to break something."""
+        if not self.gate.wait_held(self.threads, timeout=timeout):
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {self.threads} requests in flight")
+
+    def answer_again(self) -> None:
+        self.gate.open()
 
     def wait_job_end(self, *, timeout: float = 180) -> float:
         """Waits for the job to end; returns when it did (epoch seconds)."""

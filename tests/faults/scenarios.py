@@ -15,7 +15,7 @@ from tests.support.processes import ROOT
 
 from .cluster import PASSWORD, USERNAME, FaultRun, csrf_token, free_port, wait_until
 
-DOWN_SECONDS = 4.0  # how long a server stays down: longer than a unit lease (3 heartbeats of 1 s here)
+DOWN_SECONDS = 7.0  # how long a server stays down: longer than a unit lease (3 heartbeats of 2 s here)
 
 
 def broker_restart(run: FaultRun) -> dict:
@@ -23,9 +23,10 @@ def broker_restart(run: FaultRun) -> dict:
     run.worker(concurrency=4)
     run.worker(concurrency=4)
     run.queue_job()
-    run.wait_done(run.fault_after)
+    run.fault_strikes()
     run.servers.redis.kill()
     killed_at = time.time()
+    run.answer_again()
     time.sleep(DOWN_SECONDS)  # units in flight wait for the limits' Redis; their next request is not sent
     back_at = time.time()  # from the restart's start: the figures below include Redis's own start
     run.servers.redis.start()
@@ -49,9 +50,10 @@ def database_restart(run: FaultRun) -> dict:
     web = _web(run)
     web.get_all(times=4)  # every web process holds a connection now
     run.queue_job()
-    run.wait_done(run.fault_after)
+    run.fault_strikes()
     run.servers.postgres.stop()
     stopped_at = time.time()
+    run.answer_again()  # units in flight go on until they next need the database
     during = web.get_all(times=1)
     time.sleep(DOWN_SECONDS)
     back_at = time.time()
@@ -74,12 +76,13 @@ def worker_kill(run: FaultRun) -> dict:
     victim, _ = run.worker(concurrency=4)
     run.worker(concurrency=4)
     run.queue_job()
-    run.wait_done(run.fault_after)
+    run.fault_strikes()
     victim.kill()
     killed_at = time.time()
     holder = f":{victim.pid}"
     held = {u["id"] for u in run.units() if u["status"] == "pending" and u["lease_holder"].endswith(holder)}
     run.killed_worker_units = held
+    run.answer_again()
     ended_at = run.wait_job_end()
     units = run.units()
     resent = [u for u in units if u["id"] in held]

@@ -58,6 +58,39 @@ class Request:
         return None
 
 
+class AnswerGate:
+    """Answers the first `budget` requests, then holds the rest unanswered until `open()`.
+
+    Shared by several servers, it makes a fault strike while requests are in flight however fast or
+    slow the machine runs the job: the test waits until every worker thread is held, then strikes.
+    """
+
+    def __init__(self, budget: int):
+        self._budget = budget
+        self._open = False
+        self._changed = threading.Condition()
+        self.held = 0  # requests waiting now
+
+    def pass_through(self) -> None:
+        with self._changed:
+            if self._open or self._budget > 0:
+                self._budget -= 1
+                return
+            self.held += 1
+            self._changed.notify_all()
+            self._changed.wait_for(lambda: self._open)
+            self.held -= 1
+
+    def wait_held(self, count: int, *, timeout: float) -> bool:
+        with self._changed:
+            return self._changed.wait_for(lambda: self.held >= count, timeout=timeout)
+
+    def open(self) -> None:
+        with self._changed:
+            self._open = True
+            self._changed.notify_all()
+
+
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     # The listen backlog, read when the socket starts listening (in the constructor): hundreds of workers'
@@ -76,6 +109,7 @@ class StubLLM:
         self.reject_tools = False
         self.models = ["stub-model"]  # listed by GET /v1/models
         self.personality = None  # a personalities.Personality: behave like that real server
+        self.gate: AnswerGate | None = None
         self._faults: deque[tuple[str | None, Reply]] = deque()
         self._lock = threading.Lock()
         self._in_flight = 0
@@ -122,6 +156,8 @@ class StubLLM:
                 try:
                     reply = stub._reply_for(request)
                     payload = _payload(reply, body, stub.personality)
+                    if stub.gate is not None:
+                        stub.gate.pass_through()
                     # Latency counts from arrival, so the server's own work does not add to it.
                     time.sleep(max(0.0, received + stub.latency + reply.delay - time.monotonic()))
                     self._send(reply, payload)
