@@ -2,7 +2,7 @@
 
 import django_filters
 from django import forms
-from django.contrib.postgres.search import SearchQuery, SearchVector
+from django.contrib.postgres.search import SearchQuery
 from django.db import connections
 from django.db.models import Exists, OuterRef, TextField
 from django.db.models.functions import Cast
@@ -98,10 +98,6 @@ class TrajectoryFilter(BoundedFilterSet):
 
     def filter_text(self, qs, name, value):
         if connections[qs.db].vendor == "postgresql":
-            # Served by the GIN index of migration 0004 (the same expression).
-            return qs.alias(search=messages_search_vector()).filter(search=SearchQuery(value, config="simple"))
+            # The stored vector and its GIN index (migration 0007): a match reads no conversation.
+            return qs.filter(search_vector=SearchQuery(value, config="simple"))
         return qs.annotate(messages_text=Cast("messages", TextField())).filter(messages_text__icontains=value)
-
-
-def messages_search_vector() -> SearchVector:
-    return SearchVector(Cast("messages", TextField()), config="simple")
