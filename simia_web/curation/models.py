@@ -71,7 +71,7 @@ def missing_last(name: str, missing: float | None = None):
 
 
 # The queue's other sorts, ascending keys (a descending sort walks the same index backwards) ending with the id.
-# Score has two: a missing score sorts last either way. Domain sorts by name, through the join to its domain.
+# Score has two: a missing score sorts last either way.
 QUEUE_SORT_KEYS = {
     "date": (F("created_at"), F("id")),
     "score": (missing_last("judge_score", 2.0), F("id")),
@@ -80,6 +80,7 @@ QUEUE_SORT_KEYS = {
     "tools": (F("tool_call_count"), F("id")),
     "rules": (F("violation_count"), F("id")),
     "model": (F("model"), F("id")),
+    "domain": (F("domain_name"), F("id")),
 }
 # The columns the queue's common filters read (status, waiting for review, domain, verdict), carried in each sort's
 # index so that a filtered page is an index-only walk along its order.
@@ -92,6 +93,10 @@ def _queue_sort_indexes() -> list[models.Index]:
         score = ["judge_score"] if "score" in name else []  # an expression index answers alone only with its column
         label = name.replace("-", "desc_")
         indexes.append(models.Index(*keys, name=f"trajectory_sort_{label}", include=[*QUEUE_FILTER_COLUMNS, *score]))
+    # The default order under any filter (a status, a domain, a verdict): a walk of this index checks the filter
+    # in the index alone and stops at a page.
+    columns = [*QUEUE_FILTER_COLUMNS, "judge_confidence", "judge_score"]
+    indexes.append(models.Index(*QUEUE_ORDER_KEYS, name="trajectory_queue_filtered", include=columns))
     return indexes
 
 
@@ -156,13 +161,15 @@ class Trajectory(models.Model):
     # The messages' words for text search, kept by a PostgreSQL trigger from `messages` (migration 0007), so a match
     # never parses a conversation again; NULL (unused) on SQLite.
     search_vector = SearchVectorField(null=True, editable=False)
+    # The domain's name (names never change), kept by the same trigger, so that the domain sort is one index
+    # rather than a join; empty (unused: that sort joins) on SQLite.
+    domain_name = models.CharField(max_length=80, blank=True, editable=False)
 
     class Meta:
         ordering = ["-id"]
         indexes = [
             models.Index(fields=["domain", "status"]),
             models.Index(fields=["job", "status"]),
-            models.Index(*QUEUE_ORDER_KEYS, name="trajectory_queue_order"),
             # The default queue (waiting for review): its order, its count and an offset jump are index-only scans.
             models.Index(
                 *QUEUE_ORDER_KEYS,

@@ -2,6 +2,7 @@
 
 from dataclasses import dataclass
 
+from django.db import connection
 from django.db.models import BooleanField, F, Func, QuerySet, Value
 
 from simia_web.curation.filters import PENDING, TrajectoryFilter
@@ -24,15 +25,18 @@ class QueueSort:
 def _sorts() -> dict[str, QueueSort]:
     """Each column both ways; each way walks an index of QUEUE_SORT_KEYS (score: one per way, missing last)."""
     sorts = {"priority": QueueSort(QUEUE_ORDER_KEYS)}
-    for name in ("date", "score", "turns", "tools", "rules", "model"):
+    for name in ("date", "score", "turns", "tools", "rules", "model", "domain"):
         sorts[name] = QueueSort(QUEUE_SORT_KEYS[name])
         sorts[f"-{name}"] = QueueSort(QUEUE_SORT_KEYS.get(f"-{name}", QUEUE_SORT_KEYS[name]), descending=True)
-    by_domain = (F("domain__name"), F("id"))
-    sorts["domain"], sorts["-domain"] = QueueSort(by_domain), QueueSort(by_domain, descending=True)
     return sorts
 
 
 QUEUE_SORTS = _sorts()
+# SQLite keeps no copy of the domain's name on the trajectory (PostgreSQL's trigger does): there it joins.
+JOINED_DOMAIN_SORTS = {
+    "domain": QueueSort((F("domain__name"), F("id"))),
+    "-domain": QueueSort((F("domain__name"), F("id")), descending=True),
+}
 DEFAULT_SORT = "priority"
 
 
@@ -66,7 +70,10 @@ def queue_filterset(*, params, request) -> TrajectoryFilter:
 
 
 def queue_sort(name: str | None) -> QueueSort:
-    return QUEUE_SORTS.get(name or DEFAULT_SORT, QUEUE_SORTS[DEFAULT_SORT])
+    name = name if name in QUEUE_SORTS else DEFAULT_SORT
+    if name in JOINED_DOMAIN_SORTS and connection.vendor != "postgresql":
+        return JOINED_DOMAIN_SORTS[name]
+    return QUEUE_SORTS[name]
 
 
 def queue_ordered(qs: QuerySet[Trajectory], sort: str | None = None) -> QuerySet[Trajectory]:
