@@ -31,7 +31,6 @@ from copy_rows import (
 )
 from django.db import connection, transaction
 from django.utils import timezone
-from simia_web.synthesis.judge import CRITERIA
 
 from simia_web.accounts.models import User
 from simia_web.catalog.services import domain_ensure
@@ -49,6 +48,7 @@ from simia_web.curation.models import (
 from simia_web.curation.services import conversation_summary
 from simia_web.formats.rules import rules_check
 from simia_web.jobs.models import Job, JobStatus
+from simia_web.simulation.judge import CRITERIA
 from simia_web.synthesis.services import ROLLOUT
 
 DOMAINS = ["retail", "airline", "banking", "calendar", "telecom", "travel"]

@@ -73,7 +73,6 @@ def pages(client) -> list[tuple[str, str]]:
 
     pending = queue_ordered(Trajectory.objects.filter(status__in=PENDING_STATUSES, reviewable=True))
     count = pending.count()
-    last_page = -(-count // 50)
     ids = pending.values_list("pk", flat=True)
     middle = ids[count // 2]
     newest = Trajectory.objects.order_by("-id").values_list("pk", flat=True).first()
@@ -82,8 +81,9 @@ def pages(client) -> list[tuple[str, str]]:
         ("queue, page 1", "/review/"),
         ("queue, page 100 by offset", "/review/?page=100"),
         ("queue, next page after page 100", f"/review/?after={ids[99 * 50 - 1]}&page=101"),
-        ("queue, a page near the end by offset", f"/review/?page={last_page - 1}"),
-        ("queue, the last page", f"/review/?page={last_page}"),
+        # The queue counts up to 10,000: its deepest numbered page is the 200th; further on, Next follows the keyset.
+        ("queue, page 200 by offset (the deepest)", "/review/?page=200"),
+        ("queue, next page deep in the queue", f"/review/?after={ids[count - 100]}&page=201"),
         ("queue filtered by status and domain", "/review/?status=judged_fail&domain=banking"),
         ("queue filtered by domain and verdict", "/review/?domain=banking&verdict=fail"),
         (f"text search, 1 in 100 ({SEARCH_TERM!r})", f"/review/?q={SEARCH_TERM}"),

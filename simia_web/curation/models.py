@@ -1,4 +1,5 @@
 from django.conf import settings
+from django.contrib.postgres.search import SearchVectorField
 from django.db import models
 from django.db.models import Case, F, Q, Value, When
 from django.db.models.functions import Coalesce
@@ -63,6 +64,42 @@ QUEUE_ORDER_KEYS = (
 )
 
 
+def missing_last(name: str, missing: float | None = None):
+    """A queue sort key on one column; `missing` stands in for NULL so that it sorts last (a keyset boundary
+    cannot compare NULLs)."""
+    return F(name) if missing is None else Coalesce(F(name), Value(missing))
+
+
+# The queue's other sorts, ascending keys (a descending sort walks the same index backwards) ending with the id.
+# Score has two: a missing score sorts last either way.
+QUEUE_SORT_KEYS = {
+    "date": (F("created_at"), F("id")),
+    "score": (missing_last("judge_score", 2.0), F("id")),
+    "-score": (missing_last("judge_score", -1.0), F("id")),
+    "turns": (F("turns"), F("id")),
+    "tools": (F("tool_call_count"), F("id")),
+    "rules": (F("violation_count"), F("id")),
+    "model": (F("model"), F("id")),
+    "domain": (F("domain_name"), F("id")),
+}
+# The columns the queue's common filters read (status, waiting for review, domain, verdict), carried in each sort's
+# index so that a filtered page is an index-only walk along its order.
+QUEUE_FILTER_COLUMNS = ["status", "reviewable", "domain", "judge_passed"]
+
+
+def _queue_sort_indexes() -> list[models.Index]:
+    indexes = []
+    for name, keys in QUEUE_SORT_KEYS.items():
+        score = ["judge_score"] if "score" in name else []  # an expression index answers alone only with its column
+        label = name.replace("-", "desc_")
+        indexes.append(models.Index(*keys, name=f"trajectory_sort_{label}", include=[*QUEUE_FILTER_COLUMNS, *score]))
+    # The default order under any filter (a status, a domain, a verdict): a walk of this index checks the filter
+    # in the index alone and stops at a page.
+    columns = [*QUEUE_FILTER_COLUMNS, "judge_confidence", "judge_score"]
+    indexes.append(models.Index(*QUEUE_ORDER_KEYS, name="trajectory_queue_filtered", include=columns))
+    return indexes
+
+
 class Trajectory(models.Model):
     """A conversation in the canonical format: OpenAI chat messages plus the tools list.
 
@@ -121,13 +158,18 @@ class Trajectory(models.Model):
     reserved_until = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     updated_at = models.DateTimeField(auto_now=True)
+    # The messages' words for text search, kept by a PostgreSQL trigger from `messages` (migration 0007), so a match
+    # never parses a conversation again; NULL (unused) on SQLite.
+    search_vector = SearchVectorField(null=True, editable=False)
+    # The domain's name (names never change), kept by the same trigger, so that the domain sort is one index
+    # rather than a join; empty (unused: that sort joins) on SQLite.
+    domain_name = models.CharField(max_length=80, blank=True, editable=False)
 
     class Meta:
         ordering = ["-id"]
         indexes = [
             models.Index(fields=["domain", "status"]),
             models.Index(fields=["job", "status"]),
-            models.Index(*QUEUE_ORDER_KEYS, name="trajectory_queue_order"),
             # The default queue (waiting for review): its order, its count and an offset jump are index-only scans.
             models.Index(
                 *QUEUE_ORDER_KEYS,
@@ -141,6 +183,7 @@ class Trajectory(models.Model):
                 name="trajectory_pending_domain",
                 condition=Q(status__in=PENDING_STATUSES, reviewable=True),
             ),
+            *_queue_sort_indexes(),
         ]
 
     def __str__(self):

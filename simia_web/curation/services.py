@@ -141,7 +141,7 @@ def verdict_record(*, trajectory_id: int, version: int, verdict: dict) -> JudgeV
     return record
 
 
-# The job kind of curation.job_kinds (found when the application starts).
+# The job kind of curation.job_kinds.judge (found when the application starts).
 JUDGE_JOB_KIND = "judge"
 
 
@@ -482,23 +482,31 @@ def _bulk_split(trajectories, reviewer, decision, *, lock: bool):
     return outcome, ready
 
 
-@transaction.atomic
-def reviews_bulk(*, trajectories, reviewer, decision: str, reason: str = "") -> BulkOutcome:
-    """Accept or reject every trajectory of a queryset at its current version, each as its next version.
-
-    Never touches items another annotator holds, items a person already decided individually, or (when
-    accepting) empty and errored ones; the outcome counts each group so the page can say so, and names the
-    batch its undo takes back.
-    """
+def _bulk_reason(decision: str, reason: str) -> str:
+    """The reason of a bulk decision, checked: bulk actions accept or reject, and a rejection says why."""
     if decision not in (Decision.ACCEPT, Decision.REJECT):
         raise ReviewError("Bulk actions can accept or reject, not edit.", field="action")
     reason = (reason or "").strip()
     if decision == Decision.REJECT and not reason:
         raise ReviewError("A rejection needs a reason.", field="reason")
+    return reason
+
+
+@transaction.atomic
+def reviews_bulk(
+    *, trajectories, reviewer, decision: str, reason: str = "", batch: uuid.UUID | None = None
+) -> BulkOutcome:
+    """Accept or reject every trajectory of a queryset at its current version, each as its next version.
+
+    Never touches items another annotator holds, items a person already decided individually, or (when
+    accepting) empty and errored ones; the outcome counts each group so the page can say so, and names the
+    batch its undo takes back (`batch`: one named by a bulk decision job, whose parts are calls of this).
+    """
+    reason = _bulk_reason(decision, reason)
     outcome, rows = _bulk_split(trajectories, reviewer, decision, lock=True)
     if not rows:
         return outcome
-    outcome.batch = uuid.uuid4()
+    outcome.batch = batch or uuid.uuid4()
     status = STATUS_FOR_DECISION[decision]
     ids = [pk for pk, _, _ in rows]
     Review.objects.filter(STANDING, trajectory_id__in=ids).update(superseded_at=timezone.now(), superseded_by=reviewer)
@@ -626,6 +634,18 @@ def trajectories_assign(*, trajectories, assignee, actor) -> int:
         for pk in ids
     )
     return len(ids)
+
+
+# The job kind of curation.job_kinds.bulk_decision: a bulk decision over more items than a request should write.
+BULK_JOB_KIND = "bulk-decision"
+
+
+def reviews_bulk_queue(*, query: str, reviewer, decision: str, reason: str = "") -> Job:
+    """Queue a bulk decision over the queue that `query` (the queue page's filter parameters) selects, as a job: it
+    decides the items in ranges of ids, each range as reviews_bulk would, with the filter as it stands then."""
+    reason = _bulk_reason(decision, reason)
+    params = {"query": query, "decision": decision, "reason": reason, "reviewer": reviewer.pk}
+    return job_create(kind=BULK_JOB_KIND, params={**params, "batch": str(uuid.uuid4())}, actor=reviewer)
 
 
 # ---------------------------------------------------------------- editor drafts

@@ -81,6 +81,7 @@ from .services import (
     review_decide,
     review_undo,
     reviews_bulk,
+    reviews_bulk_queue,
     reviews_bulk_undo,
     trajectories_assign,
     trajectory_claim_next,
@@ -96,6 +97,11 @@ from .versions import StaleVersion, changes_since
 QUEUE_PAGE_SIZE = 50
 # A text search counts its matches up to here ("500+", ten pages): counting a common word matches every row.
 SEARCH_COUNT_LIMIT = 500
+# Any other queue counts up to here ("10,000+", two hundred pages; an item's place likewise): an exact count of a
+# queue of a million reads every entry of its index on every page. Further pages are reached by Next.
+QUEUE_COUNT_LIMIT = 10_000
+# A bulk decision over more items than this runs as a job (with progress) rather than inside the request.
+BULK_IN_REQUEST_MAX = 1_000
 STATUS_CHOICES = [(PENDING, "Waiting for review"), ("all", "Any status"), *TrajectoryStatus.choices]
 # Parameters that move through the queue rather than filter it.
 # The review page's list of tools is cut here (the editor and exports have them all), and its sidebar lists this
@@ -179,7 +185,7 @@ def review_queue(request):
         after=_int(request.GET.get("after")),
         before=_int(request.GET.get("before")),
         size=QUEUE_PAGE_SIZE,
-        count_limit=SEARCH_COUNT_LIMIT if request.GET.get("q") else None,
+        count_limit=SEARCH_COUNT_LIMIT if request.GET.get("q") else QUEUE_COUNT_LIMIT,
     )
     query = _filter_query(request)
     context = {
@@ -272,6 +278,12 @@ def review_bulk(request):
     data = form.cleaned_data
     qs = queue_selection(qs, data["ids"] if data["scope"] == "selected" else None)
     action = data["action"]
+    if (
+        action in ("accept", "reject")
+        and data["scope"] == "all"
+        and qs[: BULK_IN_REQUEST_MAX + 1].count() > BULK_IN_REQUEST_MAX
+    ):
+        return _bulk_job(request, data, query)
     if action in ("accept", "reject"):
         preview = bulk_preview(trajectories=qs, reviewer=request.user, decision=action)
         needs_confirmation = data["scope"] == "all" or preview.changed > QUEUE_PAGE_SIZE or preview.decided
@@ -302,6 +314,17 @@ def review_bulk(request):
         who = assignee.username if assignee else "nobody"
         messages.success(request, f"{n} trajector{'y' if n == 1 else 'ies'} assigned to {who}.")
     return redirect(back)
+
+
+def _bulk_job(request, data: dict, query: str):
+    """A bulk decision over more than BULK_IN_REQUEST_MAX items: confirmed as "more than" that, then queued as a job
+    whose page shows its progress and, at the end, its counts."""
+    if data.get("confirmed") != BULK_IN_REQUEST_MAX + 1:
+        context = {"data": data, "query": query, "as_job": True, "more_than": BULK_IN_REQUEST_MAX}
+        return render(request, "curation/bulk_confirm.html", context)
+    job = reviews_bulk_queue(query=query, reviewer=request.user, decision=data["action"], reason=data["reason"])
+    messages.success(request, f"Bulk {data['action']} of every item matching the filter runs as job {job.pk}.")
+    return redirect("job-detail", pk=job.pk)
 
 
 def bulk_summary(outcome, action: str) -> str:
@@ -353,7 +376,7 @@ def _trajectory_context(request, trajectory: Trajectory, **extra) -> dict:
     verdict, failed_verdicts, older_verdicts = verdicts_split(list(trajectory.verdicts.all()))
     cited = set(verdict.cited_messages or []) if verdict else set()
     _, qs, sort = _queue(request)
-    previous_id, next_id, position = queue_neighbours(qs, trajectory.pk, sort)
+    previous_id, next_id, position = queue_neighbours(qs, trajectory.pk, sort, position_limit=QUEUE_COUNT_LIMIT)
     holder = reservation_holder(trajectory, request.user)
     query = _filter_query(request)
     reviews = list(trajectory.reviews.all())
@@ -392,6 +415,8 @@ def _trajectory_context(request, trajectory: Trajectory, **extra) -> dict:
         "previous_id": previous_id,
         "next_id": next_id,
         "position": position,
+        "position_capped": position is not None and position > QUEUE_COUNT_LIMIT,
+        "count_limit": QUEUE_COUNT_LIMIT,
         "revisions": revision_history(trajectory),
         "tools_json": clipped(pretty_json(trajectory.tools), limit=TOOLS_CHARS),
         "last_review": _last_review(request),

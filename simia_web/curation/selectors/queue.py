@@ -2,11 +2,11 @@
 
 from dataclasses import dataclass
 
+from django.db import connection
 from django.db.models import BooleanField, F, Func, QuerySet, Value
-from django.db.models.functions import Coalesce
 
 from simia_web.curation.filters import PENDING, TrajectoryFilter
-from simia_web.curation.models import QUEUE_ORDER_KEYS, RuleViolation, Trajectory
+from simia_web.curation.models import QUEUE_ORDER_KEYS, QUEUE_SORT_KEYS, RuleViolation, Trajectory
 
 
 @dataclass(frozen=True)
@@ -22,30 +22,21 @@ class QueueSort:
         return [key.desc() if descending else key.asc() for key in self.keys]
 
 
-def _column(name: str, missing_low=None, missing_high=None) -> dict[str, QueueSort]:
-    """Ascending and descending sorts on one column (missing values last either way) with the id as tie-break."""
-    up = Coalesce(F(name), Value(missing_high)) if missing_high is not None else F(name)
-    down = Coalesce(F(name), Value(missing_low)) if missing_low is not None else F(name)
-    return {"up": QueueSort((up, F("id"))), "down": QueueSort((down, F("id")), descending=True)}
-
-
 def _sorts() -> dict[str, QueueSort]:
+    """Each column both ways; each way walks an index of QUEUE_SORT_KEYS (score: one per way, missing last)."""
     sorts = {"priority": QueueSort(QUEUE_ORDER_KEYS)}
-    columns = {
-        "date": _column("created_at"),
-        "score": _column("judge_score", missing_low=-1.0, missing_high=2.0),
-        "turns": _column("turns"),
-        "tools": _column("tool_call_count"),
-        "rules": _column("violation_count"),
-        "domain": _column("domain__name"),
-        "model": _column("model"),
-    }
-    for name, both in columns.items():
-        sorts[name], sorts[f"-{name}"] = both["up"], both["down"]
+    for name in ("date", "score", "turns", "tools", "rules", "model", "domain"):
+        sorts[name] = QueueSort(QUEUE_SORT_KEYS[name])
+        sorts[f"-{name}"] = QueueSort(QUEUE_SORT_KEYS.get(f"-{name}", QUEUE_SORT_KEYS[name]), descending=True)
     return sorts
 
 
 QUEUE_SORTS = _sorts()
+# SQLite keeps no copy of the domain's name on the trajectory (PostgreSQL's trigger does): there it joins.
+JOINED_DOMAIN_SORTS = {
+    "domain": QueueSort((F("domain__name"), F("id"))),
+    "-domain": QueueSort((F("domain__name"), F("id")), descending=True),
+}
 DEFAULT_SORT = "priority"
 
 
@@ -79,7 +70,10 @@ def queue_filterset(*, params, request) -> TrajectoryFilter:
 
 
 def queue_sort(name: str | None) -> QueueSort:
-    return QUEUE_SORTS.get(name or DEFAULT_SORT, QUEUE_SORTS[DEFAULT_SORT])
+    name = name if name in QUEUE_SORTS else DEFAULT_SORT
+    if name in JOINED_DOMAIN_SORTS and connection.vendor != "postgresql":
+        return JOINED_DOMAIN_SORTS[name]
+    return QUEUE_SORTS[name]
 
 
 def queue_ordered(qs: QuerySet[Trajectory], sort: str | None = None) -> QuerySet[Trajectory]:
@@ -181,15 +175,17 @@ def queue_page(
 def queue_page_rows(qs: QuerySet[Trajectory]) -> QuerySet[Trajectory]:
     """What a queue row shows, in one query (no per-row lookups)."""
     return qs.select_related("domain", "assigned_to", "reserved_by").defer(
-        "messages", "tools", "steps", "initial_state", "final_state", "provenance"
+        "messages", "tools", "steps", "initial_state", "final_state", "provenance", "search_vector"
     )
 
 
 def queue_neighbours(
-    qs: QuerySet[Trajectory], trajectory_id: int, sort: str | None = None
+    qs: QuerySet[Trajectory], trajectory_id: int, sort: str | None = None, *, position_limit: int
 ) -> tuple[int | None, int | None, int | None]:
     """(previous id, next id, 1-based position) of a trajectory within the ordered queue: index range reads,
-    no numbering of the whole queue. The position is None when the trajectory is not (or no longer) in it."""
+    no numbering of the whole queue. The position is None when the trajectory is not (or no longer) in it, and
+    counted up to `position_limit` (a position past it is `position_limit + 1`: counting further reads every row
+    ahead of it)."""
     order = queue_sort(sort)
     values = _boundary(order, trajectory_id)
     if values is None:
@@ -197,7 +193,8 @@ def queue_neighbours(
     before = _beyond(qs, order, values, reverse=True)
     previous_id = before.values_list("pk", flat=True).first()
     next_id = _beyond(qs, order, values, reverse=False).values_list("pk", flat=True).first()
-    position = before.order_by().count() + 1 if qs.filter(pk=trajectory_id).exists() else None
+    in_queue = qs.filter(pk=trajectory_id).exists()
+    position = before.order_by()[:position_limit].count() + 1 if in_queue else None
     return previous_id, next_id, position
 
 

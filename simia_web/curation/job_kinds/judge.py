@@ -6,14 +6,13 @@ A judge call that failed is stored as a verdict with its error, and its unit's r
 JobKind.run), so the job's outcome and progress show it.
 """
 
+from simia_web.curation.models import Trajectory
+from simia_web.curation.services import JUDGE_JOB_KIND, verdict_record
 from simia_web.formats.conversation import message_text
 from simia_web.jobs.kinds import JobKind, UnitPlan, job_kind_register
 from simia_web.llm.client import client_for_stage
 from simia_web.llm.models import Stage
 from simia_web.simulation.judge import judge_run, world_evidence
-
-from .models import Trajectory
-from .services import JUDGE_JOB_KIND, verdict_record
 
 
 def _task_text(trajectory: Trajectory) -> str:
