@@ -19,9 +19,7 @@ def profile_default() -> EndpointProfile:
     """
     profile = EndpointProfile.objects.filter(is_default=True).first()
     if profile:
-        if profile.follows_environment:
-            _follow_environment(profile)
-        return profile
+        return profile_as_used_here(profile)
     name = "default"
     if EndpointProfile.objects.filter(name=name).exists():  # a non-default profile already took the name
         name = "default (from environment)"
@@ -36,13 +34,17 @@ def profile_default() -> EndpointProfile:
                 follows_environment=True,
             )
     except IntegrityError:  # another worker created it first
-        return EndpointProfile.objects.get(is_default=True)
+        return profile_as_used_here(EndpointProfile.objects.get(is_default=True))
 
 
-def _follow_environment(profile: EndpointProfile) -> None:
-    profile.base_url = settings.OPENAI_BASE_URL
-    profile.api_key_env = settings.OPENAI_API_KEY_ENV
-    profile.model = settings.SIMIA_MODEL
+def profile_as_used_here(profile: EndpointProfile) -> EndpointProfile:
+    """The profile as this process uses it: one that follows the environment takes this machine's base URL,
+    key variable and model, however it was looked up (default, route, or id in a job's parameters)."""
+    if profile.follows_environment:
+        profile.base_url = settings.OPENAI_BASE_URL
+        profile.api_key_env = settings.OPENAI_API_KEY_ENV
+        profile.model = settings.SIMIA_MODEL
+    return profile
 
 
 def profile_for_stage(stage: str, profile_id: int | None = None) -> EndpointProfile:
@@ -55,9 +57,9 @@ def profile_for_stage(stage: str, profile_id: int | None = None) -> EndpointProf
 
     def resolve() -> EndpointProfile:
         if profile_id:
-            return EndpointProfile.objects.get(pk=profile_id)
+            return profile_as_used_here(EndpointProfile.objects.get(pk=profile_id))
         route = StageRoute.objects.select_related("profile").filter(stage=stage).first()
-        return route.profile if route else profile_default()
+        return profile_as_used_here(route.profile) if route else profile_default()
 
     return _resolved.get((stage, profile_id), resolve)
 

@@ -6,7 +6,7 @@ from django.db import transaction
 from simia_web.llm.client import client_for_stage
 from simia_web.llm.limits import endpoint_limiter
 from simia_web.llm.models import EndpointProfile, LLMCall, StageRoute
-from simia_web.llm.selectors import profile_default, profile_for_stage
+from simia_web.llm.selectors import profile_cache_clear, profile_default, profile_for_stage
 
 from .conftest import ask
 
@@ -89,6 +89,21 @@ def test_the_default_profile_follows_the_environment_until_told_not_to(db, setti
     EndpointProfile.objects.filter(pk=made.pk).update(follows_environment=False, model="set-by-hand")
     settings.SIMIA_MODEL = "ignored"
     assert profile_default().model == "set-by-hand"
+
+
+def test_a_profile_that_follows_the_environment_does_so_however_a_stage_finds_it(db, settings):
+    """Each worker machine sends to its own OPENAI_BASE_URL, also when a job names the profile by id or a
+    stage's route names it: the row keeps the values of the machine that made it."""
+    EndpointProfile.objects.all().delete()
+    settings.OPENAI_BASE_URL, settings.SIMIA_MODEL = "http://made-here:8000/v1", "qwen-7b"
+    made = profile_default()
+    StageRoute.objects.create(stage="judge", profile=made)
+    settings.OPENAI_BASE_URL, settings.SIMIA_MODEL = "http://this-worker:8000/v1", "llama-70b"
+    profile_cache_clear()
+    here = ("http://this-worker:8000/v1", "llama-70b")
+    assert (profile_for_stage("agent", made.pk).base_url, profile_for_stage("agent", made.pk).model) == here
+    assert (profile_for_stage("judge").base_url, profile_for_stage("judge").model) == here
+    assert client_for_stage("agent", profile_id=made.pk).profile.base_url == here[0]
 
 
 def test_rates_per_minute_are_set_on_the_profile_and_stay_with_it_when_renamed(client_for, stub):

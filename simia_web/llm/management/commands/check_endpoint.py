@@ -2,7 +2,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from simia_web.llm.capabilities import endpoint_check
 from simia_web.llm.models import EndpointProfile
-from simia_web.llm.selectors import profile_default
+from simia_web.llm.selectors import profile_as_used_here, profile_default
 
 
 class Command(BaseCommand):
@@ -31,6 +31,6 @@ def _profile(name_or_id: str | None) -> EndpointProfile:
         return profile_default()
     lookup = {"pk": int(name_or_id)} if name_or_id.isdigit() else {"name": name_or_id}
     try:
-        return EndpointProfile.objects.get(**lookup)
+        return profile_as_used_here(EndpointProfile.objects.get(**lookup))
     except EndpointProfile.DoesNotExist:
         raise CommandError(f"no endpoint profile {name_or_id!r}") from None
