@@ -12,7 +12,7 @@ from simia_web.formats.openai import canonical_to_openai, openai_problems
 from simia_web.formats.parquet import SCHEMA, parquet_row
 
 from .files import Shards
-from .formats import ExportStats, Manifest, format_refused, json_line, record_rows, strict_conversation
+from .records import ExportStats, Manifest, format_refused, json_line, record_rows, strict_conversation
 
 ROW_GROUP_ROWS = 1000
 ROW_GROUP_BYTES = 8 * 1024 * 1024  # of the rows' JSON: a row group of long conversations is cut sooner

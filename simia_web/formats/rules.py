@@ -71,6 +71,21 @@ def ends_with_answer(messages: list[dict]) -> bool:
     return last.get("role") == "assistant" and not last.get("tool_calls") and bool(message_text(last).strip())
 
 
+def _turn_violations(message: dict, index: int, previous_role: str | None) -> list[Violation]:
+    """What is wrong with one turn where it stands: its place after the turn before, and its emptiness."""
+    role = message["role"]
+    found = []
+    if role == "system" and index > 0 and previous_role != "system":
+        found.append(Violation("roles_out_of_order", index, "system message after the conversation started"))
+    if role == "assistant" and previous_role in {None, "system"}:
+        found.append(Violation("roles_out_of_order", index, "assistant speaks before the user"))
+    if role == "assistant" and previous_role == "assistant" and not message.get("tool_calls"):
+        found.append(Violation("consecutive_assistant", index, "two assistant turns in a row"))
+    if role in {"user", "assistant"} and not message_text(message).strip() and not message.get("tool_calls"):
+        found.append(Violation("empty_message", index, f"empty {role} message"))
+    return found
+
+
 def rules_check(
     messages: list[dict],
     tools: list[dict],
@@ -93,10 +108,7 @@ def rules_check(
         if role not in ROLES:
             found.append(Violation("roles_out_of_order", index, f"unknown role {role!r}"))
             continue
-        if role == "system" and index > 0 and previous_role != "system":
-            found.append(Violation("roles_out_of_order", index, "system message after the conversation started"))
-        if role == "assistant" and previous_role in {None, "system"}:
-            found.append(Violation("roles_out_of_order", index, "assistant speaks before the user"))
+        found.extend(_turn_violations(message, index, previous_role))
         if role == "tool":
             call_id = message.get("tool_call_id")
             if call_id in open_calls:
@@ -107,10 +119,6 @@ def rules_check(
             for call_id, call_index in open_calls.items():
                 found.append(Violation("call_without_result", call_index, f"call {call_id!r} has no result"))
             open_calls.clear()
-        if role == "assistant" and previous_role == "assistant" and not message.get("tool_calls"):
-            found.append(Violation("consecutive_assistant", index, "two assistant turns in a row"))
-        if role in {"user", "assistant"} and not message_text(message).strip() and not message.get("tool_calls"):
-            found.append(Violation("empty_message", index, f"empty {role} message"))
         for call in message.get("tool_calls") or []:
             open_calls[call.get("id", "")] = index
             found.extend(call_violations(call, schemas, index))

@@ -194,7 +194,7 @@ def canonical_to_sharegpt(messages: list[dict], tools: list[dict]) -> dict:
         else:
             conversations.append({"from": role or "", "value": text})
     flush_results()
-    record = {"conversations": conversations}
+    record: dict[str, object] = {"conversations": conversations}
     if system_parts:
         record["system"] = "\n\n".join(system_parts)
     record["tools"] = json.dumps(tools_list(tools), ensure_ascii=False)

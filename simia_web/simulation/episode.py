@@ -12,6 +12,7 @@ at most the one call that crossed it.
 
 import copy
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -183,7 +184,7 @@ class Episode:
         """The real environment's answer; the world state is the reference's own, so nothing is patched here."""
         arguments, _ = parse_arguments(call)
         answer = self.reference.call(name, arguments)
-        step = {"patch": [], "state_after": self.state, "errors": [], "environment": "reference"}
+        step: dict[str, object] = {"patch": [], "state_after": self.state, "errors": [], "environment": "reference"}
         if answer.error:
             step["errors"] = [f"the reference could not answer: {answer.error}"]
             return {"error": "The service is temporarily unavailable."}, step
@@ -284,7 +285,7 @@ JUDGE_ALWAYS = "always"  # RL: the trainer needs a reward for every episode that
 JUDGE_NEVER = "never"  # abandoned: there is no outcome to score
 
 
-def episode_conclude(*, episode: Episode, judge: str, violations: list[Violation] = ()) -> EpisodeOutcome:
+def episode_conclude(*, episode: Episode, judge: str, violations: Sequence[Violation] = ()) -> EpisodeOutcome:
     """The end of every episode: the deterministic rules, then (per `judge`) the LLM judge."""
     found = rules_check(episode.messages, episode.tools) + simulator_failures(episode.steps) + list(violations)
     if judge == JUDGE_NEVER or (judge == JUDGE_IF_CLEAN and found):
@@ -295,7 +296,7 @@ def episode_conclude(*, episode: Episode, judge: str, violations: list[Violation
         tools=episode.tools,
         task=f"{episode.task_text}\nExpected outcome: {episode.expected_outcome}",
         policy=episode.policy,
-        world=world_evidence(episode.initial_state, episode.steps),
+        world=world_evidence(episode.initial_state or {}, episode.steps),
     )
     if verdict.get("llm_call"):
         episode.llm_calls.append(verdict["llm_call"])

@@ -44,7 +44,7 @@ def _needles(value, found: set[str]) -> set[str]:
 def _hits(state, needles: set[str]) -> dict[str, dict[tuple, int]]:
     """needle -> {record path: weight}; a key match (weight 2) names the value under the key itself."""
     hits: dict[str, dict[tuple, int]] = defaultdict(dict)
-    stack = [((), state)]
+    stack: list[tuple[tuple, object]] = [((), state)]
     while stack:
         path, node = stack.pop()
         if isinstance(node, dict):
@@ -91,13 +91,8 @@ def _collections(state: dict) -> dict[str, str]:
     return summary
 
 
-def state_view(state: dict, arguments: dict, budget: int) -> tuple[dict, list[str]]:
-    """({"state": whole} or {"state_slice": {...}}, notes of what was cut) within `budget` characters."""
-    if json_size(state) <= budget:
-        return {"state": state}, []
-    cut = []
-    collections = _collections(state) if isinstance(state, dict) else {}
-    room = budget - json_size(collections) - len(NOTE) - NOTES_ROOM
+def _path_scores(state: dict, arguments: dict) -> tuple[dict[tuple, int], str | None]:
+    """How strongly the call's arguments name each record, and a note of values too common to pick by."""
     scores: dict[tuple, int] = defaultdict(int)
     common = []
     for needle, records in _hits(state, _needles(arguments, set())).items():
@@ -106,8 +101,13 @@ def state_view(state: dict, arguments: dict, budget: int) -> tuple[dict, list[st
             continue
         for path, weight in records.items():
             scores[path] += weight
-    if common:
-        cut.append(f"not used to pick records: {'; '.join(common[:3])}{' and more' if len(common) > 3 else ''}")
+    if not common:
+        return scores, None
+    return scores, f"not used to pick records: {'; '.join(common[:3])}{' and more' if len(common) > 3 else ''}"
+
+
+def _records_within(state: dict, scores: dict[tuple, int], room: int, cut: list[str]) -> dict[str, object]:
+    """The best-scored records that fit `room`, a record too large shown without its nested parts."""
     records: dict[str, object] = {}
     shown: list[tuple] = []
     left_out: list[str] = []
@@ -129,6 +129,18 @@ def state_view(state: dict, arguments: dict, budget: int) -> tuple[dict, list[st
         room -= size
     if left_out:
         cut.append(f"{len(left_out)} more named records not shown for lack of room, e.g. {left_out[:2]}")
+    return records
+
+
+def state_view(state: dict, arguments: dict, budget: int) -> tuple[dict, list[str]]:
+    """({"state": whole} or {"state_slice": {...}}, notes of what was cut) within `budget` characters."""
+    if json_size(state) <= budget:
+        return {"state": state}, []
+    collections = _collections(state) if isinstance(state, dict) else {}
+    room = budget - json_size(collections) - len(NOTE) - NOTES_ROOM
+    scores, common = _path_scores(state, arguments)
+    cut = [common] if common else []
+    records = _records_within(state, scores, room, cut)
     if not scores:
         cut.append("no record of the state is named by the call's arguments")
     return {"state_slice": {"note": NOTE, "records": records, "collections": collections}}, cut
