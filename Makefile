@@ -15,7 +15,7 @@ TEST_BROKER_URL ?= redis://127.0.0.1:6379/14
 TRAINER_VENV := .venv-trainer
 TRAINER_PYTHON ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.11*/bin/python3) $(shell command -v python3.11))
 
-.PHONY: install trainer-venv run worker chromium fault-servers test lint typecheck bench clean
+.PHONY: install trainer-venv run worker chromium fault-servers test lint bench clean
 
 $(VENV)/.installed: pyproject.toml clients/python/pyproject.toml
 	@test -n "$(PYTHON)" || { echo "Python 3.12 or newer is required"; exit 1; }
@@ -61,14 +61,12 @@ fault-servers:
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports
-
-# mypy with django-stubs over simia_web/ ([tool.mypy] in pyproject.toml); not yet clean, so not yet in `test`.
-typecheck: install
 	$(VENV)/bin/mypy
 
 test: install trainer-venv chromium fault-servers
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports
+	$(VENV)/bin/mypy
 	DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) $(VENV)/bin/pytest -p no:cacheprovider $(PYTEST_ARGS)
 
 bench: install

@@ -79,7 +79,7 @@ class TrajectoryFilter(BoundedFilterSet):
 
     class Meta:
         model = Trajectory
-        fields = []
+        fields: list[str] = []
 
     def filter_violation(self, qs, name, value):
         unfixed = RuleViolation.objects.filter(trajectory=OuterRef("pk"), code=value, fixed=False)

@@ -31,6 +31,7 @@ are the data's.
 
 import json
 import zipfile
+from collections.abc import Callable
 
 import orjson
 from django.utils import timezone
@@ -96,6 +97,9 @@ class _ZipTarget:
 
     def flush(self) -> None:
         self.stream.flush()
+
+    def close(self) -> None:
+        """The stream is the caller's to close (zipfile does not close a file object it was given)."""
 
 
 def write_sharegpt(stream, queryset, stats: ExportStats, label: str, manifest: Manifest) -> None:
@@ -189,7 +193,12 @@ def write_parquet(shards: Shards, queryset, stats: ExportStats, label: str, mani
     write_parquet_shards(shards, queryset, stats, label, manifest)
 
 
-WRITERS = {"openai": write_openai, "sharegpt": write_sharegpt, "tau2": write_tau2, "parquet": write_parquet}
+WRITERS: dict[str, Callable[..., None]] = {
+    "openai": write_openai,
+    "sharegpt": write_sharegpt,
+    "tau2": write_tau2,
+    "parquet": write_parquet,
+}
 SHARDED = {"parquet"}  # writers given Shards (a data/ folder) rather than one stream
 EXTENSIONS = {"openai": "jsonl", "sharegpt": "zip", "tau2": "json", "parquet": "parquet"}
 CONTENT_TYPES = {

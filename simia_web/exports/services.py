@@ -101,7 +101,7 @@ def _report(*, format: str, filters: dict, label: str, stats: ExportStats, files
         "left_out_examples": stats.refusals,
         "near_duplicates": dedup,
         "gate": "every record passed the strict normaliser (messages and tools) and the format's validator",
-        "manifest": " ".join(Manifest.__doc__.split("\n\n", 1)[1].split()),  # what its lines hold
+        "manifest": " ".join((Manifest.__doc__ or "").split("\n\n", 1)[1].split()),  # what its lines hold
         "data_sha256": data_sha256([f for f in files if f.kind == FileKind.DATA]),
         "files": [f.as_dict() for f in files],
     }

@@ -38,7 +38,7 @@ def argument_violations(schema: dict, arguments: dict, index: int | None, tool: 
     for error in errors:
         if error.validator == "additionalProperties":
             continue  # reported above as unknown_parameter
-        code = {"required": "missing_required", "type": "wrong_type"}.get(error.validator, "arguments_invalid")
+        code = {"required": "missing_required", "type": "wrong_type"}.get(str(error.validator), "arguments_invalid")
         where = "/".join(str(p) for p in error.absolute_path)
         found.append(Violation(code, index, f"{tool}: {where + ': ' if where else ''}{error.message}"))
     return found
@@ -156,12 +156,8 @@ def assistant_turns_merge(messages: list[dict]) -> tuple[list[dict], list[Violat
     out: list[dict] = []
     fixes = []
     for message in messages:
-        previous = out[-1] if out else None
-        mergeable = (
-            previous is not None
-            and previous.get("role") == "assistant" == message.get("role")
-            and not previous.get("tool_calls")
-        )
+        previous = out[-1] if out else {}
+        mergeable = previous.get("role") == "assistant" == message.get("role") and not previous.get("tool_calls")
         if mergeable and not message.get("tool_calls"):
             previous["content"] = "\n\n".join(t for t in (message_text(previous), message_text(message)) if t)
             fixes.append(Violation("consecutive_assistant", len(out) - 1, "merged two assistant turns", True))

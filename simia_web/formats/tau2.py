@@ -3,6 +3,8 @@ catalog fields, and trajectories written as τ²-bench results (tasks and simula
 rules those records must pass.
 """
 
+from typing import Any
+
 import jsonschema
 
 from .conversation import ROLES, message_text, parse_arguments
@@ -107,7 +109,8 @@ def tau2_task_spec(record, api_names: set[str]) -> tuple[dict | None, list[Forma
         if not isinstance(arguments, dict):
             issue(f"evaluation_criteria.actions[{i}].arguments", "must be an object")
         actions.append({"name": action["name"], "arguments": arguments})
-    description = record.get("description") if isinstance(record.get("description"), dict) else {}
+    description = record.get("description")
+    description = description if isinstance(description, dict) else {}
     return {
         "external_id": str(external_id)[:80],
         "instruction": instruction,
@@ -243,7 +246,7 @@ def tau2_task(task: dict, domain_name: str) -> dict:
             },
         }
     task_id = tau2_task_id(domain_name, task_pk=task["id"], external_id=task["external_id"])
-    actions = [
+    actions: list[dict[str, Any]] = [
         {
             "action_id": f"{task_id}_{i}",
             "name": str(action.get("name", "")),

@@ -189,7 +189,8 @@ def _amplified_writer(job: Job, unit, partial: dict):
         )
     except LLMError as exc:
         provenance.update(error=str(exc)[:2000])
-        messages, violations = [], [Violation("llm_error", None, str(exc)[:2000])]
+        messages: list[dict] = []
+        violations = [Violation("llm_error", None, str(exc)[:2000])]
         fields["termination_reason"] = "llm_error"
     else:
         partial["llm_calls"] = reply.calls

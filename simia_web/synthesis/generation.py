@@ -210,7 +210,8 @@ def _json_type(value) -> str:
         return "boolean"
     if isinstance(value, int | float):
         return "number"
-    return {str: "string", dict: "object", list: "array"}.get(type(value), "null")
+    names: dict[type, str] = {str: "string", dict: "object", list: "array"}
+    return names.get(type(value), "null")
 
 
 def state_schema_of(state: dict, descriptions: dict[str, str]) -> dict:

@@ -127,7 +127,7 @@ def revision_history(trajectory: Trajectory, limit: int = 20) -> list[dict]:
     history = []
     for i, revision in enumerate(revisions[:limit]):
         previous = revisions[i + 1] if i + 1 < len(revisions) else None
-        before = (previous.data or {}).get("messages", []) if previous else None
+        before = (previous.data or {}).get("messages", []) if previous else []
         rows = messages_side_by_side(before, revision.data.get("messages", [])) if previous else []
         history.append(
             {
