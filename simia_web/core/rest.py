@@ -2,6 +2,7 @@
 query."""
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.core.exceptions import ValidationError as DjangoValidationError
@@ -11,7 +12,6 @@ from django_filters.rest_framework import DjangoFilterBackend
 from django_filters.utils import translate_validation
 from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
-from rest_framework.generics import GenericAPIView
 from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.response import Response
 from rest_framework.settings import APISettings
@@ -59,7 +59,16 @@ class BoundedFilterBackend(DjangoFilterBackend):
         return super().filter_queryset(request, queryset, view)
 
 
-class SelectorListMixin(GenericAPIView):
+if TYPE_CHECKING:
+    from rest_framework.generics import GenericAPIView
+
+    _ListView = GenericAPIView
+else:
+    # The mixin goes on a GenericAPIView; importing generics here would loop (its settings load this module).
+    _ListView = object
+
+
+class SelectorListMixin(_ListView):
     """A list endpoint answered by the `<noun>_list(*, filters)` selector its page uses, so that a query parameter
     means the same on both.
 
