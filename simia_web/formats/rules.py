@@ -184,7 +184,7 @@ def near_duplicate_violations(
 
 
 def amplified_check(
-    raw_messages,
+    raw_messages: object,
     tools: list[dict],
     *,
     seed_label: str,

@@ -12,7 +12,7 @@ at most the one call that crossed it.
 
 import copy
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -84,7 +84,7 @@ class Episode:
     # calls are answered by the real implementation instead of the simulator, and recorded as such.
     reference: Any = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.initial_state is None:
             self.initial_state = copy.deepcopy(self.state)
         self._schemas = tool_schemas(self.tools)
@@ -229,7 +229,7 @@ class Episode:
         return {"role": "user", "content": reply.data["message"]}
 
 
-def api_specs(apis) -> dict[str, dict]:
+def api_specs(apis: Iterable[Any]) -> dict[str, dict]:
     return {
         api.name: {
             "description": api.description,
@@ -242,7 +242,15 @@ def api_specs(apis) -> dict[str, dict]:
     }
 
 
-def episode_start(*, domain, task, apis, clients: StageClients, limits: EpisodeLimits, reference=None) -> Episode:
+def episode_start(
+    *,
+    domain: Any,
+    task: Any,
+    apis: Iterable[Any],
+    clients: StageClients,
+    limits: EpisodeLimits,
+    reference: Any = None,
+) -> Episode:
     """A new episode on a task: the agent's system prompt, then the customer's opening message.
 
     A task with a τ²-style `user_scenario` is the user simulator's private brief: the simulator writes

@@ -8,7 +8,7 @@ the evidence is partial, and with it into the LLM call's stored request.
 from simia_web.core.jsonutil import compact_json
 
 
-def json_size(value) -> int:
+def json_size(value: object) -> int:
     return len(compact_json(value))
 
 

@@ -11,7 +11,7 @@ from django.conf import settings
 from simia_web.core.json_input import json_parse
 from simia_web.core.jsonutil import compact_json
 from simia_web.core.schemas import SCHEMA_FAILURES, first_error
-from simia_web.llm.client import LLMClient, LLMError
+from simia_web.llm.client import LLMClient, LLMError, LLMReply
 
 from .prompt_fit import json_size, messages_fit, text_clip
 from .state_slice import state_view
@@ -191,7 +191,7 @@ def simulate_call(
         budget=client.prompt_chars_available(schema),
     )
 
-    def ask(conversation: list[dict]):
+    def ask(conversation: list[dict]) -> LLMReply:
         return client.structured(
             messages=conversation,
             schema=schema,
@@ -253,7 +253,7 @@ def _patch_feedback(answer: dict, error: str) -> list[dict]:
     ]
 
 
-def _response_value(response):
+def _response_value(response: object) -> object:
     """The response the API gave: JSON text read as the value it holds; other text is the response itself."""
     if not isinstance(response, str):
         return response

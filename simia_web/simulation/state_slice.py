@@ -10,6 +10,7 @@ sample key) so a new record can be added at a valid path. What did not fit is li
 """
 
 from collections import defaultdict
+from typing import Any
 
 from .prompt_fit import json_size
 
@@ -26,7 +27,7 @@ def pointer(path: tuple) -> str:
     return "".join("/" + str(part).replace("~", "~0").replace("/", "~1") for part in path)
 
 
-def _needles(value, found: set[str]) -> set[str]:
+def _needles(value: object, found: set[str]) -> set[str]:
     """The argument values worth looking up: strings of 2+ characters and whole numbers of 3+ digits."""
     if isinstance(value, dict):
         for item in value.values():
@@ -41,7 +42,7 @@ def _needles(value, found: set[str]) -> set[str]:
     return found
 
 
-def _hits(state, needles: set[str]) -> dict[str, dict[tuple, int]]:
+def _hits(state: object, needles: set[str]) -> dict[str, dict[tuple, int]]:
     """needle -> {record path: weight}; a key match (weight 2) names the value under the key itself."""
     hits: dict[str, dict[tuple, int]] = defaultdict(dict)
     stack: list[tuple[tuple, object]] = [((), state)]
@@ -62,7 +63,7 @@ def _hits(state, needles: set[str]) -> dict[str, dict[tuple, int]]:
     return hits
 
 
-def _shallow(value):
+def _shallow(value: object) -> object:
     """A record too large to show: its scalar fields, and the size of each nested part."""
     if not isinstance(value, dict):
         return f"({type(value).__name__} of {len(value)} items, not shown)" if isinstance(value, list) else value
@@ -72,7 +73,7 @@ def _shallow(value):
     }
 
 
-def _lookup(state, path: tuple):
+def _lookup(state: Any, path: tuple) -> Any:
     for part in path:
         state = state[part]
     return state
