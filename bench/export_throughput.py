@@ -165,10 +165,10 @@ def rows_delete() -> None:
 
 def _gate_off() -> None:
     """In the child process: the gate's functions become pass-throughs (same conversion, manifest, files)."""
-    from simia_web.exports import formats
+    from simia_web.exports import formats, records
 
-    formats.messages_strict = lambda messages: messages
-    formats.tools_list = lambda tools: tools
+    records.messages_strict = lambda messages: messages
+    records.tools_list = lambda tools: tools
     for validator in ("openai_problems", "sharegpt_problems", "tau2_simulation_problems"):
         setattr(formats, validator, lambda record: [])
 

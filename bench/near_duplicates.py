@@ -50,7 +50,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rows", type=int, default=100_000)
     args = parser.parse_args()
-    review_pages._setup()
+    review_pages.django_setup()
     from django.conf import settings
     from django.db import connection
     from django.test import Client

@@ -36,7 +36,7 @@ WARM_UP = 3
 SERVER = {"SIMIA_WEB_WORKERS": "2", "SIMIA_WEB_THREADS": "8"}
 
 
-def _setup():
+def django_setup():
     from web_load import database_ensure
 
     database_ensure(os.environ["DATABASE_URL"])
@@ -217,7 +217,7 @@ def main():
     parser.add_argument("--survey", action="store_true", help=argparse.SUPPRESS)  # internal: load, survey, JSON
     args = parser.parse_args()
     if args.rows and (args.survey or args.load_only):
-        _setup()
+        django_setup()
         from review_data import load
 
         load(args.rows)

@@ -15,10 +15,9 @@ from simia_web.llm import client as llm_client
 from simia_web.llm import services as llm_services
 from simia_web.llm.models import EndpointProfile
 from simia_web.llm.selectors import profile_cache_clear
-
-from .support.llm_stub import StubLLM
-from .support.processes import WorkerProcess
-from .support.scripts import pipeline_responder
+from tests.support.llm_stub import StubLLM
+from tests.support.processes import WorkerProcess
+from tests.support.scripts import pipeline_responder
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = ROOT.parent / "shared" / "data"

@@ -1,3 +1,5 @@
+from typing import ClassVar
+
 from django.contrib.auth.models import AbstractUser
 from django.contrib.auth.models import UserManager as DjangoUserManager
 from django.db import models
@@ -11,7 +13,7 @@ class Role(models.TextChoices):
 
 
 # Each role can do everything the roles below it can.
-ROLE_RANK = {Role.ANNOTATOR: 1, Role.CURATOR: 2, Role.ADMIN: 3}
+ROLE_RANK: dict[str, int] = {Role.ANNOTATOR: 1, Role.CURATOR: 2, Role.ADMIN: 3}
 
 
 class UserManager(DjangoUserManager):
@@ -27,21 +29,21 @@ class User(AbstractUser):
     # The role is the one fact: the database derives Django's flags from it on every write (a form, the API, a
     # command, a bulk update), so a demoted admin loses the admin site and every admin power on the next request.
     is_staff = models.GeneratedField(
-        expression=Q(role=Role.ADMIN),
+        expression=Q(role=Role.ADMIN),  # type: ignore[arg-type]  # Django resolves a Q; the stubs ask an Expression
         output_field=models.BooleanField(),
         db_persist=True,
         verbose_name="staff status",
         help_text="Set by the role: only admins log into the admin site.",
     )
     is_superuser = models.GeneratedField(
-        expression=Q(role=Role.ADMIN),
+        expression=Q(role=Role.ADMIN),  # type: ignore[arg-type]  # Django resolves a Q; the stubs ask an Expression
         output_field=models.BooleanField(),
         db_persist=True,
         verbose_name="superuser status",
         help_text="Set by the role: admins have every permission.",
     )
 
-    objects = UserManager()
+    objects: ClassVar[UserManager] = UserManager()
 
     def has_role(self, role: str) -> bool:
         """True when the user's role is `role` or ranks above it."""

@@ -50,7 +50,7 @@ class DomainDetailSerializer(DomainSummarySerializer):
 
 
 class ApiSerializer(serializers.ModelSerializer):
-    domain = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    domain: serializers.SlugRelatedField = serializers.SlugRelatedField(slug_field="name", read_only=True)
 
     class Meta:
         model = Api
@@ -75,7 +75,7 @@ class ApiSerializer(serializers.ModelSerializer):
 
 
 class TaskSummarySerializer(serializers.ModelSerializer):
-    domain = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    domain: serializers.SlugRelatedField = serializers.SlugRelatedField(slug_field="name", read_only=True)
 
     class Meta:
         model = Task
@@ -99,7 +99,7 @@ class TaskDetailSerializer(TaskSummarySerializer):
 
 
 class SeedSummarySerializer(serializers.ModelSerializer):
-    domain = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    domain: serializers.SlugRelatedField = serializers.SlugRelatedField(slug_field="name", read_only=True)
 
     class Meta:
         model = Seed
@@ -147,7 +147,8 @@ class ImportResultSerializer(serializers.Serializer):
 class ImportRejectedSerializer(serializers.Serializer):
     detail = serializers.CharField()
     total = serializers.IntegerField()
-    errors = ImportIssueSerializer(many=True)
+    # A response body's field, where the stubs type Serializer.errors (the validation errors of its input).
+    errors = ImportIssueSerializer(many=True)  # type: ignore[assignment]
 
 
 def upload_refused(form: serializers.Serializer, file_name: str) -> ImportRejected:
@@ -163,7 +164,8 @@ def upload_refused(form: serializers.Serializer, file_name: str) -> ImportReject
 class SummaryDetailViewSet(viewsets.ReadOnlyModelViewSet):
     """List endpoints answer summaries; the detail endpoint the whole object."""
 
-    summary_serializer = detail_serializer = None
+    summary_serializer: type[serializers.Serializer]
+    detail_serializer: type[serializers.Serializer]
 
     def get_serializer_class(self):
         return self.summary_serializer if self.action == "list" else self.detail_serializer

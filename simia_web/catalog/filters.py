@@ -19,7 +19,7 @@ class DomainFilter(BoundedFilterSet):
 
     class Meta:
         model = Domain
-        fields = []
+        fields: list[str] = []
 
 
 class DomainScopedFilter(BoundedFilterSet):
@@ -34,7 +34,7 @@ class ApiFilter(DomainScopedFilter):
 
     class Meta:
         model = Api
-        fields = []
+        fields: list[str] = []
 
 
 class TaskFilter(DomainScopedFilter):
@@ -43,7 +43,7 @@ class TaskFilter(DomainScopedFilter):
 
     class Meta:
         model = Task
-        fields = []
+        fields: list[str] = []
 
 
 class SeedFilter(DomainScopedFilter):
@@ -52,4 +52,4 @@ class SeedFilter(DomainScopedFilter):
 
     class Meta:
         model = Seed
-        fields = []
+        fields: list[str] = []

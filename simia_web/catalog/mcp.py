@@ -16,10 +16,13 @@ import shlex
 import tempfile
 from contextlib import ExitStack, asynccontextmanager, suppress
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import IO, TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from django.conf import settings
+
+if TYPE_CHECKING:
+    from anyio.from_thread import BlockingPortal
 from django.core.exceptions import PermissionDenied
 
 from simia_web.core.json_input import json_parse
@@ -109,6 +112,7 @@ async def _client(server: McpServer, *, timeout: float, workdir: str | None, err
 
     if server.command:
         argv = shlex.split(server.command)
+        assert workdir is not None  # McpSession makes one for every server it starts
         parameters = StdioServerParameters(command=argv[0], args=argv[1:], cwd=workdir, env={"TMPDIR": workdir})
         transport = stdio_client(parameters, errlog=errlog)
     else:
@@ -126,7 +130,9 @@ class McpSession:
         self.server = server
         self.timeout = timeout or settings.SIMIA_MCP_TIMEOUT_SECONDS
         self._stack = ExitStack()
-        self._portal = self._client = self._errlog = None
+        self._portal: BlockingPortal | None = None
+        self._client: Any = None  # the mcp Client, once connected
+        self._errlog: IO[str] | None = None
 
     def __enter__(self) -> "McpSession":
         from anyio.from_thread import start_blocking_portal
@@ -139,9 +145,9 @@ class McpSession:
             if self.server.command:
                 workdir = stack.enter_context(tempfile.TemporaryDirectory(prefix="simia-mcp-"))
             self._errlog = stack.enter_context(tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace"))
-            self._portal = stack.enter_context(start_blocking_portal())
+            self._portal = portal = stack.enter_context(start_blocking_portal())
             connected = _client(self.server, timeout=self.timeout, workdir=workdir, errlog=self._errlog)
-            self._client = stack.enter_context(self._portal.wrap_async_context_manager(connected))
+            self._client = stack.enter_context(portal.wrap_async_context_manager(connected))
         except Exception as exc:
             reason = self._reason(exc)
             stack.close()
@@ -164,6 +170,8 @@ class McpSession:
     def _run(self, function, *args):
         from mcp import MCPError
 
+        if self._portal is None:
+            raise McpUnavailable("the session is not open")
         try:
             return self._portal.call(function, *args)
         except MCPError as exc:

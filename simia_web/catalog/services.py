@@ -1,8 +1,11 @@
 """Writes to domains, APIs, tasks and seeds."""
 
+from collections.abc import Callable
+from typing import Any
+
 from django.contrib.contenttypes.models import ContentType
 from django.core.exceptions import ValidationError
-from django.db import transaction
+from django.db import models, transaction
 from django.utils import timezone
 
 from simia_web.core.jsonutil import content_hash
@@ -53,7 +56,7 @@ def apis_store(
                 description=spec.get("description", ""),
                 parameters=spec.get("parameters") if isinstance(spec.get("parameters"), dict) else {},
                 returns=spec.get("returns") if isinstance(spec.get("returns"), dict) else {},
-                kind=spec.get("kind") if spec.get("kind") in {"read", "write"} else "read",
+                kind=spec["kind"] if spec.get("kind") in {"read", "write"} else "read",
                 touches=spec.get("touches") if isinstance(spec.get("touches"), list) else [],
                 valid=not errors,
                 errors=errors,
@@ -85,7 +88,8 @@ def tasks_store(*, domain: Domain, tasks: list[dict], job=None, provenance: dict
     created = []
     for spec in tasks:
         instruction = str(spec.get("instruction", "")).strip()
-        needed = spec.get("apis_needed") if isinstance(spec.get("apis_needed"), list) else []
+        needed = spec.get("apis_needed")
+        needed = needed if isinstance(needed, list) else []
         errors = []
         if not instruction:
             errors.append("empty instruction")
@@ -163,7 +167,12 @@ def task_snapshot(task: Task) -> dict:
     }
 
 
-SNAPSHOTS = {Domain: domain_snapshot, Seed: seed_snapshot, Api: api_snapshot, Task: task_snapshot}
+SNAPSHOTS: dict[type[models.Model], Callable[[Any], dict]] = {
+    Domain: domain_snapshot,
+    Seed: seed_snapshot,
+    Api: api_snapshot,
+    Task: task_snapshot,
+}
 
 
 def revision_initial(*, obj, actor=None, note: str = "created") -> Revision:
@@ -332,7 +341,9 @@ def domain_update(
     new = _edited(
         domain, description=description, policy=policy, state_schema=state_schema, initial_state=initial_state
     )
-    errors = {name: "must be text" for name in ("description", "policy") if not isinstance(new[name], str)}
+    errors: dict[str, str | list[str]] = {
+        name: "must be text" for name in ("description", "policy") if not isinstance(new[name], str)
+    }
     problems = state_problems(new["state_schema"], new["initial_state"])
     if problems:
         errors["state_schema" if problems[0].startswith(STATE_SCHEMA_LABEL) else "initial_state"] = problems

@@ -1,6 +1,7 @@
 """Deterministic validation of synthesized or edited APIs, state schemas and tasks."""
 
 import re
+from typing import Any
 
 from simia_web.core.schemas import SCHEMA_FAILURES, first_error, schema_error
 
@@ -23,9 +24,9 @@ def api_problems(api: dict) -> list[str]:
     parameters = api.get("parameters")
     found = schema_problems(parameters, "parameters")
     problems += found
-    if not found:
-        if parameters.get("type") != "object":
-            problems.append("parameters must describe an object")
+    if not found and (not isinstance(parameters, dict) or parameters.get("type") != "object"):
+        problems.append("parameters must describe an object")
+    if not found and isinstance(parameters, dict):
         properties = parameters.get("properties") or {}
         missing = [r for r in parameters.get("required") or [] if r not in properties]
         if missing:
@@ -40,7 +41,7 @@ def api_problems(api: dict) -> list[str]:
 def api_set_problems(apis: list[dict]) -> tuple[dict[int, list[str]], list[str]]:
     """Per-API problems (by position) plus problems of the set (duplicate names, read/write coverage)."""
     per_api = {i: api_problems(api) for i, api in enumerate(apis)}
-    seen: dict[str, int] = {}
+    seen: dict[Any, int] = {}
     for i, api in enumerate(apis):
         name = api.get("name")
         if name in seen:

@@ -17,9 +17,6 @@ class BadTokenThrottle(AttemptThrottle):
 
     scope = "bad_token"
 
-    def get_cache_key(self, request, view):
-        return self.cache_format % {"scope": self.scope, "ident": self.get_ident(request)}
-
 
 class ThrottledTokenAuthentication(TokenAuthentication):
     """Token authentication where an address that sent too many wrong tokens gets 429, even for a right one.

@@ -13,7 +13,7 @@ class GatedJSONField(forms.JSONField):
     def to_python(self, value):
         if isinstance(value, str) and value not in self.empty_values:
             try:
-                json_parse(value, where=self.label or "")
+                json_parse(value, where=str(self.label or ""))
             except JsonInvalid:
                 raise ValidationError(self.error_messages["invalid"], code="invalid", params={"value": value}) from None
             except JsonRefused as exc:

@@ -23,6 +23,7 @@ import json
 import math
 import re
 from dataclasses import dataclass, replace
+from typing import Any
 
 from django.conf import settings
 
@@ -110,12 +111,13 @@ def stream_chunks(stream, size: int = _CHUNK):
         yield chunk
 
 
-_STRUCTURE = {str: (",", "[", "{"), bytes: (b",", b"[", b"{")}
 _NOT_KEPT = bytes(sorted(set(range(256)) - set(b'",[{')))
 
 
 def _structure_count(text: str | bytes) -> int:
-    return sum(text.count(mark) for mark in _STRUCTURE[type(text)])
+    if isinstance(text, str):
+        return text.count(",") + text.count("[") + text.count("{")
+    return text.count(b",") + text.count(b"[") + text.count(b"{")
 
 
 def _structure_count_outside_strings(text: bytes) -> int:
@@ -217,7 +219,9 @@ def json_parse(data: bytes | str, *, where: str = "", limits: JsonLimits | None 
 def value_check(value, *, where: str = "", limits: JsonLimits | None = None) -> None:
     """Refuse a parsed value (or one built in memory, such as an LLM's tool arguments) that breaks a limit."""
     limits = limits or JsonLimits.from_settings()
-    stack, values = [(value, 1, None)], 0
+    # (node, depth, trail): a trail is the parent's trail and the node's key, None at the root.
+    stack: list[tuple[Any, int, tuple | None]] = [(value, 1, None)]
+    values = 0
     while stack:
         node, depth, trail = stack.pop()
         problem = _node_problem(node, depth, limits)

@@ -1,8 +1,13 @@
 """The REST API's one exception handler and its error body, and query parameters bounded before they reach a
 query."""
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
 from django.conf import settings
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db.models import QuerySet
+from django_filters import FilterSet
 from django_filters.rest_framework import DjangoFilterBackend
 from django_filters.utils import translate_validation
 from rest_framework import serializers
@@ -54,7 +59,16 @@ class BoundedFilterBackend(DjangoFilterBackend):
         return super().filter_queryset(request, queryset, view)
 
 
-class SelectorListMixin:
+if TYPE_CHECKING:
+    from rest_framework.generics import GenericAPIView
+
+    _ListView = GenericAPIView
+else:
+    # The mixin goes on a GenericAPIView; importing generics here would loop (its settings load this module).
+    _ListView = object
+
+
+class SelectorListMixin(_ListView):
     """A list endpoint answered by the `<noun>_list(*, filters)` selector its page uses, so that a query parameter
     means the same on both.
 
@@ -62,7 +76,9 @@ class SelectorListMixin:
     FilterSet, which also documents the parameters): a value that does not validate is a 400 naming it, where a
     page leaves that filter out."""
 
-    list_selector = None  # staticmethod(<noun>_list)
+    # staticmethod(<noun>_list); the FilterSet is the view's filterset_class.
+    list_selector: Callable[..., QuerySet]
+    filterset_class: type[FilterSet]
 
     def list(self, request, *args, **kwargs):
         query_length_check(request.query_params)
@@ -77,4 +93,5 @@ class FormatIsAFilter(DefaultContentNegotiation):
     """For an endpoint with a filter named `format` (a snapshot's): there it is not DRF's renderer override
     (`?format=json`), which answered `?format=parquet` with 404. The API answers JSON either way."""
 
-    settings = APISettings(user_settings={"URL_FORMAT_OVERRIDE": None})
+    # The stubs type `settings` as the project-wide api_settings and its user_settings as every key's dict.
+    settings = APISettings(user_settings={"URL_FORMAT_OVERRIDE": None})  # type: ignore[assignment, arg-type]

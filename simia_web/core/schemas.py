@@ -141,7 +141,7 @@ def _pattern_properties(validator, pattern_properties, instance, schema):
 def _unique_items(validator, unique, instance, schema):
     if not (unique and validator.is_type(instance, "array")):
         return
-    seen = {}
+    seen: dict[object, int] = {}
     for index, item in enumerate(instance):
         first = seen.setdefault(json_key(item), index)
         if first != index:
@@ -227,7 +227,7 @@ def _checked(validator, instance, limit: int) -> list[jsonschema.ValidationError
     """Up to `limit` errors of `instance`, within the step budget (one `budget` error when it runs out)."""
     token = _meter.set(_Meter(instance))
     try:
-        errors = []
+        errors: list[jsonschema.ValidationError] = []
         try:
             errors.extend(itertools.islice(validator.iter_errors(instance), limit))
         except CheckTooCostly:

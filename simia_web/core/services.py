@@ -20,8 +20,9 @@ def audit_record(*, actor, action: str, target: models.Model, data: dict | None 
     )
 
 
+# `obj` below: a model instance with an integer `version` field (Catalog items, trajectories).
 def revision_record(
-    *, obj: models.Model, data: dict[str, Any], author=None, note: str = "", version: int | None = None
+    *, obj: Any, data: dict[str, Any], author=None, note: str = "", version: int | None = None
 ) -> Revision:
     """Store `data` as revision `version` (by default `obj.version`), with the JSON Patch from the previous one."""
     content_type = ContentType.objects.get_for_model(obj)
@@ -43,7 +44,7 @@ def revision_record(
     )
 
 
-def versioned_update(*, obj: models.Model, expected_version: int, fields: dict[str, Any]) -> int:
+def versioned_update(*, obj: Any, expected_version: int, fields: dict[str, Any]) -> int:
     """Compare-and-set update: write `fields` and bump the version only if nobody saved in between.
 
     Raises VersionConflict (with obj refreshed to the current row) when the version moved.

@@ -50,6 +50,10 @@ def throttles_reset() -> None:
 class SharedRateThrottle(SimpleRateThrottle):
     """DRF's rate throttle, counted in a moving window by the `limits` library."""
 
+    # Set from the rate by SimpleRateThrottle.__init__ (the stubs do not declare them).
+    num_requests: int
+    duration: int
+
     def allow_request(self, request, view):
         if self.rate is None:
             return True
@@ -77,6 +81,13 @@ class AttemptThrottle(SimpleRateThrottle):
     per-minute counters that expire, so that a process dying mid-attempt holds no place for long."""
 
     PENDING_WAIT = 5.0
+    # Set from the rate by SimpleRateThrottle.__init__ (the stubs do not declare them).
+    num_requests: int
+    duration: int
+
+    def attempt_key(self, request) -> str:
+        """The client's key: attempts count per client address, whatever the view."""
+        return self.cache_format % {"scope": self.scope, "ident": self.get_ident(request)}
 
     def _failures(self, base: str) -> float:
         window, into = divmod(self.timer(), self.duration)
@@ -87,7 +98,7 @@ class AttemptThrottle(SimpleRateThrottle):
 
     def attempt_begin(self, request) -> str | None:
         """The pending counter holding this attempt, or None when the client has no attempt left (see wait())."""
-        base = self.get_cache_key(request, None)
+        base = self.attempt_key(request)
         deadline = time.monotonic() + self.PENDING_WAIT
         while True:
             minute = int(self.timer() // 60)
@@ -104,7 +115,7 @@ class AttemptThrottle(SimpleRateThrottle):
 
     def attempt_end(self, request, key: str, *, failed: bool) -> None:
         if failed:
-            base = self.get_cache_key(request, None)
+            base = self.attempt_key(request)
             window = f"{base}:failed:{int(self.timer() // self.duration)}"
             _counted(_storage, "incr", window, 2 * self.duration)
         _counted(_storage, "incr", key, 120, -1)

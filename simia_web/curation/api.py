@@ -45,7 +45,7 @@ class JudgeVerdictSerializer(serializers.ModelSerializer):
 
 
 class ReviewSerializer(serializers.ModelSerializer):
-    reviewer = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    reviewer: serializers.SlugRelatedField = serializers.SlugRelatedField(slug_field="username", read_only=True)
     standing = serializers.BooleanField(
         read_only=True, help_text="Neither undone nor superseded: the trajectory is still at `trajectory_version`."
     )
@@ -68,7 +68,7 @@ class ReviewSerializer(serializers.ModelSerializer):
 
 
 class TrajectorySummarySerializer(serializers.ModelSerializer):
-    domain = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    domain: serializers.SlugRelatedField = serializers.SlugRelatedField(slug_field="name", read_only=True)
 
     class Meta:
         model = Trajectory
@@ -175,7 +175,7 @@ class TrajectoryVersionSerializer(serializers.ModelSerializer):
 
 
 class ChangeSerializer(serializers.ModelSerializer):
-    actor = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    actor: serializers.SlugRelatedField = serializers.SlugRelatedField(slug_field="username", read_only=True)
 
     class Meta:
         model = TrajectoryChange

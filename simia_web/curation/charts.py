@@ -30,7 +30,8 @@ def stacked_bar(data: dict[str, dict[str, int]], colours: dict[str, str]) -> dic
     rows = []
     for i, (label, parts) in enumerate(data.items()):
         total = sum(parts.values())
-        x, segments = LABEL_WIDTH, []
+        x: float = LABEL_WIDTH
+        segments = []
         for key, cls in colours.items():
             n = parts.get(key, 0)
             if not n:

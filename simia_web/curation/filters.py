@@ -80,7 +80,7 @@ class TrajectoryFilter(BoundedFilterSet):
 
     class Meta:
         model = Trajectory
-        fields = []
+        fields: list[str] = []
 
     def filter_domain(self, qs, name, value):
         # The domain's id looked up once, so that a queue index walk checks it in the index (a join would not).

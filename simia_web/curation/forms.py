@@ -21,11 +21,18 @@ def editor_json_parse(text: str):
         return None, f"Not valid JSON: {exc}"
 
 
+class AnyIdsField(forms.TypedMultipleChoiceField):
+    """Row ids: the view checks them against the filtered queue, so any integer is accepted here."""
+
+    def valid_value(self, value) -> bool:
+        return str(value).isdigit()
+
+
 class BulkForm(forms.Form):
     ACTIONS = [("accept", "Accept"), ("reject", "Reject"), ("assign", "Assign to"), ("unassign", "Unassign")]
     action = forms.ChoiceField(choices=ACTIONS)
     scope = forms.ChoiceField(choices=[("selected", "Selected"), ("all", "All matching the filter")])
-    ids = forms.TypedMultipleChoiceField(coerce=int, required=False, choices=[])
+    ids = AnyIdsField(coerce=int, required=False, choices=[])
     reason = forms.CharField(required=False, max_length=2000)
     # The count the curator confirmed; a different count now means the filter matched something else: ask again.
     confirmed = forms.IntegerField(required=False, min_value=0)
@@ -33,13 +40,9 @@ class BulkForm(forms.Form):
         get_user_model().objects.filter(is_active=True).order_by("username"), required=False, empty_label="Assignee"
     )
 
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        # Ids are checked against the filtered queue in the view; accept any integer here.
-        self.fields["ids"].valid_value = lambda value: str(value).isdigit()
-
     def clean(self):
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         if data.get("action") == "reject" and not (data.get("reason") or "").strip():
             self.add_error("reason", "A rejection needs a reason.")
         if data.get("action") == "assign" and not data.get("assignee"):

@@ -9,6 +9,7 @@ accepted only while its current text is the one a person accepted.
 import uuid
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
@@ -161,7 +162,7 @@ class ReviewError(ValidationFailed):
 
 
 # A write's fields that let go of the hold: the work on the item is done.
-RELEASED = {"reserved_by": None, "reserved_until": None}
+RELEASED: dict[str, Any] = {"reserved_by": None, "reserved_until": None}
 
 
 def _reservation_until():
@@ -278,7 +279,7 @@ def _status_audit(*, actor, trajectory: Trajectory, previous: str, reason: str =
     trajectory_statuses_changed.send(sender=Trajectory, trajectory_ids=[trajectory.pk])
 
 
-STATUS_FOR_DECISION = {
+STATUS_FOR_DECISION: dict[str, str] = {
     Decision.ACCEPT: TrajectoryStatus.ACCEPTED,
     Decision.FIX_ACCEPT: TrajectoryStatus.ACCEPTED,
     Decision.REJECT: TrajectoryStatus.REJECTED,

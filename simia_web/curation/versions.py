@@ -39,13 +39,13 @@ def change_data(change: TrajectoryChange) -> dict:
         "version": change.version,
         "action": change.action,
         "detail": change.detail,
-        "actor": change.actor.username if change.actor_id else None,
+        "actor": change.actor.username if change.actor else None,
         "created_at": change.created_at,
     }
 
 
 def change_text(change: TrajectoryChange) -> str:
-    who = change.actor.username if change.actor_id else "someone"
+    who = change.actor.username if change.actor else "someone"
     detail = f" ({change.detail})" if change.detail else ""
     return f"v{change.version} {change.get_action_display()}{detail} by {who}"
 

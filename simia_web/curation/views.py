@@ -1,6 +1,7 @@
 """Pages of the annotators' workspace: dashboard, review queue and stream, trajectory review and editor, agreement."""
 
 import uuid
+from typing import Any
 
 from django.conf import settings
 from django.contrib import messages
@@ -222,7 +223,7 @@ def review_next(request):
     _, qs, sort = _queue(request)
     here = queue_reviewable(qs, _int(request.POST.get("here")))
     if here is not None and trajectory_hold(trajectory=here, user=request.user):
-        claimed = here
+        claimed: Trajectory | None = here
     else:
         after = _int(request.POST.get("after"))
         claimed = trajectory_claim_next(queue=qs, user=request.user, after_id=after, sort=sort)
@@ -271,7 +272,7 @@ def review_bulk(request):
     query = request.POST.get("query", "")
     back = _with_query(reverse("review-queue"), query)
     if not form.is_valid():
-        errors = "; ".join(e for field_errors in form.errors.values() for e in field_errors)
+        errors = "; ".join(str(e) for field_errors in form.errors.values() for e in field_errors)
         messages.error(request, f"Nothing changed: {errors}")
         return redirect(back)
     _, qs, _ = _queue(request, QueryDict(query))
@@ -668,7 +669,11 @@ def agreement_page(request):
     form = AgreementFilterForm(request.GET or None, profiles=profiles)
     data = form.cleaned_data if form.is_valid() else {}
     domain = data["domain"] if data.get("domain") else None
-    slice_filters = {"domain": domain.pk if domain else None, "job": data.get("job"), "profile": data.get("profile")}
+    slice_filters: dict[str, Any] = {
+        "domain": domain.pk if domain else None,
+        "job": data.get("job"),
+        "profile": data.get("profile"),
+    }
     result = agreement(**slice_filters)
     queue_filters = {}
     if domain:

@@ -8,7 +8,7 @@ a bounded lookup; its cluster still holds every copy.
 
 from dataclasses import dataclass
 
-from django.db.models import BooleanField, Count, ExpressionWrapper, F, Q, Window
+from django.db.models import BooleanField, Count, ExpressionWrapper, F, OrderBy, Q, Window
 from django.db.models.functions import RowNumber
 
 from .minhash import THRESHOLD, band_keys, signature, signature_load, similarity
@@ -48,7 +48,7 @@ def _verified(minhash, rows, exclude: int | None) -> list[Neighbour]:
 def _rows(corpus: str, keys, first: int | None = None):
     """Signatures of `corpus` sharing a band key (`keys`: values or a subquery), `first` (when given) leading."""
     rows = Signature.objects.filter(corpus=corpus, pk__in=Band.objects.filter(key__in=keys).values("signature_id"))
-    order = ["item_id"]
+    order: list[str | OrderBy] = ["item_id"]
     if first is not None:
         order.insert(0, ExpressionWrapper(~Q(item_id=first), output_field=BooleanField()).asc())
     return rows.order_by(*order).values_list("item_id", "minhash", "cluster")[: CANDIDATES_MAX + 1]
@@ -101,5 +101,6 @@ def clusters_first_members(*, corpus: str, heads: list[int], limit: int) -> dict
     )
     found: dict[int, tuple[int, list[int]]] = {}
     for head, size, item_id in ranked:
-        found.setdefault(head, (size, []))[1].append(item_id)
+        if head is not None:  # every row is in one of `heads`
+            found.setdefault(head, (size, []))[1].append(item_id)
     return found

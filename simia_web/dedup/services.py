@@ -10,6 +10,7 @@ again; when a representative changes, its former members are clustered again by 
 import heapq
 from collections.abc import Callable, Iterable
 
+from datasketch import MinHash
 from django.db import transaction
 
 from .corpora import corpus_get
@@ -200,7 +201,8 @@ def _shared_buckets(item_of: dict[int, int]) -> dict[int, list[list[int]]]:
             for item_id in bucket:
                 buckets_of.setdefault(item_id, []).append(bucket)
 
-    current, bucket = None, []
+    current: int | None = None
+    bucket: list[int] = []
     rows = Band.objects.order_by("key").values_list("key", "signature_id").iterator(chunk_size=10 * CHUNK)
     for key, signature_id in rows:
         if key != current:
@@ -217,7 +219,7 @@ def _clusters(corpus: str, buckets_of: dict[int, list[list[int]]]) -> dict[int, 
     the oldest candidate that is a representative or unclustered and near-duplicate of it (see _cluster_choice).
     Candidates are walked in id order and the walk stops at the first that qualifies, so a text copied thousands
     of times costs each copy a few comparisons, not thousands."""
-    minhashes = {}
+    minhashes: dict[int, MinHash] = {}
     ids = sorted(buckets_of)
     for start in range(0, len(ids), CHUNK):
         rows = Signature.objects.filter(corpus=corpus, item_id__in=ids[start : start + CHUNK])

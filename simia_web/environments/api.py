@@ -83,7 +83,8 @@ class EnvSessionSerializer(serializers.Serializer):
     reward_breakdown = serializers.DictField()
     termination_reason = serializers.SerializerMethodField()
     steps = serializers.IntegerField(source="step_count")
-    errors = serializers.IntegerField(source="error_count")
+    # The stubs type Serializer.errors (the validation errors); this read-only serializer's field is the session's.
+    errors = serializers.IntegerField(source="error_count")  # type: ignore[assignment]
     tokens_used = serializers.IntegerField()
     messages = serializers.SerializerMethodField()
     limits = serializers.DictField(child=serializers.IntegerField())

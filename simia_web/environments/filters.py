@@ -12,4 +12,4 @@ class EnvSessionFilter(django_filters.FilterSet):
 
     class Meta:
         model = EnvSession
-        fields = []
+        fields: list[str] = []

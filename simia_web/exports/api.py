@@ -79,7 +79,7 @@ class SnapshotOptionsSerializer(serializers.Serializer):
 
 class SnapshotSerializer(serializers.ModelSerializer):
     status = serializers.CharField(source="job.status", read_only=True, help_text="The building job's status.")
-    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    created_by: serializers.SlugRelatedField = serializers.SlugRelatedField(slug_field="username", read_only=True)
     download_url = serializers.SerializerMethodField(help_text="The data file.")
     files = serializers.SerializerMethodField()
     refused_count = serializers.IntegerField(

@@ -10,6 +10,7 @@ import io
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 from django.conf import settings
@@ -127,7 +128,7 @@ class CardInput:
 
 
 def _yaml(facts: DatasetFacts, card: CardInput) -> DatasetCardData:
-    extra = {}
+    extra: dict[str, Any] = {}
     if card.format == "parquet":
         extra["configs"] = [{"config_name": "default", "data_files": [{"split": "train", "path": "data/train-*"}]}]
         extra["dataset_info"] = {
@@ -234,8 +235,8 @@ def _humans(facts: DatasetFacts, domains: dict) -> list[str]:
     for domain_id, _ in facts.by_domain.most_common(AGREEMENT_DOMAINS):
         result = agreement(domain=domain_id, criteria=False)
         if result["total"]:
-            kappa = "undefined" if result["kappa"] is None else f"{result['kappa']:.3f}"
-            rows.append([domains.get(domain_id, domain_id), result["total"], f"{result['agreement']:.1%}", kappa])
+            kappa_shown = "undefined" if result["kappa"] is None else f"{result['kappa']:.3f}"
+            rows.append([domains.get(domain_id, domain_id), result["total"], f"{result['agreement']:.1%}", kappa_shown])
     if rows:
         lines += [
             "Across every reviewed item of these domains (items not in this snapshot included, rejected ones too):",
@@ -301,10 +302,10 @@ def _seeds(facts: DatasetFacts) -> list[str]:
     lines = ["## Seeds", f"{_records(facts.seeds.total())} grew from {seeds} seed{'' if seeds == 1 else 's'}."]
     if facts.seeds:
         top = facts.seeds.most_common(LISTED)
-        seeds = Seed.objects.in_bulk([seed_id for seed_id, _ in top])
+        seed_rows = Seed.objects.in_bulk([seed_id for seed_id, _ in top])
         rows = []
         for seed_id, n in top:
-            seed = seeds.get(seed_id)
+            seed = seed_rows.get(seed_id)
             source = f"{seed.source_format} {seed.source_name} #{seed.source_record}" if seed else "(deleted)"
             rows.append([seed_id, source, n])
         lines.append(_table(["seed", "source", "records"], rows))

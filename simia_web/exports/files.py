@@ -5,6 +5,7 @@ import hashlib
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 
 class HashingWriter:
@@ -72,7 +73,7 @@ class Shards:
         self.folder, self.kind, self.extension = folder, kind, extension
         self.max_rows, self.max_bytes = max_rows, max_bytes
         self.written: list[tuple[Path, HashingWriter]] = []
-        self.handle = None
+        self.handle: BinaryIO | None = None
         (folder / "data").mkdir(parents=True, exist_ok=True)
 
     def open(self) -> HashingWriter:
@@ -83,6 +84,7 @@ class Shards:
         return stream
 
     def close(self) -> None:
+        assert self.handle is not None  # the shard open() made
         file_synced(self.handle)
         self.handle.close()
         self.handle = None

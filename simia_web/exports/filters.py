@@ -12,4 +12,4 @@ class SnapshotFilter(BoundedFilterSet):
 
     class Meta:
         model = Snapshot
-        fields = []
+        fields: list[str] = []

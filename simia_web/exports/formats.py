@@ -9,7 +9,7 @@ The gate: a record is written only when the trajectory's messages and tools pass
 converted from what it returns) and the record passes its format's validator. A record that fails either is
 left out with its reasons, which the snapshot keeps; nothing else is dropped.
 
-Each record written gets a manifest line (see Manifest) naming its trajectory, version, decision and verdict
+Each record written gets a manifest line (see records.Manifest) naming its trajectory, version, decision and verdict
 and the sha256 of its bytes as written.
 
 File layout per format (the data file; the manifest and the report sit beside it, see exports.services):
@@ -29,22 +29,14 @@ Every record written is also handed to the dataset card's facts (ExportStats.wri
 are the data's.
 """
 
-import hashlib
 import json
-import re
-import shutil
 import zipfile
-from collections import Counter
-from collections.abc import Iterator
-from dataclasses import dataclass, field
-from pathlib import Path
+from collections.abc import Callable
 
 import orjson
 from django.utils import timezone
 
 from simia_web.catalog.models import Domain, Task
-from simia_web.formats import FormatError
-from simia_web.formats.conversation import messages_strict, tools_list
 from simia_web.formats.openai import canonical_to_openai, openai_problems
 from simia_web.formats.sharegpt import canonical_to_sharegpt, sharegpt_dataset_info, sharegpt_problems, sharegpt_repair
 from simia_web.formats.tau2 import (
@@ -56,145 +48,22 @@ from simia_web.formats.tau2 import (
     tau2_task_problems,
 )
 
-from .card_facts import DatasetFacts
 from .files import Shards
-from .selectors import export_records
-
-CHUNK_SIZE = 500
-REFUSALS_KEPT = 1000
-ROW_FIELDS = (
-    "id",
-    "domain_id",
-    "task_id",
-    "messages",
-    "tools",
-    "status",
-    "created_at",
-    "version",
-    "decision",
-    "verdict",
-    "kind",
-    "seed_id",
-    "job_id",
-    "provenance",
-    "termination_reason",
-    "reward",
-    "model",
+from .records import (
+    ROW_FIELDS,
+    ExportStats,
+    Manifest,
+    format_refused,
+    json_line,
+    record_rows,
+    rows_stream,
+    strict_conversation,
 )
+
 TASK_FIELDS = ("id", "domain_id", "external_id", "instruction", "user_scenario", "expected_outcome", "expected_actions")
 SEEDLESS_TASK_FIELDS = ("id", "domain_id", "messages")
 SIMULATION_FIELDS = (*ROW_FIELDS, "steps", "judge_score", "judge_passed", "task__external_id")
 MANIFEST_ENTRY = "manifest.jsonl"  # the manifest's name inside the sharegpt zip
-
-
-def refusal_kind(reason: str) -> str:
-    """A reason without what differs from record to record (positions, quoted values, numbers), so reasons count
-    together: "openai: messages[3].tool_call_id: no open call 'x'" → "openai: messages[].tool_call_id: no open
-    call '…'"."""
-    kind = re.sub(r"\[\d+\]", "[]", reason)
-    kind = re.sub(r"'[^']*'|\"[^\"]*\"", "'…'", kind)
-    return re.sub(r"\b\d+\b", "N", kind)[:160]
-
-
-@dataclass
-class ExportStats:
-    count: int = 0
-    repaired_count: int = 0
-    refused_count: int = 0
-    refusal_reasons: Counter = field(default_factory=Counter)
-    refusals: list = field(default_factory=list)
-    facts: DatasetFacts = field(default_factory=DatasetFacts)
-
-    def written(self, row: dict, messages: list[dict]) -> None:
-        """A record is in the data: count it, and hand it (with its strict messages) to the dataset card."""
-        self.count += 1
-        self.facts.add(row, messages)
-
-    def refuse(self, trajectory_id: int, reasons: list[str]) -> None:
-        self.refused_count += 1
-        for kind in dict.fromkeys(refusal_kind(reason) for reason in reasons):
-            self.refusal_reasons[kind] += 1
-        if len(self.refusals) < REFUSALS_KEPT:
-            self.refusals.append({"trajectory": trajectory_id, "reasons": reasons})
-
-
-class Manifest:
-    """`manifest.jsonl`: one line per record written, in the data's order, naming where it came from.
-
-    A line: index (the record's place in the data: JSONL line number - 1, or index into tau2's simulations),
-    trajectory_id, version (the trajectory version exported), status, the human decision in force (decision_id,
-    decision, decided_by, decided_at, decision_made_on: the version the person was looking at, decision_version: the
-    version the decision made, which is the exported one; null when none stands), the judge's
-    latest verdict (judge_verdict_id, judge_passed, judge_score, judge_version: the version it judged) and sha256:
-    the hash of the record's bytes exactly as written in the data (a JSONL line without its newline; a tau2
-    simulation as its compact UTF-8 JSON).
-    """
-
-    def __init__(self, stream, path: Path):
-        self.stream, self.path, self.count = stream, path, 0
-
-    def add(self, row: dict, record: bytes) -> None:
-        decision = row["decision"] or {}
-        verdict = row["verdict"] or {}
-        line = {
-            "index": self.count,
-            "trajectory_id": row["id"],
-            "version": row["version"],
-            "status": row["status"],
-            "decision_id": decision.get("id"),
-            "decision": decision.get("decision"),
-            "decided_by": decision.get("by"),
-            "decided_at": decision.get("at"),
-            "decision_made_on": decision.get("made_on_version"),
-            "decision_version": decision.get("version"),
-            "judge_verdict_id": verdict.get("id"),
-            "judge_passed": verdict.get("passed"),
-            "judge_score": None if verdict.get("score") is None else float(verdict["score"]),
-            "judge_version": verdict.get("version"),
-            "sha256": hashlib.sha256(record).hexdigest(),
-        }
-        self.stream.write(orjson.dumps(line) + b"\n")
-        self.count += 1
-
-    def copy_into(self, target) -> None:
-        """Write the manifest so far into `target` (an open zip entry), reading it back from its file."""
-        self.stream.flush()
-        with open(self.path, "rb") as written:
-            shutil.copyfileobj(written, target)
-
-
-def rows_stream(queryset, fields=ROW_FIELDS, chunk_size: int = CHUNK_SIZE) -> Iterator[dict]:
-    """Rows as dicts in id order, `chunk_size` at a time, from one query.
-
-    On PostgreSQL this is a server-side cursor (export_write holds the transaction it needs), so
-    the rows are never all in memory and the table is read once, not re-sorted per chunk.
-    """
-    return queryset.order_by("pk").values(*fields).iterator(chunk_size=chunk_size)
-
-
-def record_rows(queryset, fields=ROW_FIELDS) -> Iterator[dict]:
-    """The rows records are made of, each with the decision and verdict its manifest line names."""
-    return export_records(queryset, fields, CHUNK_SIZE)
-
-
-def strict_conversation(row: dict, stats: ExportStats) -> tuple[list[dict], list[dict]] | None:
-    """The row's messages and tools as the strict normaliser returns them, or None (the row refused with the
-    field it names) when it refuses them: a tool call without a name, a tool result without its call's id..."""
-    try:
-        return messages_strict(row["messages"]), tools_list(row["tools"])
-    except FormatError as exc:
-        stats.refuse(row["id"], [f"strict: {exc}"])
-        return None
-
-
-def format_refused(row: dict, stats: ExportStats, format: str, problems: list[str]) -> bool:
-    if problems:
-        stats.refuse(row["id"], [f"{format}: {problem}" for problem in problems])
-    return bool(problems)
-
-
-def json_line(record: dict) -> bytes:
-    return orjson.dumps(record)
 
 
 # --- OpenAI -------------------------------------------------------------------------------------
@@ -228,6 +97,9 @@ class _ZipTarget:
 
     def flush(self) -> None:
         self.stream.flush()
+
+    def close(self) -> None:
+        """The stream is the caller's to close (zipfile does not close a file object it was given)."""
 
 
 def write_sharegpt(stream, queryset, stats: ExportStats, label: str, manifest: Manifest) -> None:
@@ -321,7 +193,12 @@ def write_parquet(shards: Shards, queryset, stats: ExportStats, label: str, mani
     write_parquet_shards(shards, queryset, stats, label, manifest)
 
 
-WRITERS = {"openai": write_openai, "sharegpt": write_sharegpt, "tau2": write_tau2, "parquet": write_parquet}
+WRITERS: dict[str, Callable[..., None]] = {
+    "openai": write_openai,
+    "sharegpt": write_sharegpt,
+    "tau2": write_tau2,
+    "parquet": write_parquet,
+}
 SHARDED = {"parquet"}  # writers given Shards (a data/ folder) rather than one stream
 EXTENSIONS = {"openai": "jsonl", "sharegpt": "zip", "tau2": "json", "parquet": "parquet"}
 CONTENT_TYPES = {

@@ -4,6 +4,8 @@ A module of its own so that pyarrow is imported only by the process that writes 
 on use), not by every web process that imports the export formats.
 """
 
+from typing import Any
+
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -11,8 +13,8 @@ from simia_web.catalog.models import Domain
 from simia_web.formats.openai import canonical_to_openai, openai_problems
 from simia_web.formats.parquet import SCHEMA, parquet_row
 
-from .files import Shards
-from .formats import ExportStats, Manifest, format_refused, json_line, record_rows, strict_conversation
+from .files import HashingWriter, Shards
+from .records import ExportStats, Manifest, format_refused, json_line, record_rows, strict_conversation
 
 ROW_GROUP_ROWS = 1000
 ROW_GROUP_BYTES = 8 * 1024 * 1024  # of the rows' JSON: a row group of long conversations is cut sooner
@@ -23,8 +25,11 @@ class _ShardWriter:
     passed `max_bytes` (checked at row-group boundaries, so a shard ends within one row group of the limit)."""
 
     def __init__(self, shards: Shards):
-        self.shards, self.buffer, self.buffered_bytes = shards, [], 0
-        self.writer = self.stream = None
+        self.shards = shards
+        self.buffer: list[dict] = []
+        self.buffered_bytes = 0
+        self.writer: Any = None  # a pyarrow ParquetWriter while a shard is open
+        self.stream: HashingWriter | None = None
         self.rows_in_shard = 0
 
     def add(self, row: dict, size: int) -> None:
@@ -36,7 +41,7 @@ class _ShardWriter:
         if len(self.buffer) >= ROW_GROUP_ROWS or self.buffered_bytes >= ROW_GROUP_BYTES:
             self._flush()
         if self.rows_in_shard >= self.shards.max_rows or (
-            not self.buffer and self.stream.bytes >= self.shards.max_bytes
+            not self.buffer and self.stream is not None and self.stream.bytes >= self.shards.max_bytes
         ):
             self._close()
 

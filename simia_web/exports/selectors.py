@@ -2,9 +2,10 @@
 
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 import orjson
@@ -161,7 +162,7 @@ class RowJson(Func):
 def _parsed_as_values(names) -> list:
     """(name, conversion) for the columns whose value in JSON is not what values() gives: dates come as ISO text,
     and a float with no fraction as an integer."""
-    conversions = []
+    conversions: list[tuple[str, Callable[[Any], Any]]] = []
     for name in names:
         field = Trajectory._meta.get_field(name) if "__" not in name else None
         if isinstance(field, DateTimeField):
@@ -265,7 +266,7 @@ def snapshot_file(snapshot: Snapshot, *, name: str | None, kind: str) -> tuple[d
         name = entries[0]["name"] if entries else None
     entry = next((entry for entry in snapshot.files if entry["name"] == name), None) if name is not None else None
     path = Path(settings.EXPORTS_DIR) / entry["path"] if entry else None
-    if path is None or not path.is_file():
+    if entry is None or path is None or not path.is_file():
         raise NotFound(f"Snapshot {snapshot.pk} has no {name or kind} file.")
     return entry, path
 
@@ -280,7 +281,8 @@ def export_options_clean(options: dict | None) -> dict:
     hub_repo ("owner/name", else the SIMIA_HF_DATASET_REPO setting) and dedup (keep one trajectory per near-duplicate
     cluster: `accepted_first` or `highest_score`). Unknown names are refused."""
     options = dict(options or {})
-    errors, cleaned = {}, {}
+    errors: dict[str, str] = {}
+    cleaned: dict[str, Any] = {}
     unknown = sorted(set(options) - set(OPTIONS))
     if unknown:
         errors["options"] = f"unknown option(s) {', '.join(unknown)}; use {', '.join(OPTIONS)}"

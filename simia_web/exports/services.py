@@ -23,9 +23,10 @@ from simia_web.core.services import audit_record
 from simia_web.jobs.services import job_create
 
 from .files import FileDigest, HashingWriter, Shards, data_sha256, digest_of, file_synced
-from .formats import EXTENSIONS, SHARDED, WRITERS, ExportStats, Manifest
+from .formats import EXTENSIONS, SHARDED, WRITERS
 from .hub import hub_push
 from .models import ExportFormat, FileKind, Snapshot
+from .records import ExportStats, Manifest
 from .selectors import export_deduplicated, export_filters_clean, export_options_clean, export_queryset
 from .signals import snapshot_ready
 
@@ -100,7 +101,7 @@ def _report(*, format: str, filters: dict, label: str, stats: ExportStats, files
         "left_out_examples": stats.refusals,
         "near_duplicates": dedup,
         "gate": "every record passed the strict normaliser (messages and tools) and the format's validator",
-        "manifest": " ".join(Manifest.__doc__.split("\n\n", 1)[1].split()),  # what its lines hold
+        "manifest": " ".join((Manifest.__doc__ or "").split("\n\n", 1)[1].split()),  # what its lines hold
         "data_sha256": data_sha256([f for f in files if f.kind == FileKind.DATA]),
         "files": [f.as_dict() for f in files],
     }

@@ -8,7 +8,7 @@ from .models import FidelityCall, FidelityRun, FidelityTrajectory, Outcome
 
 
 class FidelityRunSerializer(serializers.ModelSerializer):
-    domain = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    domain: serializers.SlugRelatedField = serializers.SlugRelatedField(slug_field="name", read_only=True)
 
     class Meta:
         model = FidelityRun

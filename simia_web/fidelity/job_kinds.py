@@ -60,8 +60,8 @@ class FidelityKind(JobKind):
     def plan(self, job, stage):
         run = FidelityRun.objects.select_related("domain").get(pk=job.params["run"])
         if stage is None:
-            ids = replayable_trajectories(run.domain).values_list("id", flat=True)
-            ids = list(ids[: job.params.get("limit") or settings.SIMIA_MAX_UNITS_PER_JOB])
+            replayable = replayable_trajectories(run.domain).values_list("id", flat=True)
+            ids = list(replayable[: job.params.get("limit") or settings.SIMIA_MAX_UNITS_PER_JOB])
             return REPLAY, [UnitPlan(REPLAY, f"trajectory:{pk}", {"trajectory": pk}) for pk in ids]
         if stage == REPLAY:
             return SUMMARY, [UnitPlan(SUMMARY, f"summary:{run.pk}", {})]

@@ -55,8 +55,11 @@ def calls_to_replay(messages: list[dict], steps: dict) -> tuple[list[CallToRepla
             continue
         for position, call in enumerate(message.get("tool_calls") or []):
             result_index = results.get(call.get("id")) if isinstance(call, dict) else None
-            step = (steps.get(str(result_index)) or {}) if result_index is not None else {}
-            arguments, problem = parse_arguments(call) if result_index is not None else (None, "no result")
+            if result_index is None:  # no result to compare with
+                skipped += 1
+                continue
+            step = steps.get(str(result_index)) or {}
+            arguments, problem = parse_arguments(call)
             if problem or step.get("rejected") or step.get("simulator_failed") or step.get("environment"):
                 skipped += 1
                 continue

@@ -160,7 +160,7 @@ def content_text(value: Any, field: str) -> str:
     raise FormatError(field, "must be a string, a list of content parts or null")
 
 
-def _call_strict(call, field: str, fallback_id: str) -> dict:
+def _call_strict(call: object, field: str, fallback_id: str) -> dict:
     if not isinstance(call, dict):
         raise FormatError(field, 'must be an object {"id", "function": {"name", "arguments"}}')
     function = call.get("function")
@@ -172,7 +172,7 @@ def _call_strict(call, field: str, fallback_id: str) -> dict:
     return tool_call(str(call.get("id") or fallback_id), name, function.get("arguments"))
 
 
-def message_strict(raw, where: str, index: int) -> dict:
+def message_strict(raw: object, where: str, index: int) -> dict:
     """One canonical message from input at position `index`; FormatError names the field that is wrong."""
     if not isinstance(raw, dict):
         raise FormatError(where, "must be an object")
@@ -199,7 +199,7 @@ def message_strict(raw, where: str, index: int) -> dict:
     return message
 
 
-def messages_strict(raw_messages, field: str = "messages") -> list[dict]:
+def messages_strict(raw_messages: object, field: str = "messages") -> list[dict]:
     """Canonical messages from input, or a FormatError naming the field (`messages[3].tool_calls[0].function`)."""
     if not isinstance(raw_messages, list):
         raise FormatError(field, "must be a list of messages")
@@ -211,7 +211,7 @@ def messages_strict(raw_messages, field: str = "messages") -> list[dict]:
 # -- the lenient normaliser (LLM output) -------------------------------------------------------------
 
 
-def _call_lenient(call, fallback_id: str) -> dict:
+def _call_lenient(call: Any, fallback_id: str) -> dict:
     """A call whatever its shape: nested `function` or flat {name, arguments}; arguments that are not
     JSON stay text so the rules can name them."""
     call = call if isinstance(call, dict) else {}
@@ -220,7 +220,7 @@ def _call_lenient(call, fallback_id: str) -> dict:
     return tool_call(str(call.get("id") or fallback_id), str(function.get("name") or ""), arguments)
 
 
-def _arguments_lenient(arguments):
+def _arguments_lenient(arguments: object) -> Any:
     """Arguments JSON whose strings hold raw newlines or tabs (small models write them unescaped) is
     written again with them escaped: the same value, now JSON. Other text is kept as it came."""
     if not isinstance(arguments, str):
@@ -236,7 +236,7 @@ def _arguments_lenient(arguments):
         return arguments
 
 
-def _content_lenient(content) -> str:
+def _content_lenient(content: object) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
@@ -246,7 +246,7 @@ def _content_lenient(content) -> str:
     return json.dumps(content, ensure_ascii=False)  # e.g. a tool result given as an object
 
 
-def messages_lenient(raw_messages, start: int = 0) -> tuple[list[dict], list[Violation]]:
+def messages_lenient(raw_messages: object, start: int = 0) -> tuple[list[dict], list[Violation]]:
     """Canonical messages from an LLM answer that begins at message `start` of its conversation, and the
     violations: anything that cannot be a message is dropped and named, mistakes inside one are kept."""
     if not isinstance(raw_messages, list):

@@ -33,6 +33,20 @@ def canonical_to_openai(messages: list[dict], tools: list[dict]) -> dict:
     return {"messages": out, "tools": tools_list(tools)}
 
 
+def _call_problems(call: dict, where: str, names: set[str]) -> list[str]:
+    problems = []
+    name = call["function"]["name"]
+    if not call.get("id"):
+        problems.append(f"{where}.id: is missing")
+    if name not in names:
+        problems.append(f"{where}: tool {name!r} is not in tools")
+    if not isinstance(call["function"].get("arguments"), str):
+        problems.append(f"{where}.arguments: must be a JSON string")
+    elif parse_arguments(call)[1]:
+        problems.append(f"{where}.arguments: {parse_arguments(call)[1]}")
+    return problems
+
+
 def openai_problems(record: dict) -> list[str]:
     """What the OpenAI fine-tuning format refuses: unknown roles, calls to undeclared tools,
     arguments that are not a JSON object string, tool results without their call (and the reverse)."""
@@ -56,15 +70,7 @@ def openai_problems(record: dict) -> list[str]:
                 problems.append(f"{where}.tool_call_id: no open call {message.get('tool_call_id')!r}")
             open_calls.discard(message.get("tool_call_id"))
         for j, call in enumerate(message.get("tool_calls") or []):
-            name = call["function"]["name"]
-            if not call.get("id"):
-                problems.append(f"{where}.tool_calls[{j}].id: is missing")
-            if name not in names:
-                problems.append(f"{where}.tool_calls[{j}]: tool {name!r} is not in tools")
-            if not isinstance(call["function"].get("arguments"), str):
-                problems.append(f"{where}.tool_calls[{j}].arguments: must be a JSON string")
-            elif parse_arguments(call)[1]:
-                problems.append(f"{where}.tool_calls[{j}].arguments: {parse_arguments(call)[1]}")
+            problems.extend(_call_problems(call, f"{where}.tool_calls[{j}]", names))
             open_calls.add(call.get("id"))
     if open_calls:
         problems.append(f"tool call(s) {', '.join(sorted(open_calls))} have no result")

@@ -38,7 +38,7 @@ def argument_violations(schema: dict, arguments: dict, index: int | None, tool: 
     for error in errors:
         if error.validator == "additionalProperties":
             continue  # reported above as unknown_parameter
-        code = {"required": "missing_required", "type": "wrong_type"}.get(error.validator, "arguments_invalid")
+        code = {"required": "missing_required", "type": "wrong_type"}.get(str(error.validator), "arguments_invalid")
         where = "/".join(str(p) for p in error.absolute_path)
         found.append(Violation(code, index, f"{tool}: {where + ': ' if where else ''}{error.message}"))
     return found
@@ -71,6 +71,21 @@ def ends_with_answer(messages: list[dict]) -> bool:
     return last.get("role") == "assistant" and not last.get("tool_calls") and bool(message_text(last).strip())
 
 
+def _turn_violations(message: dict, index: int, previous_role: str | None) -> list[Violation]:
+    """What is wrong with one turn where it stands: its place after the turn before, and its emptiness."""
+    role = message["role"]
+    found = []
+    if role == "system" and index > 0 and previous_role != "system":
+        found.append(Violation("roles_out_of_order", index, "system message after the conversation started"))
+    if role == "assistant" and previous_role in {None, "system"}:
+        found.append(Violation("roles_out_of_order", index, "assistant speaks before the user"))
+    if role == "assistant" and previous_role == "assistant" and not message.get("tool_calls"):
+        found.append(Violation("consecutive_assistant", index, "two assistant turns in a row"))
+    if role in {"user", "assistant"} and not message_text(message).strip() and not message.get("tool_calls"):
+        found.append(Violation("empty_message", index, f"empty {role} message"))
+    return found
+
+
 def rules_check(
     messages: list[dict],
     tools: list[dict],
@@ -93,10 +108,7 @@ def rules_check(
         if role not in ROLES:
             found.append(Violation("roles_out_of_order", index, f"unknown role {role!r}"))
             continue
-        if role == "system" and index > 0 and previous_role != "system":
-            found.append(Violation("roles_out_of_order", index, "system message after the conversation started"))
-        if role == "assistant" and previous_role in {None, "system"}:
-            found.append(Violation("roles_out_of_order", index, "assistant speaks before the user"))
+        found.extend(_turn_violations(message, index, previous_role))
         if role == "tool":
             call_id = message.get("tool_call_id")
             if call_id in open_calls:
@@ -107,10 +119,6 @@ def rules_check(
             for call_id, call_index in open_calls.items():
                 found.append(Violation("call_without_result", call_index, f"call {call_id!r} has no result"))
             open_calls.clear()
-        if role == "assistant" and previous_role == "assistant" and not message.get("tool_calls"):
-            found.append(Violation("consecutive_assistant", index, "two assistant turns in a row"))
-        if role in {"user", "assistant"} and not message_text(message).strip() and not message.get("tool_calls"):
-            found.append(Violation("empty_message", index, f"empty {role} message"))
         for call in message.get("tool_calls") or []:
             open_calls[call.get("id", "")] = index
             found.extend(call_violations(call, schemas, index))
@@ -148,12 +156,8 @@ def assistant_turns_merge(messages: list[dict]) -> tuple[list[dict], list[Violat
     out: list[dict] = []
     fixes = []
     for message in messages:
-        previous = out[-1] if out else None
-        mergeable = (
-            previous is not None
-            and previous.get("role") == "assistant" == message.get("role")
-            and not previous.get("tool_calls")
-        )
+        previous = out[-1] if out else {}
+        mergeable = previous.get("role") == "assistant" == message.get("role") and not previous.get("tool_calls")
         if mergeable and not message.get("tool_calls"):
             previous["content"] = "\n\n".join(t for t in (message_text(previous), message_text(message)) if t)
             fixes.append(Violation("consecutive_assistant", len(out) - 1, "merged two assistant turns", True))
@@ -180,7 +184,7 @@ def near_duplicate_violations(
 
 
 def amplified_check(
-    raw_messages,
+    raw_messages: object,
     tools: list[dict],
     *,
     seed_label: str,

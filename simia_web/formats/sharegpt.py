@@ -165,7 +165,7 @@ def canonical_to_sharegpt(messages: list[dict], tools: list[dict]) -> dict:
     conversations = []
     pending_results: list[str] = []
 
-    def flush_results():
+    def flush_results() -> None:
         if pending_results:
             value = pending_results[0] if len(pending_results) == 1 else json.dumps(pending_results, ensure_ascii=False)
             conversations.append({"from": "observation", "value": value})
@@ -194,7 +194,7 @@ def canonical_to_sharegpt(messages: list[dict], tools: list[dict]) -> dict:
         else:
             conversations.append({"from": role or "", "value": text})
     flush_results()
-    record = {"conversations": conversations}
+    record: dict[str, object] = {"conversations": conversations}
     if system_parts:
         record["system"] = "\n\n".join(system_parts)
     record["tools"] = json.dumps(tools_list(tools), ensure_ascii=False)

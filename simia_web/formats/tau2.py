@@ -3,6 +3,8 @@ catalog fields, and trajectories written as τ²-bench results (tasks and simula
 rules those records must pass.
 """
 
+from typing import Any
+
 import jsonschema
 
 from .conversation import ROLES, message_text, parse_arguments
@@ -72,11 +74,11 @@ def _outcome(criteria: dict) -> str:
     return "\n".join(lines)
 
 
-def tau2_task_spec(record, api_names: set[str]) -> tuple[dict | None, list[FormatError]]:
+def tau2_task_spec(record: object, api_names: set[str]) -> tuple[dict | None, list[FormatError]]:
     """The catalog fields of one tasks.json record (None when it cannot be read) and its problems."""
     problems: list[FormatError] = []
 
-    def issue(field, message):
+    def issue(field: str, message: str) -> None:
         problems.append(FormatError(field, message))
 
     if not isinstance(record, dict):
@@ -107,7 +109,8 @@ def tau2_task_spec(record, api_names: set[str]) -> tuple[dict | None, list[Forma
         if not isinstance(arguments, dict):
             issue(f"evaluation_criteria.actions[{i}].arguments", "must be an object")
         actions.append({"name": action["name"], "arguments": arguments})
-    description = record.get("description") if isinstance(record.get("description"), dict) else {}
+    description = record.get("description")
+    description = description if isinstance(description, dict) else {}
     return {
         "external_id": str(external_id)[:80],
         "instruction": instruction,
@@ -161,7 +164,7 @@ _task_validator = jsonschema.Draft202012Validator(TAU2_TASK_SCHEMA)
 TAU2_SIMULATION_KEYS = ("id", "task_id", "termination_reason", "reward_info", "messages", "trial")
 
 
-def _problems(validator, record: dict) -> list[str]:
+def _problems(validator: Any, record: dict) -> list[str]:
     return [
         f"{'/'.join(str(p) for p in error.absolute_path) or 'record'}: {error.message}"
         for error in validator.iter_errors(record)
@@ -172,7 +175,7 @@ def tau2_task_problems(record: dict) -> list[str]:
     return _problems(_task_validator, record)
 
 
-def _tau2_message_problems(message, where: str, calls_seen: set) -> list[str]:
+def _tau2_message_problems(message: object, where: str, calls_seen: set) -> list[str]:
     if not isinstance(message, dict):
         return [f"{where}: must be an object"]
     problems = []
@@ -243,7 +246,7 @@ def tau2_task(task: dict, domain_name: str) -> dict:
             },
         }
     task_id = tau2_task_id(domain_name, task_pk=task["id"], external_id=task["external_id"])
-    actions = [
+    actions: list[dict[str, Any]] = [
         {
             "action_id": f"{task_id}_{i}",
             "name": str(action.get("name", "")),

@@ -22,7 +22,7 @@ from .services import job_cancel, job_queue
 
 class JobSummarySerializer(serializers.ModelSerializer):
     kind = serializers.CharField(read_only=True, help_text="The job kind (see the kinds queued by POST).")
-    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    created_by: serializers.SlugRelatedField = serializers.SlugRelatedField(slug_field="username", read_only=True)
     progress = serializers.SerializerMethodField(
         help_text="{stage: {total, pending, done, failed, cancelled, errored}}: errored units ended having stored "
         "an error (a trajectory cut short by a failed LLM call, a judge verdict whose call failed), not counted as done"
@@ -90,9 +90,12 @@ class JobSchema(AutoSchema):
     given to extend_schema once)."""
 
     def get_request_serializer(self):
-        if self.view.action != "create":
+        if getattr(self.view, "action", None) != "create":
             return super().get_request_serializer()
-        requests = {name: _request_serializer(name, kind.parameters) for name, kind in job_kinds_queueable().items()}
+        requests: dict[str, serializers.Serializer | type[serializers.Serializer]] = {
+            name: _request_serializer(name, kind.parameters_serializer())
+            for name, kind in job_kinds_queueable().items()
+        }
         return PolymorphicProxySerializer(
             component_name="JobCreate", serializers=requests, resource_type_field_name="kind"
         )
@@ -109,7 +112,7 @@ class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
 
     def list(self, request, *args, **kwargs):
         page = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
-        context = {**self.get_serializer_context(), "progress": jobs_progress([job.pk for job in page])}
+        context = {**self.get_serializer_context(), "progress": jobs_progress([job.pk for job in page or []])}
         return self.get_paginated_response(JobSummarySerializer(page, many=True, context=context).data)
 
     @extend_schema(responses={202: JobDetailSerializer})

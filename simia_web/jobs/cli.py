@@ -55,7 +55,7 @@ def parameters_from_pairs(job_kind: JobKind, pairs: list[str]) -> dict:
     """The parameters given as NAME=VALUE (a dash in NAME is an underscore), as text for the kind's serializer to
     judge: each pair for a list parameter adds an item, a dict parameter's VALUE is JSON, and VALUE @PATH is the
     text of that file. ValidationError naming what cannot be read."""
-    rules = job_kind.parameters().fields
+    rules = job_kind.parameters_serializer()().fields
     values: dict = {}
     for pair in pairs:
         name, equals, text = pair.partition("=")
@@ -98,7 +98,7 @@ def kinds_described() -> str:
     lines = ["kinds and their parameters (--param NAME=VALUE):"]
     for name, job_kind in job_kinds_queueable().items():
         lines += ["", f"{name}: {job_kind.label}"]
-        for param, rule in job_kind.parameters().fields.items():
+        for param, rule in job_kind.parameters_serializer()().fields.items():
             if not rule.read_only:
                 lines.append(f"  {param:<14} {_rule_said(rule)}" + (f". {rule.help_text}" if rule.help_text else ""))
     lines += [

@@ -12,4 +12,4 @@ class JobFilter(BoundedFilterSet):
 
     class Meta:
         model = Job
-        fields = []
+        fields: list[str] = []

@@ -1,5 +1,7 @@
 """A job kind's queue form: it parses what the page sends; the kind's parameters serializer judges it."""
 
+from typing import Any
+
 from django import forms
 from rest_framework import serializers
 from rest_framework.fields import empty
@@ -20,7 +22,7 @@ class JobParametersForm(forms.Form):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        rules = job_kind_for(self.kind).parameters().fields
+        rules = job_kind_for(self.kind).parameters_serializer()().fields
         for name, field in self.fields.items():
             rule = rules.get(name)
             if rule is None:
@@ -39,8 +41,9 @@ class JobParametersForm(forms.Form):
 class ItemsField(forms.CharField):
     """A list typed as items separated by spaces or commas."""
 
-    def to_python(self, value) -> list[str]:
-        return super().to_python(value).replace(",", " ").split()
+    # The field's Python value is the list of its items, where CharField's stub says text.
+    def to_python(self, value) -> list[str]:  # type: ignore[override]
+        return (super().to_python(value) or "").replace(",", " ").split()
 
     def prepare_value(self, value):
         return " ".join(map(str, value)) if isinstance(value, list | tuple) else value
@@ -52,7 +55,7 @@ TEXT_AREA_FROM = 500
 
 def _form_field(rule: serializers.Field) -> forms.Field:
     """The page's input for one parameter: it only parses; the serializer checks the value."""
-    common = {"required": rule.required, "help_text": rule.help_text or "", "label": rule.label}
+    common: dict[str, Any] = {"required": rule.required, "help_text": rule.help_text or "", "label": rule.label}
     if isinstance(rule, serializers.BooleanField):
         return forms.BooleanField(**{**common, "required": False})
     if isinstance(rule, serializers.IntegerField):
@@ -60,10 +63,11 @@ def _form_field(rule: serializers.Field) -> forms.Field:
     if isinstance(rule, serializers.FloatField | serializers.DecimalField):
         return forms.FloatField(**common)
     if isinstance(rule, serializers.ChoiceField):
-        choices = [("", "—")] if not rule.required and rule.default is empty else []
+        choices: list[tuple[str, str]] = [("", "—")] if not rule.required and rule.default is empty else []
         return forms.ChoiceField(choices=[*choices, *rule.choices.items()], **common)
     if isinstance(rule, serializers.ListField):
-        return ItemsField(**{**common, "help_text": " ".join(filter(None, [rule.help_text, "Separate by spaces."]))})
+        help_text = " ".join(filter(None, [str(rule.help_text or ""), "Separate by spaces."]))
+        return ItemsField(**{**common, "help_text": help_text})
     if isinstance(rule, serializers.DictField | serializers.JSONField):
         return GatedJSONField(**common)
     long_text = (getattr(rule, "max_length", None) or TEXT_AREA_FROM) >= TEXT_AREA_FROM
@@ -74,5 +78,6 @@ def job_kind_form(job_kind: JobKind) -> type[JobParametersForm]:
     """The kind's queue form: its own, or one with an input for each of its parameters."""
     if job_kind.form is not None:
         return job_kind.form
-    fields = {name: _form_field(rule) for name, rule in job_kind.parameters().fields.items() if not rule.read_only}
+    rules = job_kind.parameters_serializer()().fields
+    fields = {name: _form_field(rule) for name, rule in rules.items() if not rule.read_only}
     return type(f"{type(job_kind).__name__}Form", (JobParametersForm,), {"kind": job_kind.kind, **fields})

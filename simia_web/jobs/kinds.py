@@ -70,6 +70,12 @@ class JobKind(ABC):
     # The job page's panel of what the job made, rendered with `job` and `summary` (see summary()); None: none.
     result_template: ClassVar[str | None] = None
 
+    def parameters_serializer(self) -> type[serializers.Serializer]:
+        """The serializer of a kind queued with parameters (one of job_kinds_queueable())."""
+        if self.parameters is None:
+            raise TypeError(f"the {self.kind} kind is queued by its own app, not with parameters")
+        return self.parameters
+
     @abstractmethod
     def plan(self, job, stage: str | None) -> tuple[str, list[UnitPlan]] | None:
         """Units of the stage after `stage` (None: the first stage); None when the job is complete."""

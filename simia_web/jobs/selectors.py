@@ -87,7 +87,7 @@ def job_usage(job: Job) -> dict:
 
 def job_summary(job: Job) -> dict:
     """What the job made, as its kind says (see JobKind.summary), with its units by how they ended, tokens and cost."""
-    units = Counter()
+    units: Counter[str] = Counter()
     for counts in job_progress(job).values():
         units.update({name: n for name, n in counts.items() if name != "total" and n})
     try:

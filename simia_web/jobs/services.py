@@ -59,8 +59,9 @@ def _enqueue_units(unit_ids: list[int], *, whole_stage: bool = False) -> None:
             kwargs = {"last_of_stage": True} if unit_id == last else {}
             # The first message declares the queue on this connection; Celery would check that again for
             # each of the others (a copy of the queue entity each, a quarter of a message's CPU).
-            declare = None if position == 0 else []
-            unit_execute.apply_async((unit_id,), kwargs, producer=producer, declare=declare)
+            declare: list | None = None if position == 0 else []
+            # `declare` is a kombu publish option that Celery passes on; the stubs list only Celery's own.
+            unit_execute.apply_async((unit_id,), kwargs, producer=producer, declare=declare)  # type: ignore[call-arg]
     unit_rows.units_mark_dispatched(unit_ids)
 
 
@@ -77,7 +78,7 @@ def job_create(*, kind: str, params: dict, actor=None) -> Job:
     return job
 
 
-def job_queue(*, kind: str, params: dict, actor=None) -> Job:
+def job_queue(*, kind: object, params: dict, actor=None) -> Job:
     """Queue a job of a registered kind, the one way the commands, the queue pages and the API do it.
 
     The kind's parameters serializer checks the ranges and caps and its save() queues the job, so a refused
@@ -86,7 +87,7 @@ def job_queue(*, kind: str, params: dict, actor=None) -> Job:
     job_kind = job_kinds_queueable().get(kind) if isinstance(kind, str) else None
     if job_kind is None:
         raise ValidationError({"kind": [f"choose one of {', '.join(sorted(job_kinds_queueable()))}"]})
-    parameters = job_kind.parameters(data=params)
+    parameters = job_kind.parameters_serializer()(data=params)
     if not parameters.is_valid():
         raise ValidationError({name: list(_error_lines(errors)) for name, errors in parameters.errors.items()})
     return parameters.save(actor=actor)

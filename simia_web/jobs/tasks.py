@@ -54,6 +54,6 @@ def _on_task_revoked(request=None, **_kwargs):
 def _on_worker_ready(**_kwargs):
     if settings.CELERY_BROKER_URL.startswith("filesystem://"):
         options = settings.CELERY_BROKER_TRANSPORT_OPTIONS
-        outbox_watch(Path(options["data_folder_out"]), Path(options["data_folder_in"]))
+        outbox_watch(Path(str(options["data_folder_out"])), Path(str(options["data_folder_in"])))
     leases.heartbeat_start()
     leases.watchdog_start(services.jobs_heal)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from .models import EndpointProfile, Stage
 
 # A user turn or a verdict is short; APIs, tasks and whole trajectories are long.
-STAGE_MAX_TOKENS = {
+STAGE_MAX_TOKENS: dict[str, int] = {
     Stage.API_SYNTHESIS: 2048,
     Stage.TASK_SYNTHESIS: 2048,
     Stage.AMPLIFY: 2048,
@@ -102,24 +102,24 @@ def messages_fit(messages: list[dict], *, available: int, extra_chars: int = 0) 
             dropped += end - start
             saved += chars
             excess -= chars
-        if dropped:
+        if dropped and dropped_from is not None:
             keep_from = dropped_from + dropped
             fitted = fitted[:dropped_from] + fitted[keep_from:]
             cuts.append({"what": "turns", "index": dropped_from, "count": dropped, "chars": saved})
 
     # 3. Last resort: the middle of the longest messages (a huge policy, state or trajectory).
     while excess > 0:
-        index = max(range(len(fitted)), key=lambda i: len(fitted[i].get("content") or ""), default=None)
-        content = fitted[index].get("content") or "" if index is not None else ""
-        if len(content) < 400:  # nothing left worth cutting: the caller learns it does not fit
+        longest = max(range(len(fitted)), key=lambda i: len(fitted[i].get("content") or ""), default=None)
+        content = fitted[longest].get("content") or "" if longest is not None else ""
+        if longest is None or len(content) < 400:  # nothing left worth cutting: the caller learns it does not fit
             break
         keep = max(200, len(content) - excess - len(_CUT_MARK) - 8)
-        fitted[index] = {**fitted[index], "content": _cut_middle(content, keep)}
-        saved = len(content) - len(fitted[index]["content"])
+        fitted[longest] = {**fitted[longest], "content": _cut_middle(content, keep)}
+        saved = len(content) - len(fitted[longest]["content"])
         if saved <= 0:
             break
         excess -= saved
-        cuts.append({"what": "content", "index": index, "chars": saved})
+        cuts.append({"what": "content", "index": longest, "chars": saved})
     return Fitted(fitted, cuts, available + excess)
 
 

@@ -87,7 +87,7 @@ _ratios: dict[tuple, float] = {}  # profile key -> characters per prompt token l
 _learned_stored: dict[tuple, float] = {}  # (profile key, field) -> what this process last wrote to the profile
 _rates: dict[tuple, float] = {}  # profile key -> answer tokens per second of a call (the slow end)
 
-_STRUCTURED_FALLBACK = {
+_STRUCTURED_FALLBACK: dict[str, StructuredMode] = {
     StructuredMode.JSON_SCHEMA: StructuredMode.JSON_OBJECT_SCHEMA,
     StructuredMode.JSON_OBJECT_SCHEMA: StructuredMode.JSON_OBJECT,
     StructuredMode.JSON_OBJECT: StructuredMode.PROMPT,

@@ -55,7 +55,8 @@ def endpoint_client(profile: EndpointProfile) -> tuple[openai.OpenAI, str]:
             api_key=api_key,
             timeout=profile.timeout_seconds,
             max_retries=0,
-            default_headers=_DROPPED_HEADERS,
+            # openai drops a default header given as its Omit sentinel; the parameter's annotation says text only.
+            default_headers=_DROPPED_HEADERS,  # type: ignore[arg-type]
             http_client=openai.DefaultHttpxClient(transport=transport),
         )
         clients[key] = client, str(client.base_url.join("chat/completions"))

@@ -150,7 +150,11 @@ class EndpointLimiter:
         outcome = Outcome()
         db_connection_give_back()
         with self._slots.taken(rank):
-            lease = self._lease_take() if self._redis is not None else self._wait_local_cool_down()
+            lease = None
+            if self._redis is not None:
+                lease = self._lease_take()
+            else:
+                self._wait_local_cool_down()
             try:
                 self._take_rates(tokens)
                 yield outcome
@@ -197,6 +201,7 @@ class EndpointLimiter:
             if answer > 0:
                 time.sleep(answer / 1000)
             else:
+                assert self._redis is not None  # leases are taken only where Redis keeps them
                 self._redis_call(self._redis.blpop, self._keys("wake"), timeout=_LEASE_POLL)
 
     def _lease_ms(self) -> int:
@@ -249,6 +254,7 @@ class EndpointLimiter:
             return
         with self._lock:
             unreleased, self._unreleased = self._unreleased, []
+        assert self._redis is not None  # leases are given back only where Redis keeps them
         try:
             self._redis.zrem(self._keys("leases")[0], *unreleased)
         except Exception as exc:

@@ -76,7 +76,7 @@ def llm_slot_rank() -> Rank:
     job_id = _held_job.get()
     if job_id is None:
         return first_come
-    return functools.partial(_unit_rank, job_id, _held.get())
+    return functools.partial(_unit_rank, job_id, _held.get() or [])
 
 
 def _unit_rank(job_id: int, calls: list[LLMCall]) -> int:

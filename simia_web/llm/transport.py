@@ -15,6 +15,7 @@ import time
 import urllib.request
 from collections.abc import Callable
 from contextvars import ContextVar
+from typing import cast
 
 import httpx2
 import orjson
@@ -62,7 +63,8 @@ class LimitedTransport(httpx2.BaseTransport):
             try:
                 response = self._http.handle_request(request)
                 try:
-                    content = b"".join(response.stream)  # as sent (still encoded): the client decodes it
+                    # As sent (still encoded): the client decodes it. A sync transport's stream is a sync one.
+                    content = b"".join(cast(httpx2.SyncByteStream, response.stream))
                 finally:
                     response.close()
             finally:

@@ -36,7 +36,7 @@ def _addresses(host: str) -> set:
         found = socket.getaddrinfo(host.split("%")[0], None, type=socket.SOCK_STREAM)
     except (OSError, UnicodeError):
         return set()
-    addresses = {ipaddress.ip_address(info[4][0].split("%")[0]) for info in found}
+    addresses = {ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in found}
     return {getattr(address, "ipv4_mapped", None) or address for address in addresses}
 
 

@@ -13,7 +13,7 @@ from .models import WebhookDelivery, WebhookEvent, WebhookSubscription
 
 class WebhookSubscriptionSerializer(serializers.ModelSerializer):
     events = serializers.ListField(child=serializers.ChoiceField(choices=WebhookEvent.choices), allow_empty=False)
-    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    created_by: serializers.SlugRelatedField = serializers.SlugRelatedField(slug_field="username", read_only=True)
     secret = serializers.CharField(
         read_only=True,
         help_text="Signs every delivery: Simia-Signature: t=<unix>,v1=<hex HMAC-SHA256 of '<t>.' + body>",

@@ -34,7 +34,9 @@ def queue_depths() -> dict[str, int]:
         try:
             connection.ensure_connection(max_retries=1, interval_start=0, interval_step=0)
             try:
-                _name, messages, _consumers = connection.default_channel.queue_declare(queue=queue, passive=True)
+                # A transport's channel declares queues; the stubs' abstract StdChannel does not say so.
+                channel = connection.default_channel
+                _name, messages, _consumers = channel.queue_declare(queue=queue, passive=True)  # type: ignore[attr-defined]
             except kombu.exceptions.ChannelError:  # no such queue yet: nothing was ever sent to it
                 messages = 0
         except Exception:

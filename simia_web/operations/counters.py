@@ -63,7 +63,7 @@ def _profile_name(call) -> str:
 
 def llm_calls_count(calls: Iterable) -> None:
     """Count written LLM calls: calls, tokens and errors per profile and stage, latency per profile."""
-    amounts = Counter()
+    amounts: Counter[tuple] = Counter()
     for call in calls:
         profile, stage = _profile_name(call), call.stage
         amounts[series_key(LLM_CALLS, profile=profile, stage=stage, cache_hit=str(call.cache_hit).lower())] += 1

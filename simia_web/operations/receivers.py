@@ -4,6 +4,8 @@ Each receiver runs inside the transaction of the change it hears about, so count
 with it or not at all.
 """
 
+import functools
+
 from django.db import transaction
 from django.dispatch import receiver
 
@@ -63,12 +65,12 @@ def _trajectory_statuses_changed(sender, trajectory_ids, **kwargs):
         return
     jobs = Trajectory.objects.filter(pk__in=trajectory_ids, job__isnull=False).values_list("job_id", flat=True)
     for job_id in jobs.order_by().distinct():
-        transaction.on_commit(lambda job_id=job_id: review_milestones_check.delay(job_id), robust=True)
+        transaction.on_commit(functools.partial(review_milestones_check.delay, job_id), robust=True)
 
 
 def _units_by_status(job) -> dict[str, int]:
     """{status: n} of a job that ended without a summary (cancelled, or its planning failed)."""
-    units = {}
+    units: dict[str, int] = {}
     for stage_counts in job_progress(job).values():
         for status, n in stage_counts.items():
             if status != "total" and n:

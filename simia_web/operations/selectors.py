@@ -25,7 +25,7 @@ def metric_counts() -> dict[str, list[tuple[dict, int]]]:
 
 def active_job_counts() -> dict[str, int]:
     """{status: jobs} for the statuses a job is active in (zero included)."""
-    counts = dict.fromkeys(ACTIVE_JOB_STATUSES, 0)
+    counts: dict[str, int] = dict.fromkeys(ACTIVE_JOB_STATUSES, 0)
     counts.update(
         Job.objects.filter(status__in=ACTIVE_JOB_STATUSES).values_list("status").annotate(n=Count("id")).order_by()
     )

@@ -5,6 +5,7 @@ the change it announces; its message goes to the broker after that commit, and a
 is made at least once: a receiver tells repeats apart by the event's `id`.
 """
 
+import functools
 import logging
 import random
 import time
@@ -95,7 +96,7 @@ def _deliveries_send(deliveries: list[WebhookDelivery]) -> None:
 
     for delivery in deliveries:
         # With the broker away the delivery stays pending in the log (sent again with "Retry").
-        transaction.on_commit(lambda pk=delivery.pk: webhook_deliver.delay(pk, 1), robust=True)
+        transaction.on_commit(functools.partial(webhook_deliver.delay, delivery.pk, 1), robust=True)
 
 
 def webhook_event_emit(*, event: str, data: dict) -> list[WebhookDelivery]:

@@ -12,6 +12,7 @@ at most the one call that crossed it.
 
 import copy
 import json
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -83,7 +84,7 @@ class Episode:
     # calls are answered by the real implementation instead of the simulator, and recorded as such.
     reference: Any = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.initial_state is None:
             self.initial_state = copy.deepcopy(self.state)
         self._schemas = tool_schemas(self.tools)
@@ -183,7 +184,7 @@ class Episode:
         """The real environment's answer; the world state is the reference's own, so nothing is patched here."""
         arguments, _ = parse_arguments(call)
         answer = self.reference.call(name, arguments)
-        step = {"patch": [], "state_after": self.state, "errors": [], "environment": "reference"}
+        step: dict[str, object] = {"patch": [], "state_after": self.state, "errors": [], "environment": "reference"}
         if answer.error:
             step["errors"] = [f"the reference could not answer: {answer.error}"]
             return {"error": "The service is temporarily unavailable."}, step
@@ -228,7 +229,7 @@ class Episode:
         return {"role": "user", "content": reply.data["message"]}
 
 
-def api_specs(apis) -> dict[str, dict]:
+def api_specs(apis: Iterable[Any]) -> dict[str, dict]:
     return {
         api.name: {
             "description": api.description,
@@ -241,7 +242,15 @@ def api_specs(apis) -> dict[str, dict]:
     }
 
 
-def episode_start(*, domain, task, apis, clients: StageClients, limits: EpisodeLimits, reference=None) -> Episode:
+def episode_start(
+    *,
+    domain: Any,
+    task: Any,
+    apis: Iterable[Any],
+    clients: StageClients,
+    limits: EpisodeLimits,
+    reference: Any = None,
+) -> Episode:
     """A new episode on a task: the agent's system prompt, then the customer's opening message.
 
     A task with a τ²-style `user_scenario` is the user simulator's private brief: the simulator writes
@@ -284,7 +293,7 @@ JUDGE_ALWAYS = "always"  # RL: the trainer needs a reward for every episode that
 JUDGE_NEVER = "never"  # abandoned: there is no outcome to score
 
 
-def episode_conclude(*, episode: Episode, judge: str, violations: list[Violation] = ()) -> EpisodeOutcome:
+def episode_conclude(*, episode: Episode, judge: str, violations: Sequence[Violation] = ()) -> EpisodeOutcome:
     """The end of every episode: the deterministic rules, then (per `judge`) the LLM judge."""
     found = rules_check(episode.messages, episode.tools) + simulator_failures(episode.steps) + list(violations)
     if judge == JUDGE_NEVER or (judge == JUDGE_IF_CLEAN and found):
@@ -295,7 +304,7 @@ def episode_conclude(*, episode: Episode, judge: str, violations: list[Violation
         tools=episode.tools,
         task=f"{episode.task_text}\nExpected outcome: {episode.expected_outcome}",
         policy=episode.policy,
-        world=world_evidence(episode.initial_state, episode.steps),
+        world=world_evidence(episode.initial_state or {}, episode.steps),
     )
     if verdict.get("llm_call"):
         episode.llm_calls.append(verdict["llm_call"])

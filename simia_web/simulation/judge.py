@@ -2,10 +2,11 @@
 
 import json
 
+from simia_web.core.jsonutil import compact_json
 from simia_web.llm.client import LLMClient, LLMError
 from simia_web.llm.models import Stage
 
-from .prompt_fit import compact_json, json_size, messages_fit, text_clip, tools_fit
+from .prompt_fit import json_size, messages_fit, text_clip, tools_fit
 
 PROMPT_VERSION = "judge-v4"  # v4: scores asked on a grid of tenths, texts and lists bounded
 CRITERIA = ("task_completed", "tool_use_correct", "simulator_consistent", "policy_followed", "final_answer_grounded")
@@ -68,7 +69,8 @@ def world_evidence(initial_state: dict, steps: dict[str, dict]) -> dict:
     (by index), the JSON Patch its answer made and any error applying it. Calls refused before reaching
     the simulator are left out: their tool message already says why."""
     shown = json.dumps(initial_state, ensure_ascii=False)
-    changes, size = {}, 0
+    changes: dict[str, object] = {}
+    size = 0
     for index, step in steps.items():
         if not isinstance(step, dict) or step.get("rejected") or not (step.get("patch") or step.get("errors")):
             continue
@@ -86,14 +88,15 @@ def world_evidence(initial_state: dict, steps: dict[str, dict]) -> dict:
 
 def _world_fit(world: dict, room: int, cut: list[str]) -> dict:
     """The world evidence within `room` characters: the state changes first, then the initial state."""
-    changes, shown = {}, 0
+    changes: dict[str, object] = {}
+    shown = 0
     for index, change in (world.get("state_changes") or {}).items():
         size = json_size(change) + 10
         if shown + size > room:
             cut.append(f"state changes from tool message {index} on left out")
             break
         changes[index], shown = change, shown + size
-    fitted = {"state_changes": changes}
+    fitted: dict[str, object] = {"state_changes": changes}
     initial = world.get("initial_state")
     if json_size(initial) <= room - shown:
         fitted["initial_state"] = initial

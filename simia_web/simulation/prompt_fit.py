@@ -5,15 +5,11 @@ client (`LLMClient.prompt_chars_available`). The notes go into the prompt itself
 the evidence is partial, and with it into the LLM call's stored request.
 """
 
-import json
+from simia_web.core.jsonutil import compact_json
 
 
-def json_size(value) -> int:
+def json_size(value: object) -> int:
     return len(compact_json(value))
-
-
-def compact_json(value) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def text_clip(text: str, limit: int) -> str:

@@ -1,6 +1,7 @@
 """The environment simulator: answers a tool call and returns a JSON Patch to the explicit world state."""
 
 import re
+from typing import Any
 
 import jsonpatch
 import jsonpointer
@@ -8,10 +9,11 @@ import orjson
 from django.conf import settings
 
 from simia_web.core.json_input import json_parse
+from simia_web.core.jsonutil import compact_json
 from simia_web.core.schemas import SCHEMA_FAILURES, first_error
-from simia_web.llm.client import LLMClient, LLMError
+from simia_web.llm.client import LLMClient, LLMError, LLMReply
 
-from .prompt_fit import compact_json, json_size, messages_fit, text_clip
+from .prompt_fit import json_size, messages_fit, text_clip
 from .state_slice import state_view
 
 PROMPT_VERSION = "simulator-v4"  # v4: paths go into a collection; add and replace carry a value; reads patch nothing
@@ -21,7 +23,7 @@ PATCH_MAX_OPERATIONS = 32
 PATCH_MAX_GROWTH = 1 << 20
 
 # What an answer must be: any JSON response, and a patch of operations (applying it is checked apart).
-ANSWER = {
+ANSWER: dict[str, Any] = {
     "type": "object",
     "properties": {
         "response": {"description": "The API's JSON response, as the real backend would return it."},
@@ -189,7 +191,7 @@ def simulate_call(
         budget=client.prompt_chars_available(schema),
     )
 
-    def ask(conversation: list[dict]):
+    def ask(conversation: list[dict]) -> LLMReply:
         return client.structured(
             messages=conversation,
             schema=schema,
@@ -251,7 +253,7 @@ def _patch_feedback(answer: dict, error: str) -> list[dict]:
     ]
 
 
-def _response_value(response):
+def _response_value(response: object) -> object:
     """The response the API gave: JSON text read as the value it holds; other text is the response itself."""
     if not isinstance(response, str):
         return response

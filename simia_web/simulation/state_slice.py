@@ -10,6 +10,7 @@ sample key) so a new record can be added at a valid path. What did not fit is li
 """
 
 from collections import defaultdict
+from typing import Any
 
 from .prompt_fit import json_size
 
@@ -26,7 +27,7 @@ def pointer(path: tuple) -> str:
     return "".join("/" + str(part).replace("~", "~0").replace("/", "~1") for part in path)
 
 
-def _needles(value, found: set[str]) -> set[str]:
+def _needles(value: object, found: set[str]) -> set[str]:
     """The argument values worth looking up: strings of 2+ characters and whole numbers of 3+ digits."""
     if isinstance(value, dict):
         for item in value.values():
@@ -41,10 +42,10 @@ def _needles(value, found: set[str]) -> set[str]:
     return found
 
 
-def _hits(state, needles: set[str]) -> dict[str, dict[tuple, int]]:
+def _hits(state: object, needles: set[str]) -> dict[str, dict[tuple, int]]:
     """needle -> {record path: weight}; a key match (weight 2) names the value under the key itself."""
     hits: dict[str, dict[tuple, int]] = defaultdict(dict)
-    stack = [((), state)]
+    stack: list[tuple[tuple, object]] = [((), state)]
     while stack:
         path, node = stack.pop()
         if isinstance(node, dict):
@@ -62,7 +63,7 @@ def _hits(state, needles: set[str]) -> dict[str, dict[tuple, int]]:
     return hits
 
 
-def _shallow(value):
+def _shallow(value: object) -> object:
     """A record too large to show: its scalar fields, and the size of each nested part."""
     if not isinstance(value, dict):
         return f"({type(value).__name__} of {len(value)} items, not shown)" if isinstance(value, list) else value
@@ -72,7 +73,7 @@ def _shallow(value):
     }
 
 
-def _lookup(state, path: tuple):
+def _lookup(state: Any, path: tuple) -> Any:
     for part in path:
         state = state[part]
     return state
@@ -91,13 +92,8 @@ def _collections(state: dict) -> dict[str, str]:
     return summary
 
 
-def state_view(state: dict, arguments: dict, budget: int) -> tuple[dict, list[str]]:
-    """({"state": whole} or {"state_slice": {...}}, notes of what was cut) within `budget` characters."""
-    if json_size(state) <= budget:
-        return {"state": state}, []
-    cut = []
-    collections = _collections(state) if isinstance(state, dict) else {}
-    room = budget - json_size(collections) - len(NOTE) - NOTES_ROOM
+def _path_scores(state: dict, arguments: dict) -> tuple[dict[tuple, int], str | None]:
+    """How strongly the call's arguments name each record, and a note of values too common to pick by."""
     scores: dict[tuple, int] = defaultdict(int)
     common = []
     for needle, records in _hits(state, _needles(arguments, set())).items():
@@ -106,8 +102,13 @@ def state_view(state: dict, arguments: dict, budget: int) -> tuple[dict, list[st
             continue
         for path, weight in records.items():
             scores[path] += weight
-    if common:
-        cut.append(f"not used to pick records: {'; '.join(common[:3])}{' and more' if len(common) > 3 else ''}")
+    if not common:
+        return scores, None
+    return scores, f"not used to pick records: {'; '.join(common[:3])}{' and more' if len(common) > 3 else ''}"
+
+
+def _records_within(state: dict, scores: dict[tuple, int], room: int, cut: list[str]) -> dict[str, object]:
+    """The best-scored records that fit `room`, a record too large shown without its nested parts."""
     records: dict[str, object] = {}
     shown: list[tuple] = []
     left_out: list[str] = []
@@ -129,6 +130,18 @@ def state_view(state: dict, arguments: dict, budget: int) -> tuple[dict, list[st
         room -= size
     if left_out:
         cut.append(f"{len(left_out)} more named records not shown for lack of room, e.g. {left_out[:2]}")
+    return records
+
+
+def state_view(state: dict, arguments: dict, budget: int) -> tuple[dict, list[str]]:
+    """({"state": whole} or {"state_slice": {...}}, notes of what was cut) within `budget` characters."""
+    if json_size(state) <= budget:
+        return {"state": state}, []
+    collections = _collections(state) if isinstance(state, dict) else {}
+    room = budget - json_size(collections) - len(NOTE) - NOTES_ROOM
+    scores, common = _path_scores(state, arguments)
+    cut = [common] if common else []
+    records = _records_within(state, scores, room, cut)
     if not scores:
         cut.append("no record of the state is named by the call's arguments")
     return {"state_slice": {"note": NOTE, "records": records, "collections": collections}}, cut

@@ -5,10 +5,11 @@ simulator writes every customer message, the first one included, and the brief i
 the agent. Tasks without a scenario give their instruction as the brief.
 """
 
+from simia_web.core.jsonutil import compact_json
 from simia_web.formats.conversation import message_text
 from simia_web.llm.client import LLMClient, LLMReply
 
-from .prompt_fit import compact_json, messages_fit, text_clip
+from .prompt_fit import messages_fit, text_clip
 
 PROMPT_VERSION = "user-sim-v2"  # v2: a private brief, the opening written by the simulator, a fitted transcript
 ANSWER = {
@@ -71,7 +72,9 @@ def user_turn(*, client: LLMClient, brief: str, messages: list[dict]) -> LLMRepl
     ]
     transcript, cut = messages_fit(spoken, budget - len(system) - 200)
     if transcript:
-        request = {"conversation": [{"role": m["role"], "content": m["content"]} for m in transcript]}
+        request: dict[str, object] = {
+            "conversation": [{"role": m["role"], "content": m["content"]} for m in transcript]
+        }
         if cut:
             request["cut"] = cut
     else:

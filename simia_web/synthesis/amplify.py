@@ -11,6 +11,7 @@ import random
 from django.db import transaction
 
 from simia_web.catalog.models import Domain, Seed
+from simia_web.core.jsonutil import compact_json
 from simia_web.core.outages import is_outage
 from simia_web.curation.duplicates import TRAJECTORIES
 from simia_web.curation.models import Trajectory, TrajectoryKind
@@ -23,7 +24,7 @@ from simia_web.llm.client import LLMError, client_for_stage
 from simia_web.llm.models import Stage
 from simia_web.llm.services import llm_call_ids
 from simia_web.simulation.judge import judge_run
-from simia_web.simulation.prompt_fit import compact_json, json_size, messages_fit, text_clip, tools_described
+from simia_web.simulation.prompt_fit import json_size, messages_fit, text_clip, tools_described
 
 from .amplify_answer import AMPLIFIED_ANSWER, amplified_messages, amplified_schema
 from .trajectory_kinds import trajectory_unit_result
@@ -188,7 +189,8 @@ def _amplified_writer(job: Job, unit, partial: dict):
         )
     except LLMError as exc:
         provenance.update(error=str(exc)[:2000])
-        messages, violations = [], [Violation("llm_error", None, str(exc)[:2000])]
+        messages: list[dict] = []
+        violations = [Violation("llm_error", None, str(exc)[:2000])]
         fields["termination_reason"] = "llm_error"
     else:
         partial["llm_calls"] = reply.calls

@@ -8,8 +8,10 @@ that the longest answer fits the stage's 2,048 tokens. An answer in OpenAI messa
 is read as well.
 """
 
+from typing import Any
+
+from simia_web.core.jsonutil import compact_json
 from simia_web.formats.conversation import message_text, tool_call, tool_call_id, tool_result
-from simia_web.simulation.prompt_fit import compact_json
 
 MAX_TURNS = 3
 MAX_CALLS_PER_TURN = 4
@@ -32,7 +34,7 @@ def amplified_schema(tools: list[dict]) -> dict:
         for f in functions
         if f.get("name")
     ]
-    turn = {
+    turn: dict[str, Any] = {
         "type": "object",
         "properties": {
             "user": _TEXT,

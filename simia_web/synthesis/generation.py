@@ -8,8 +8,9 @@ max_tokens. Every other server reads the same schema as instructions. `domain_de
 the catalog's shapes: API specs with JSON Schema parameters, and a world state with a schema derived from it.
 """
 
+from simia_web.core.jsonutil import compact_json
 from simia_web.llm.client import LLMClient
-from simia_web.simulation.prompt_fit import compact_json, json_size, specs_described, text_clip
+from simia_web.simulation.prompt_fit import json_size, specs_described, text_clip
 from simia_web.simulation.state_slice import state_view
 
 API_PROMPT_VERSION = "apis-v2"  # v2: the design in bounded lists, turned into schemas here
@@ -209,7 +210,8 @@ def _json_type(value) -> str:
         return "boolean"
     if isinstance(value, int | float):
         return "number"
-    return {str: "string", dict: "object", list: "array"}.get(type(value), "null")
+    names: dict[type, str] = {str: "string", dict: "object", list: "array"}
+    return names.get(type(value), "null")
 
 
 def state_schema_of(state: dict, descriptions: dict[str, str]) -> dict:

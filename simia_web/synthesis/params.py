@@ -1,15 +1,21 @@
 """What the parameters of the synthesis job kinds share (each kind's serializer is in its module of job_kinds):
 endpoint profiles per stage, and a rollout's limits."""
 
+from collections.abc import Callable
+from typing import Any
+
 from rest_framework import serializers
 
+from simia_web.jobs.models import Job
 from simia_web.llm.models import EndpointProfile, Stage
 
-ROW_ID = {"min_value": 1, "max_value": 2**63 - 1}
+ROW_ID: dict[str, Any] = {"min_value": 1, "max_value": 2**63 - 1}
 
 
 class JobParametersSerializer(serializers.Serializer):
     """Endpoint profiles per stage, which every kind takes; save(actor=...) writes the job with `job_create`."""
+
+    job_create: Callable[..., Job]  # staticmethod(<the kind's job_create service>)
 
     profiles = serializers.DictField(
         child=serializers.IntegerField(**ROW_ID),

@@ -22,7 +22,7 @@ from simia_web.jobs.models import JobStatus, JobUnit, UnitStatus
 from simia_web.llm.models import LLMCall
 from simia_web.operations.models import WebhookDelivery, WebhookSubscription
 from tests.conftest import PASSWORD
-from tests.pages.factories import make_job, make_trajectory, verdict
+from tests.support.factories import make_job, make_trajectory, verdict
 
 pytestmark = pytest.mark.browser
 

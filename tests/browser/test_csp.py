@@ -5,7 +5,7 @@ import pytest
 
 from simia_web.catalog.models import Seed
 from simia_web.llm.models import LLMCall
-from tests.pages.factories import make_job, make_trajectory, verdict
+from tests.support.factories import make_job, make_trajectory, verdict
 
 pytestmark = pytest.mark.browser
 

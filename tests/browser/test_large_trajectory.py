@@ -4,7 +4,7 @@ the editor refusing it with the reason, and no Content-Security-Policy violation
 import pytest
 from playwright.sync_api import expect
 
-from tests.pages.factories import make_trajectory, verdict
+from tests.support.factories import make_trajectory, verdict
 
 pytestmark = pytest.mark.browser
 

@@ -5,7 +5,7 @@ from playwright.sync_api import expect
 
 from simia_web.curation.models import Trajectory
 from tests.dedup.test_index import near, said, words
-from tests.pages.factories import make_trajectory, verdict
+from tests.support.factories import make_trajectory, verdict
 
 pytestmark = pytest.mark.browser
 

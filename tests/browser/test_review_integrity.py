@@ -8,7 +8,7 @@ from playwright.sync_api import expect
 from simia_web.curation.models import Review, Trajectory, TrajectoryStatus
 from simia_web.curation.services import review_decide
 from tests.conftest import PASSWORD
-from tests.pages.factories import make_trajectory, verdict
+from tests.support.factories import make_trajectory, verdict
 
 pytestmark = pytest.mark.browser
 
@@ -158,7 +158,7 @@ class Keys:
 
 
 def test_keys_per_accepted_item_and_per_fix_in_the_stream(login):
-    from tests.pages.factories import conversation
+    from tests.support.factories import conversation
 
     messages = conversation()
     for turn in range(4):  # a 13-message conversation; the fix is to its last message

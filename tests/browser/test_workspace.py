@@ -10,7 +10,7 @@ from playwright.sync_api import expect
 from simia_web.curation.models import Review, Trajectory, TrajectoryStatus
 from simia_web.curation.services import trajectory_edit
 from simia_web.jobs.models import JobStatus, JobUnit, UnitStatus
-from tests.pages.factories import make_job, make_trajectory, verdict
+from tests.support.factories import make_job, make_trajectory, verdict
 
 pytestmark = pytest.mark.browser
 

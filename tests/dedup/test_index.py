@@ -16,7 +16,7 @@ from simia_web.dedup import minhash
 from simia_web.dedup.models import Band, Signature
 from simia_web.dedup.selectors import near_duplicates
 from simia_web.dedup.services import index_rebuild
-from tests.pages.factories import TOOLS, conversation
+from tests.support.factories import TOOLS, conversation
 
 WORDS = [
     "order",

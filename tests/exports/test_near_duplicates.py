@@ -11,7 +11,7 @@ from simia_web.exports.selectors import export_filters_clean
 from simia_web.exports.services import ExportOptions, export_write
 from tests.dedup.test_index import near, said, words
 from tests.exports.test_parquet_and_card import _built, _card, _folder
-from tests.pages.factories import make_trajectory, verdict
+from tests.support.factories import make_trajectory, verdict
 
 
 @pytest.fixture

@@ -15,10 +15,10 @@ from simia_web.catalog.references import ReferenceConfig, reference_set
 from simia_web.curation.models import Trajectory
 from simia_web.fidelity.models import FidelityCall, FidelityRun, Outcome
 from simia_web.synthesis.services import rollout_queue
+from tests.support.llm_stub import Reply
+from tests.support.mcp_store import HttpStore, stdio_command
+from tests.support.scripts import JUDGE_PASS
 
-from ..support.llm_stub import Reply
-from ..support.mcp_store import HttpStore, stdio_command
-from ..support.scripts import JUDGE_PASS
 from .conversations import report_of, trajectory
 
 STORE = McpServer(command=stdio_command())

@@ -13,8 +13,8 @@ from simia_web.catalog.importers import apis_import, seeds_import
 from simia_web.catalog.mcp import McpServer
 from simia_web.catalog.models import Api, Domain
 from simia_web.fidelity.models import FidelityCall, Outcome
+from tests.catalog.test_import import TAU2, needs_tau2
 
-from ..catalog.test_import import TAU2, needs_tau2
 from .conversations import report_of, trajectory
 
 BIN = Path(sys.executable).parent

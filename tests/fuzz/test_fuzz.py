@@ -20,7 +20,7 @@ from simia_web.catalog.models import Api, Domain, Seed, Task
 from simia_web.core.models import Revision
 from simia_web.curation.models import Trajectory
 from simia_web.environments.models import EnvSession
-from tests.api import test_schema
+from tests.core import test_schema
 from tests.environments import conftest as environments
 from tests.exports.data import trajectory_make
 

@@ -17,7 +17,7 @@ from simia_web.operations.models import DeliveryStatus, WebhookDelivery, Webhook
 from simia_web.operations.services import webhook_subscription_create
 from simia_web.synthesis.services import synthesis_queue
 from tests.conftest import wait_for
-from tests.pages.factories import make_job, make_trajectory, verdict
+from tests.support.factories import make_job, make_trajectory, verdict
 from tests.support.webhook_receiver import WebhookReceiver
 
 TOLERANCE_SECONDS = 300

@@ -156,8 +156,7 @@ class StubLLM:
                 try:
                     reply = stub._reply_for(request)
                     payload = _payload(reply, body, stub.personality)
-                    if stub.gate is not None:
-                        stub.gate.pass_through()
+                    stub._wait_for_gate()
                     # Latency counts from arrival, so the server's own work does not add to it.
                     time.sleep(max(0.0, received + stub.latency + reply.delay - time.monotonic()))
                     self._send(reply, payload)
@@ -209,6 +208,10 @@ class StubLLM:
         with self._lock:
             most, self.max_in_flight = self.max_in_flight, self._in_flight
         return most
+
+    def _wait_for_gate(self):
+        if self.gate is not None:
+            self.gate.pass_through()
 
     def _enter(self):
         with self._lock:

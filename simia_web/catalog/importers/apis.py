@@ -27,7 +27,7 @@ def apis_import(*, domain: str, openapi=None, mcp: McpServer | None = None, acto
     PermissionDenied when `actor` may not run the server's command."""
     if (openapi is None) == (mcp is None):
         raise ImportRejected([ImportIssue("", None, "source", "give an OpenAPI document or an MCP server")])
-    source = source_name(openapi) if openapi is not None else mcp.describe()
+    source = mcp.describe() if mcp is not None else source_name(openapi)
     issues = _domain_issues(domain, source)
     if mcp is not None:
         mcp_command_check(mcp, actor)
@@ -35,7 +35,7 @@ def apis_import(*, domain: str, openapi=None, mcp: McpServer | None = None, acto
         issues += [ImportIssue(source, None, field, message) for field, message in problems.items()]
     if issues:
         raise ImportRejected(issues)
-    data = openapi_read(openapi, source) if openapi is not None else mcp_read(mcp)
+    data = mcp_read(mcp) if mcp is not None else openapi_read(openapi, source)
     if data["issues"]:
         raise ImportRejected(data["issues"])
     format = "openapi" if openapi is not None else "mcp"

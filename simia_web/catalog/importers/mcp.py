@@ -23,7 +23,9 @@ def mcp_read(server: McpServer) -> dict:
         return {"issues": [ImportIssue(source, None, "", str(exc))], "apis": []}
     if not tools:
         return {"issues": [ImportIssue(source, None, "tools", "the server lists no tools")], "apis": []}
-    issues, apis, first = [], [], {}
+    issues: list[ImportIssue] = []
+    apis: list[dict] = []
+    first: dict[str, str] = {}
     for i, tool in enumerate(tools):
         spec, problems = mcp_tool_spec(tool, source=source, field=f"tools[{i}]")
         issues += problems

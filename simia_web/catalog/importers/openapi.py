@@ -44,7 +44,8 @@ def openapi_read(source, name: str) -> dict:
     if not isinstance(paths, dict) or not paths:
         return {"issues": [ImportIssue(name, None, "paths", "the document describes no operations")], "apis": []}
     reader = _Reader(document, name, legacy=version.startswith("3.0"))
-    apis, first_at = [], {}
+    apis: list[dict] = []
+    first_at: dict[str, str] = {}
     for path, item in paths.items():
         if not isinstance(item, dict):
             issues.append(ImportIssue(name, None, f"paths.{path}", "a path item must be an object"))
@@ -90,12 +91,12 @@ def _yaml_read(text: str, name: str):
     try:
         for event in yaml.parse(text, Loader=yaml.SafeLoader):
             if isinstance(event, yaml.AliasEvent):
-                line = event.start_mark.line + 1
+                line = event.start_mark.line + 1 if event.start_mark else None
                 raise Collected(ImportIssue(name, line, "", "YAML aliases (*name) are not accepted; write it out"))
             if isinstance(event, yaml.MappingStartEvent | yaml.SequenceStartEvent):
                 depth += 1
                 if depth > limits.max_depth:
-                    line = event.start_mark.line + 1
+                    line = event.start_mark.line + 1 if event.start_mark else None
                     raise Collected(ImportIssue(name, line, "", f"nested deeper than {limits.max_depth} levels"))
             elif isinstance(event, yaml.MappingEndEvent | yaml.SequenceEndEvent):
                 depth -= 1
@@ -158,7 +159,9 @@ class _Reader:
         api_name = snake_name(operation_id if isinstance(operation_id, str) else f"{method} {path}")
         if not is_api_name(api_name):
             issues.append(self.issue(f"{where}.operationId", f"{operation_id!r} gives no usable API name"))
-        properties, required, defs = {}, [], {}
+        properties: dict[str, dict] = {}
+        required: list[str] = []
+        defs: dict[str, dict] = {}
         for parameter_where, parameter in self._parameters(shared, operation.get("parameters") or [], where, issues):
             found = self._parameter(parameter, parameter_where, issues, defs)
             if found is None:
@@ -279,9 +282,10 @@ class _Reader:
                 response = self.dereferenced(responses[code], f"{field}.{code}")
                 content = response.get("content") if isinstance(response, dict) else None
                 media = _json_media(content) if isinstance(content, dict) else None
-                schema = (content[media] or {}).get("schema") if media and isinstance(content[media], dict) else None
+                body = content.get(media) if media and isinstance(content, dict) else None
+                schema = body.get("schema") if isinstance(body, dict) else None
                 if isinstance(schema, dict):
-                    defs = {}
+                    defs: dict[str, dict] = {}
                     returns = self.schema(schema, f"{field}.{code}.content.{media}.schema", defs)
                     return {**returns, "$defs": defs} if defs else returns
             except SchemaRefError as exc:

@@ -9,6 +9,7 @@ import zipfile
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 
@@ -30,7 +31,7 @@ ZIP_FAILURES = (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, R
 
 @dataclass(frozen=True)
 class Record:
-    value: object
+    value: Any  # a JSON value
     line: int
     number: int  # 1-based position in the file
 
@@ -111,7 +112,7 @@ def _limit_records_check(name: str, count: int) -> None:
 
 def _array_records(text: str, name: str) -> list[Record]:
     """Elements of a top-level JSON array, each with the line it starts on."""
-    records = []
+    records: list[Record] = []
     position = text.index("[") + 1
     length = len(text)
     limits = _json_limits()
@@ -151,7 +152,7 @@ def _array_records(text: str, name: str) -> list[Record]:
 
 
 def _jsonl_records(text: str, name: str) -> list[Record]:
-    records = []
+    records: list[Record] = []
     limits = _json_limits()
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
@@ -222,7 +223,8 @@ class Folder:
     def __init__(self, source, name: str):
         self.name = name
         self._dir = source if isinstance(source, Path) and source.is_dir() else None
-        self._zip = None
+        self._zip: zipfile.ZipFile | None = None
+        self._members: dict[str, zipfile.ZipInfo] = {}
         if self._dir is None:
             data = bytes_read(source, name)
             try:
@@ -235,7 +237,6 @@ class Folder:
                 raise Collected(
                     ImportIssue(name, None, "", f"the zip holds {len(infos):,} entries; the limit is {limit:,}")
                 )
-            self._members = {}
             for info in sorted(infos, key=lambda i: i.filename.count("/")):
                 base = info.filename.rsplit("/", 1)[-1]
                 if base and not info.is_dir():
@@ -255,6 +256,7 @@ class Folder:
         if self._dir is not None:
             return self._dir / base
         name = self.path(base)
+        assert self._zip is not None  # a folder is a directory or a zip
         try:
             with self._zip.open(self._members[base]) as member:
                 return _bounded(stream_chunks(member), name)

@@ -31,40 +31,19 @@ def tau2_read(source, name: str) -> dict:
             return None
 
     policy = guarded(lambda s, n: text_decode(bytes_read(s, n), n), "policy.md")
-    tools_file = folder.path("tools.json")
-    apis = []
     raw_tools = guarded(json_read, "tools.json")
-    if raw_tools is not None:
-        try:
-            apis = api_specs_from_tools(tools_list(raw_tools))
-        except FormatError as exc:
-            issues.append(ImportIssue(tools_file, None, exc.field, exc.message))
-        seen = set()
-        for i, spec in enumerate(apis):
-            for problem in api_problems(spec):
-                issues.append(ImportIssue(tools_file, None, f"tools[{i}]", f"{spec['name']}: {problem}"))
-            if spec["name"] in seen:
-                issues.append(ImportIssue(tools_file, None, f"tools[{i}].name", f"duplicate tool {spec['name']!r}"))
-            seen.add(spec["name"])
+    apis = [] if raw_tools is None else _apis_read(raw_tools, folder.path("tools.json"), issues)
     tasks = []
-    records = guarded(records_read, "tasks.json")
     names = {a["name"] for a in apis}
-    for record in records or []:
+    for record in guarded(records_read, "tasks.json") or []:
         spec, problems = tau2_task_spec(record.value, names)
         issues += [
             ImportIssue(folder.path("tasks.json"), record.line, p.field, p.message, record.number) for p in problems
         ]
         if spec is not None:
             tasks.append(spec)
-    initial_state, state_schema = {}, {}
-    if folder.has("db.json"):
-        state = guarded(json_read, "db.json")
-        if state is not None and not isinstance(state, dict):
-            issues.append(ImportIssue(folder.path("db.json"), None, "", "the database must be a JSON object"))
-        elif state is not None:
-            initial_state, state_schema = state, state_schema_derive(state)
-            for problem in state_problems(state_schema, initial_state):
-                issues.append(ImportIssue(folder.path("db.json"), None, "", problem))
+    state = guarded(json_read, "db.json") if folder.has("db.json") else None
+    initial_state, state_schema = ({}, {}) if state is None else _state_read(state, folder.path("db.json"), issues)
     return {
         "issues": issues,
         "policy": (policy or "").strip(),
@@ -74,6 +53,34 @@ def tau2_read(source, name: str) -> dict:
         "state_schema": state_schema,
         "name": _folder_name(source, name),
     }
+
+
+def _apis_read(raw_tools, tools_file: str, issues: list[ImportIssue]) -> list[dict]:
+    """The API specs of tools.json; what is wrong with them goes into `issues`."""
+    try:
+        apis = api_specs_from_tools(tools_list(raw_tools))
+    except FormatError as exc:
+        issues.append(ImportIssue(tools_file, None, exc.field, exc.message))
+        return []
+    seen = set()
+    for i, spec in enumerate(apis):
+        for problem in api_problems(spec):
+            issues.append(ImportIssue(tools_file, None, f"tools[{i}]", f"{spec['name']}: {problem}"))
+        if spec["name"] in seen:
+            issues.append(ImportIssue(tools_file, None, f"tools[{i}].name", f"duplicate tool {spec['name']!r}"))
+        seen.add(spec["name"])
+    return apis
+
+
+def _state_read(state, db_file: str, issues: list[ImportIssue]) -> tuple[dict, dict]:
+    """The initial state of db.json and the schema derived from it; what is wrong goes into `issues`."""
+    if not isinstance(state, dict):
+        issues.append(ImportIssue(db_file, None, "", "the database must be a JSON object"))
+        return {}, {}
+    state_schema = state_schema_derive(state)
+    for problem in state_problems(state_schema, state):
+        issues.append(ImportIssue(db_file, None, "", problem))
+    return state, state_schema
 
 
 def _folder_name(source, name: str) -> str:

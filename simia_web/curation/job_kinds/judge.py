@@ -16,7 +16,7 @@ from simia_web.simulation.judge import judge_run, world_evidence
 
 
 def _task_text(trajectory: Trajectory) -> str:
-    if trajectory.task_id:
+    if trajectory.task:
         return f"{trajectory.task.instruction}\nExpected outcome: {trajectory.task.expected_outcome}"
     first = next((message_text(m) for m in trajectory.messages if m.get("role") == "user"), "")
     return "Serve the user's requests in this conversation. The first was: " + first

@@ -66,7 +66,9 @@ def agreement(*, domain=None, job=None, profile=None, criteria: bool = True) -> 
     if job:
         only_bulk = only_bulk.filter(job_id=job)
     matrix: dict[tuple[bool, bool], int] = {}
-    for judge_passed, human, n in reviewed.values_list("judge_passed", "human").annotate(n=Count("id")).order_by():
+    # `human` and `verdict_id` are _reviewed()'s annotations, which its return type does not carry.
+    pairs = reviewed.values_list("judge_passed", "human")  # type: ignore[misc]
+    for judge_passed, human, n in pairs.annotate(n=Count("id")).order_by():
         key = (bool(judge_passed), human != Decision.REJECT)
         matrix[key] = matrix.get(key, 0) + n
     total = sum(matrix.values())
@@ -92,8 +94,9 @@ def agreement(*, domain=None, job=None, profile=None, criteria: bool = True) -> 
 
 def criterion_breakdown(reviewed: QuerySet[Trajectory]) -> list[dict]:
     """Mean judge score per criterion for human-accepted vs human-rejected items (latest verdicts)."""
-    sums = defaultdict(lambda: {"accept": [0.0, 0], "reject": [0.0, 0]})
-    rows = JudgeVerdict.objects.filter(pk__in=reviewed.values("verdict_id")).annotate(
+    sums: defaultdict[str, dict[str, list[float]]] = defaultdict(lambda: {"accept": [0.0, 0], "reject": [0.0, 0]})
+    verdict_ids = reviewed.values("verdict_id")  # type: ignore[misc]  # an annotation of _reviewed()
+    rows = JudgeVerdict.objects.filter(pk__in=verdict_ids).annotate(
         human=Subquery(
             individual_reviews().filter(trajectory=OuterRef("trajectory_id")).order_by("-id").values("decision")[:1]
         )

@@ -6,9 +6,10 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from simia_web.core.clipping import clipped
-from simia_web.core.display import messages_side_by_side, pretty_json, state_diff
+from simia_web.core.display import pretty_json, state_diff
 from simia_web.core.selectors import revision_list
 from simia_web.curation.models import Trajectory
+from simia_web.formats.comparison import messages_side_by_side
 from simia_web.formats.conversation import message_text, parse_arguments
 
 # A revision shows at most this many changed messages, each cut shorter than on the conversation (20 revisions).
@@ -126,7 +127,7 @@ def revision_history(trajectory: Trajectory, limit: int = 20) -> list[dict]:
     history = []
     for i, revision in enumerate(revisions[:limit]):
         previous = revisions[i + 1] if i + 1 < len(revisions) else None
-        before = (previous.data or {}).get("messages", []) if previous else None
+        before = (previous.data or {}).get("messages", []) if previous else []
         rows = messages_side_by_side(before, revision.data.get("messages", [])) if previous else []
         history.append(
             {

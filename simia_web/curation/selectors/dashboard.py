@@ -19,7 +19,7 @@ def status_counts() -> dict[str, int]:
 
 def review_progress_by_domain() -> dict[str, dict[str, int]]:
     """{domain: {status: count}} for the review progress bars."""
-    progress = defaultdict(dict)
+    progress: dict[str, dict[str, int]] = defaultdict(dict)
     for name, status, n in Trajectory.objects.values_list("domain__name", "status").annotate(n=Count("id")).order_by():
         progress[name][status] = n
     return dict(sorted(progress.items()))
@@ -36,7 +36,7 @@ def _slice(domain: str | None = None, job: int | None = None) -> QuerySet[Trajec
 
 def verdicts_by_domain(*, job: int | None = None) -> dict[str, dict[str, int]]:
     """{domain: {"pass" | "fail" | "none": count}} of the latest judge verdicts (of one job)."""
-    by_domain = defaultdict(dict)
+    by_domain: dict[str, dict[str, int]] = defaultdict(dict)
     rows = _slice(job=job).values_list("domain__name", "judge_passed").annotate(n=Count("id")).order_by()
     for name, passed, n in rows:
         by_domain[name][{True: "pass", False: "fail", None: "none"}[passed]] = n

@@ -50,7 +50,8 @@ class RowComparison(Func):
         super().__init__(*keys, *(Value(v) for v in values))
         self.operator = operator
 
-    def as_sql(self, compiler, connection, **extra_context):
+    # Written whole: Func's function, template and arg_joiner do not apply to a comparison of rows.
+    def as_sql(self, compiler, connection, **extra_context):  # type: ignore[override]
         parts, params = [], []
         for expression in self.get_source_expressions():
             sql, expression_params = compiler.compile(expression)
@@ -129,7 +130,8 @@ class QueuePage:
     def numbers(self) -> list[int | None]:
         """Page numbers to offer: the first, the last and two either side of this one (None marks a gap)."""
         wanted = sorted({1, self.num_pages, *range(max(1, self.number - 2), min(self.num_pages, self.number + 2) + 1)})
-        shown, last = [], 0
+        shown: list[int | None] = []
+        last = 0
         for n in wanted:
             if n > last + 1:
                 shown.append(None)
@@ -151,8 +153,9 @@ def queue_page(
     """One page of the queue. Next/previous follow a row id (keyset); a page number jumps by offset along
     the index, and the last page is read from the other end. With `count_limit`, counting stops there."""
     count = qs[: count_limit + 1].count() if count_limit else qs.count()
-    capped = bool(count_limit) and count > count_limit
-    count = min(count, count_limit) if capped else count
+    capped = False
+    if count_limit and count > count_limit:
+        count, capped = count_limit, True
     num_pages = max(1, -(-count // size))
     number = min(max(1, number), num_pages)
     rows_qs = queue_page_rows(qs)

@@ -129,7 +129,7 @@ class SynthesizeKind(TrajectoryKind):
 
             design = domain_design(reply.data)
 
-            def write():
+            def write_apis():
                 stored = apis_store(
                     domain=domain,
                     apis=design["apis"],
@@ -140,7 +140,7 @@ class SynthesizeKind(TrajectoryKind):
                 )
                 return {"apis": len(stored), "valid": sum(a.valid for a in stored)}
 
-            return write
+            return write_apis
         client = client_for_stage(Stage.TASK_SYNTHESIS, job_id=job.pk, profile_id=profiles.get(Stage.TASK_SYNTHESIS))
         domain_require_usable(domain)
         apis = list(domain.apis.filter(valid=True))
@@ -155,9 +155,9 @@ class SynthesizeKind(TrajectoryKind):
             count=job.params["tasks"],
         )
 
-        def write():
+        def write_tasks():
             provenance = _provenance(unit, client, reply, TASK_PROMPT_VERSION)
             stored = tasks_store(domain=domain, tasks=reply.data["tasks"], job=job, provenance=provenance)
             return {"tasks": len(stored), "valid": sum(t.status == TaskStatus.VALID for t in stored)}
 
-        return write
+        return write_tasks

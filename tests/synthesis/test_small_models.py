@@ -20,9 +20,8 @@ from simia_web.simulation import judge, simulator, user_simulator
 from simia_web.synthesis.amplify_answer import amplified_schema
 from simia_web.synthesis.generation import api_schema, task_schema
 from simia_web.synthesis.services import amplification_queue, synthesis_queue
-
-from .support.grammar_model import GrammarModel
-from .support.personalities import GRAMMAR_MAX_STRING, LlamaCppPython, longest_string
+from tests.support.grammar_model import GrammarModel
+from tests.support.personalities import GRAMMAR_MAX_STRING, LlamaCppPython, longest_string
 
 
 @pytest.mark.parametrize("seed", range(4))

@@ -8,7 +8,7 @@ from simia_web.curation.models import Review, Trajectory
 from simia_web.curation.selectors.agreement import agreement, cohen_kappa
 from simia_web.jobs.models import Job, JobStatus, JobUnit, UnitStatus
 from simia_web.llm.models import EndpointProfile, LLMCall
-from tests.pages.factories import TOOLS, conversation, make_job, make_trajectory, verdict
+from tests.support.factories import TOOLS, conversation, make_job, make_trajectory, verdict
 
 
 def test_kappa_on_a_known_matrix():

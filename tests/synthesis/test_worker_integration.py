@@ -10,10 +10,9 @@ import pytest
 from simia_web.curation.models import Trajectory
 from simia_web.jobs.models import Job, JobStatus, JobUnit, UnitStatus
 from simia_web.synthesis.services import synthesis_queue
-
-from .conftest import ROOT, WorkerProcess, wait_for
-from .support.llm_stub import Reply, StubLLM
-from .support.scripts import pipeline_responder
+from tests.conftest import ROOT, WorkerProcess, wait_for
+from tests.support.llm_stub import Reply, StubLLM
+from tests.support.scripts import pipeline_responder
 
 pytestmark = pytest.mark.integration
 
@@ -157,8 +156,7 @@ def test_threads_waiting_for_the_window_lookup_hold_no_pooled_connection(celery_
     """
     from simia_web.catalog.services import apis_store, domain_ensure, tasks_store
     from simia_web.synthesis.services import rollout_queue
-
-    from .support.scripts import SHOP, tasks_answer
+    from tests.support.scripts import SHOP, tasks_answer
 
     if not settings.CELERY_BROKER_URL.startswith("redis://") or settings.DATABASES["default"]["ENGINE"].endswith(
         "sqlite3"

@@ -6,7 +6,7 @@ import pytest
 
 from simia_web.accounts.services import user_token
 from simia_web.curation.models import Review, TrajectoryStatus
-from tests.pages.factories import make_trajectory, verdict
+from tests.support.factories import make_trajectory, verdict
 
 pytestmark = pytest.mark.django_db
 API = "/api/v1/trajectories"

@@ -19,7 +19,7 @@ from simia_web.fidelity.models import FidelityRun
 from simia_web.jobs.models import Job, JobStatus
 from simia_web.llm.models import EndpointProfile, LLMCall
 from simia_web.operations.models import WebhookDelivery, WebhookSubscription
-from tests.pages.factories import TOOLS, conversation, make_job, make_trajectory, verdict
+from tests.support.factories import TOOLS, conversation, make_job, make_trajectory, verdict
 
 ANNOTATOR, CURATOR, ADMIN = "annotator", "curator", "admin"
 ROLES = [ANNOTATOR, CURATOR, ADMIN]

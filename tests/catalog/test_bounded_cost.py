@@ -22,8 +22,8 @@ from simia_web.exports.models import Snapshot
 from simia_web.simulation.simulator import PATCH_MAX_OPERATIONS, state_apply
 from tests.environments import conftest as environments
 from tests.environments.conftest import tool_call
-from tests.pages.factories import make_trajectory
 from tests.support.cost import cost_of
+from tests.support.factories import make_trajectory
 from tests.support.llm_stub import Reply
 from tests.support.scripts import JUDGE_PASS, SHOP
 

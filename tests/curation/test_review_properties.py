@@ -33,7 +33,7 @@ from simia_web.exports.selectors import export_filters_clean
 from simia_web.exports.services import export_write
 from simia_web.formats.conversation import messages_strict
 from simia_web.formats.openai import canonical_to_openai
-from tests.pages.factories import make_trajectory, verdict
+from tests.support.factories import make_trajectory, verdict
 
 pytestmark = pytest.mark.django_db
 

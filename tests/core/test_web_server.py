@@ -16,7 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import _database_url
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PORTS = range(16400, 16500)
 METRICS_TOKEN = "web-server-metrics-token"
 

@@ -5,8 +5,7 @@ import pytest
 from simia_web.core.models import AuditEvent
 from simia_web.curation.models import Review, Trajectory, TrajectoryStatus
 from simia_web.curation.services import review_decide, review_undo, reviews_bulk
-
-from .factories import make_trajectory, verdict
+from tests.support.factories import make_trajectory, verdict
 
 
 @pytest.mark.django_db

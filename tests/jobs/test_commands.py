@@ -15,7 +15,7 @@ from simia_web.accounts.models import User
 from simia_web.jobs.cli import parameters_from_pairs
 from simia_web.jobs.kinds import job_kinds_queueable
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_create_user_with_a_role_and_an_api_token(db):

@@ -13,8 +13,8 @@ from simia_web.curation import views
 from simia_web.curation.models import Review, Trajectory, TrajectoryStatus
 from simia_web.curation.selectors.queue import QUEUE_SORTS, queue_ordered
 from simia_web.jobs.models import Job, JobStatus
-from tests.pages.factories import conversation, make_trajectory, verdict
-from tests.pages.test_review import edit
+from tests.curation.test_review import edit
+from tests.support.factories import conversation, make_trajectory, verdict
 
 SORTS = sorted(QUEUE_SORTS)
 

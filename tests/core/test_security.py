@@ -15,7 +15,7 @@ from simia_web.curation.models import RuleViolation, Trajectory
 from simia_web.jobs.models import JobStatus
 from simia_web.llm.client import LLMError, client_for_stage
 from simia_web.llm.models import LLMCall
-from tests.pages.factories import TOOLS, make_job, make_trajectory, verdict
+from tests.support.factories import TOOLS, make_job, make_trajectory, verdict
 from tests.support.llm_stub import Reply
 
 SCRIPT = "<script>alert(1)</script>"

@@ -1,6 +1,6 @@
 import pytest
 
-from tests.pages.factories import make_trajectory, verdict
+from tests.support.factories import make_trajectory, verdict
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from django.utils import timezone
 from simia_web.core.models import AuditEvent, Revision
 from simia_web.curation.models import Review, Trajectory, TrajectoryStatus
 from simia_web.curation.services import trajectory_edit
-from tests.pages.factories import make_trajectory, verdict
+from tests.support.factories import make_trajectory, verdict
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
 

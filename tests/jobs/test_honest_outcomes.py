@@ -10,9 +10,9 @@ from simia_web.jobs.selectors import job_progress
 from simia_web.llm.models import EndpointProfile, LLMCall
 from simia_web.llm.selectors import profile_cache_clear
 from simia_web.synthesis.services import amplification_queue
-from tests.amplify.test_amplify import seed  # noqa: F401 (the fixture)
-from tests.pages.factories import make_job, make_trajectory, verdict
+from tests.support.factories import make_job, make_trajectory, verdict
 from tests.support.llm_stub import Reply
+from tests.synthesis.test_amplify import seed  # noqa: F401 (the fixture)
 
 UNREACHABLE = "http://127.0.0.1:9/v1"  # the discard port: nothing listens, every connection is refused
 

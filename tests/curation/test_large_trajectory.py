@@ -13,7 +13,7 @@ from simia_web.core.services import revision_record, versioned_update
 from simia_web.curation.models import Review
 from simia_web.curation.selectors.conversation import REVISION_ROWS
 from simia_web.curation.services import trajectory_create
-from tests.pages.factories import TOOLS, make_trajectory, verdict
+from tests.support.factories import TOOLS, make_trajectory, verdict
 
 # A page of 50 messages, each cut at 4,000 characters, with its sidebar and history, stays under this.
 PAGE_BYTES = 600_000

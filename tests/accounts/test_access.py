@@ -4,7 +4,7 @@ import pytest
 
 from simia_web.catalog.models import Api, Seed, Task
 from simia_web.llm.models import LLMCall
-from tests.pages.factories import TOOLS, conversation, make_job, make_trajectory, verdict
+from tests.support.factories import TOOLS, conversation, make_job, make_trajectory, verdict
 
 ROLES = ["annotator", "curator", "admin"]
 RANK = {"annotator": 1, "curator": 2, "admin": 3}

@@ -6,7 +6,7 @@ import re
 from simia_web.curation.models import Review, Trajectory, TrajectoryStatus
 from simia_web.curation.services import review_decide, trajectory_hold
 from tests.dedup.test_index import near, said, words
-from tests.pages.factories import make_trajectory, verdict
+from tests.support.factories import make_trajectory, verdict
 
 
 def cluster(n: int = 3, seed: int = 20) -> list[Trajectory]:

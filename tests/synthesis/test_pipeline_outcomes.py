@@ -16,9 +16,8 @@ from simia_web.jobs.models import Job, JobStatus, UnitStatus
 from simia_web.jobs.selectors import job_failure_cause
 from simia_web.llm.models import EndpointProfile, LLMCall
 from simia_web.synthesis.services import rollout_queue, synthesis_queue
-
-from .support.llm_stub import Reply
-from .support.scripts import APIS, SHOP
+from tests.support.llm_stub import Reply
+from tests.support.scripts import APIS, SHOP
 
 CANCEL = {"name": "cancel_order", "arguments": {"order_id": "W1", "reason": "wrong size"}}
 

@@ -14,9 +14,8 @@ from simia_web.llm.client import client_for_stage
 from simia_web.llm.models import LLMCall, Stage
 from simia_web.simulation.simulator import answer_schema
 from simia_web.synthesis.services import rollout_queue, synthesis_queue
-
-from .support.llm_stub import Reply
-from .support.scripts import SHOP, pipeline_responder
+from tests.support.llm_stub import Reply
+from tests.support.scripts import SHOP, pipeline_responder
 
 CANCEL_CALL = {
     "id": "call_1",

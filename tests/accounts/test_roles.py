@@ -10,8 +10,7 @@ from rest_framework.test import APIClient
 from simia_web.accounts.models import Role, User
 from simia_web.accounts.services import user_create, user_token
 from simia_web.core.models import AuditEvent
-
-from .conftest import PASSWORD
+from tests.conftest import PASSWORD
 
 pytestmark = pytest.mark.django_db
 

@@ -23,9 +23,9 @@ from simia_web.llm.client import client_for_stage
 from simia_web.llm.models import EndpointProfile, LLMCall
 from simia_web.llm.validation import api_key_read, url_redacted
 from tests.conftest import PASSWORD
-from tests.pages.factories import make_trajectory
+from tests.support.factories import make_trajectory
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(autouse=True)
@@ -116,7 +116,7 @@ def test_long_query_text_is_400(users, url):
 
 @pytest.mark.parametrize("text", list(HOSTILE_BODIES.values()), ids=list(HOSTILE_BODIES))
 def test_editing_a_tool_call_with_hostile_json_is_refused(client_for, text):
-    from tests.pages.test_review import editor_post
+    from tests.curation.test_review import editor_post
 
     trajectory = make_trajectory()
     index = next(i for i, m in enumerate(trajectory.messages) if m.get("tool_calls"))

@@ -11,7 +11,7 @@ from simia_web.exports.models import Snapshot
 from simia_web.jobs.models import JobStatus, JobUnit, UnitStatus
 from simia_web.llm.models import EndpointProfile, LLMCall
 from tests.catalog.test_import import openai_record, sharegpt_record
-from tests.pages.factories import make_job, make_trajectory, verdict
+from tests.support.factories import make_job, make_trajectory, verdict
 
 
 def test_seed_upload_imports_and_shows_the_importers_errors(client_for):

@@ -14,8 +14,8 @@ from simia_web.curation.services import review_decide, verdict_record
 from simia_web.exports.selectors import export_filters_clean
 from simia_web.exports.services import export_write
 from simia_web.formats import FormatError
-from tests.pages.factories import make_trajectory, verdict
-from tests.pages.test_review import HTMX, decide, edit, editor_post
+from tests.curation.test_review import HTMX, decide, edit, editor_post
+from tests.support.factories import make_trajectory, verdict
 
 pytestmark = pytest.mark.django_db
 

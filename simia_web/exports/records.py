@@ -1,0 +1,151 @@
+"""What every export writer shares: the rows records are made of, the gate each record passes (the strict
+normaliser, then its format's validator) with the count of what it refused and why, and the manifest line
+naming each record's provenance."""
+
+import hashlib
+import re
+import shutil
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import orjson
+
+from simia_web.formats import FormatError
+from simia_web.formats.conversation import messages_strict, tools_list
+
+from .card_facts import DatasetFacts
+from .selectors import export_records
+
+CHUNK_SIZE = 500
+REFUSALS_KEPT = 1000
+ROW_FIELDS = (
+    "id",
+    "domain_id",
+    "task_id",
+    "messages",
+    "tools",
+    "status",
+    "created_at",
+    "version",
+    "decision",
+    "verdict",
+    "kind",
+    "seed_id",
+    "job_id",
+    "provenance",
+    "termination_reason",
+    "reward",
+    "model",
+)
+
+
+def refusal_kind(reason: str) -> str:
+    """A reason without what differs from record to record (positions, quoted values, numbers), so reasons count
+    together: "openai: messages[3].tool_call_id: no open call 'x'" → "openai: messages[].tool_call_id: no open
+    call '…'"."""
+    kind = re.sub(r"\[\d+\]", "[]", reason)
+    kind = re.sub(r"'[^']*'|\"[^\"]*\"", "'…'", kind)
+    return re.sub(r"\b\d+\b", "N", kind)[:160]
+
+
+@dataclass
+class ExportStats:
+    count: int = 0
+    repaired_count: int = 0
+    refused_count: int = 0
+    refusal_reasons: Counter = field(default_factory=Counter)
+    refusals: list = field(default_factory=list)
+    facts: DatasetFacts = field(default_factory=DatasetFacts)
+
+    def written(self, row: dict, messages: list[dict]) -> None:
+        """A record is in the data: count it, and hand it (with its strict messages) to the dataset card."""
+        self.count += 1
+        self.facts.add(row, messages)
+
+    def refuse(self, trajectory_id: int, reasons: list[str]) -> None:
+        self.refused_count += 1
+        for kind in dict.fromkeys(refusal_kind(reason) for reason in reasons):
+            self.refusal_reasons[kind] += 1
+        if len(self.refusals) < REFUSALS_KEPT:
+            self.refusals.append({"trajectory": trajectory_id, "reasons": reasons})
+
+
+class Manifest:
+    """`manifest.jsonl`: one line per record written, in the data's order, naming where it came from.
+
+    A line: index (the record's place in the data: JSONL line number - 1, or index into tau2's simulations),
+    trajectory_id, version (the trajectory version exported), status, the human decision in force (decision_id,
+    decision, decided_by, decided_at, decision_made_on: the version the person was looking at, decision_version: the
+    version the decision made, which is the exported one; null when none stands), the judge's
+    latest verdict (judge_verdict_id, judge_passed, judge_score, judge_version: the version it judged) and sha256:
+    the hash of the record's bytes exactly as written in the data (a JSONL line without its newline; a tau2
+    simulation as its compact UTF-8 JSON).
+    """
+
+    def __init__(self, stream, path: Path):
+        self.stream, self.path, self.count = stream, path, 0
+
+    def add(self, row: dict, record: bytes) -> None:
+        decision = row["decision"] or {}
+        verdict = row["verdict"] or {}
+        line = {
+            "index": self.count,
+            "trajectory_id": row["id"],
+            "version": row["version"],
+            "status": row["status"],
+            "decision_id": decision.get("id"),
+            "decision": decision.get("decision"),
+            "decided_by": decision.get("by"),
+            "decided_at": decision.get("at"),
+            "decision_made_on": decision.get("made_on_version"),
+            "decision_version": decision.get("version"),
+            "judge_verdict_id": verdict.get("id"),
+            "judge_passed": verdict.get("passed"),
+            "judge_score": None if verdict.get("score") is None else float(verdict["score"]),
+            "judge_version": verdict.get("version"),
+            "sha256": hashlib.sha256(record).hexdigest(),
+        }
+        self.stream.write(orjson.dumps(line) + b"\n")
+        self.count += 1
+
+    def copy_into(self, target) -> None:
+        """Write the manifest so far into `target` (an open zip entry), reading it back from its file."""
+        self.stream.flush()
+        with open(self.path, "rb") as written:
+            shutil.copyfileobj(written, target)
+
+
+def rows_stream(queryset, fields=ROW_FIELDS, chunk_size: int = CHUNK_SIZE) -> Iterator[dict]:
+    """Rows as dicts in id order, `chunk_size` at a time, from one query.
+
+    On PostgreSQL this is a server-side cursor (export_write holds the transaction it needs), so
+    the rows are never all in memory and the table is read once, not re-sorted per chunk.
+    """
+    return queryset.order_by("pk").values(*fields).iterator(chunk_size=chunk_size)
+
+
+def record_rows(queryset, fields=ROW_FIELDS) -> Iterator[dict]:
+    """The rows records are made of, each with the decision and verdict its manifest line names."""
+    return export_records(queryset, fields, CHUNK_SIZE)
+
+
+def strict_conversation(row: dict, stats: ExportStats) -> tuple[list[dict], list[dict]] | None:
+    """The row's messages and tools as the strict normaliser returns them, or None (the row refused with the
+    field it names) when it refuses them: a tool call without a name, a tool result without its call's id..."""
+    try:
+        return messages_strict(row["messages"]), tools_list(row["tools"])
+    except FormatError as exc:
+        stats.refuse(row["id"], [f"strict: {exc}"])
+        return None
+
+
+def format_refused(row: dict, stats: ExportStats, format: str, problems: list[str]) -> bool:
+    if problems:
+        stats.refuse(row["id"], [f"{format}: {problem}" for problem in problems])
+    return bool(problems)
+
+
+def json_line(record: dict) -> bytes:
+    return orjson.dumps(record)
