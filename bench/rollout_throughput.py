@@ -7,7 +7,9 @@ and one process reaches at least 95% of the practical ceiling: a bare AsyncOpenA
 asyncio semaphore sending the job's own requests to the same server, measured in the same run
 after each job. Beside it, the same client sending the job's rollouts as they ran, each one's calls
 one after another and as many rollouts at once as the worker has threads: what the job's shape leaves,
-so that the gap between the two ceilings is the shape's and the rest is the worker's own.
+so that the gap between the two ceilings is the shape's and the rest is the worker's own. Under each job,
+the worker's CPU seconds per LLM call beside the bare client's (this process's own while it sends the job's
+requests): targets at most 1.5x at --concurrency 32 and 256.
 
 With --concurrency 256 --latency 1 --workers 2, at least 90% of the ideal: give it --threads 512
 --rollouts 1000 (200 rollouts hold at most 200 requests at once) and a database pool
