@@ -7,7 +7,9 @@ and one process reaches at least 95% of the practical ceiling: a bare AsyncOpenA
 asyncio semaphore sending the job's own requests to the same server, measured in the same run
 after each job. Beside it, the same client sending the job's rollouts as they ran, each one's calls
 one after another and as many rollouts at once as the worker has threads: what the job's shape leaves,
-so that the gap between the two ceilings is the shape's and the rest is the worker's own.
+so that the gap between the two ceilings is the shape's and the rest is the worker's own. Under each job,
+the worker's CPU seconds per LLM call beside the bare client's (this process's own while it sends the job's
+requests): targets at most 1.5x at --concurrency 32 and 256.
 
 With --concurrency 256 --latency 1 --workers 2, at least 90% of the ideal: give it --threads 512
 --rollouts 1000 (200 rollouts hold at most 200 requests at once) and a database pool
@@ -141,8 +143,12 @@ def main() -> None:
             result["in_flight"] = server_in_flight(stub_url)
             chains = job_chains(result["job"])
             requests = [[request] for chain in chains for request in chain]
-            result["ceiling"] = asyncio_ceiling(stub_url, requests, args.concurrency, len(requests))
-            result["chained_ceiling"] = asyncio_ceiling(stub_url, chains, args.concurrency, args.threads)
+            result["ceiling"], result["ceiling_cpu"] = asyncio_ceiling(
+                stub_url, requests, args.concurrency, len(requests)
+            )
+            result["chained_ceiling"], result["chained_cpu"] = asyncio_ceiling(
+                stub_url, chains, args.concurrency, args.threads
+            )
             results.append(result)
     finally:
         for worker in workers:
@@ -162,6 +168,9 @@ def main() -> None:
             f"\n    the same client sending the job's rollouts, each one call after another, {args.threads} at once: "
             f"{result['chained_ceiling']:.1f} calls/s; the worker reached "
             f"{result['rate'] / result['chained_ceiling']:.1%} of it"
+            f"\n    CPU per LLM call: worker {result['cpu'] / result['calls'] * 1000:.2f} ms, bare client "
+            f"{result['ceiling_cpu'] * 1000:.2f} ms ({result['cpu'] / result['calls'] / result['ceiling_cpu']:.2f}x), "
+            f"the same sending chains {result['chained_cpu'] * 1000:.2f} ms"
         )
     print(
         f"machine speed: a fixed pure-Python loop took {loop_before:.2f} s before the jobs and "
@@ -171,12 +180,16 @@ def main() -> None:
     median = statistics.median(rates)
     ceiling = statistics.median(r["ceiling"] for r in results)
     chained = statistics.median(r["chained_ceiling"] for r in results)
+    worker_cpu = statistics.median(r["cpu"] / r["calls"] for r in results)
+    client_cpu = statistics.median(r["ceiling_cpu"] for r in results)
     print(
         f"{args.workers} worker process(es), {args.threads} threads: median {median:.1f} calls/s "
         f"(min {rates[0]:.1f}, max {rates[-1]:.1f}); ideal {ideal:.0f} calls/s; ratio {median / ideal:.1%}; "
         f"asyncio ceiling median {ceiling:.1f} calls/s, ratio {median / ceiling:.1%}; the same sending the "
         f"rollouts {args.threads} at once, median {chained:.1f} calls/s, ratio {median / chained:.1%}; "
-        f"at most {max(r['in_flight'] for r in results)} in flight (limit {args.concurrency})"
+        f"at most {max(r['in_flight'] for r in results)} in flight (limit {args.concurrency}); CPU per LLM call "
+        f"median: worker {worker_cpu * 1000:.2f} ms, bare client {client_cpu * 1000:.2f} ms, "
+        f"ratio {worker_cpu / client_cpu:.2f}x"
     )
 
 
@@ -200,14 +213,17 @@ def job_chains(job_id: int) -> list[list[tuple[str, dict]]]:
     return [[calls[pk] for pk in provenance["llm_calls"]] for provenance in chains]
 
 
-def asyncio_ceiling(stub_url: str, chains: list[list[tuple[str, dict]]], concurrency: int, units: int) -> float:
+def asyncio_ceiling(
+    stub_url: str, chains: list[list[tuple[str, dict]]], concurrency: int, units: int
+) -> tuple[float, float]:
     """Calls/s of a bare AsyncOpenAI client sending these chains of requests (each chain's one after
-    another), at most `units` chains and `concurrency` requests at once."""
+    another), at most `units` chains and `concurrency` requests at once, and its CPU seconds per call
+    (this process's, which runs nothing else meanwhile)."""
     import asyncio
 
     from bench.concurrency_models import async_client
 
-    async def send_all() -> float:
+    async def send_all() -> tuple[float, float]:
         async with async_client(stub_url, concurrency) as client:
             gate, in_flight = asyncio.Semaphore(concurrency), asyncio.Semaphore(units)
 
@@ -217,9 +233,11 @@ def asyncio_ceiling(stub_url: str, chains: list[list[tuple[str, dict]]], concurr
                         async with gate:
                             await client.chat.completions.create(**request, extra_headers={"X-Simia-Stage": stage})
 
-            started = time.perf_counter()
+            calls = sum(map(len, chains))
+            started, cpu_started = time.perf_counter(), time.process_time()
             await asyncio.gather(*(send(chain) for chain in chains))
-            return sum(map(len, chains)) / (time.perf_counter() - started)
+            cpu = time.process_time() - cpu_started
+            return calls / (time.perf_counter() - started), cpu / calls
 
     return asyncio.run(send_all())
 

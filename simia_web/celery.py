@@ -1,7 +1,9 @@
+import gc
 import os
 from collections.abc import Iterator, Mapping
 
 from celery import Celery
+from celery.signals import worker_process_init, worker_ready
 from django.core.signals import setting_changed
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "simia_web.settings")
@@ -46,3 +48,12 @@ setting_changed.connect(celery_settings.reload)
 app = Celery("simia_web")
 app.config_from_object(celery_settings, namespace="CELERY")
 app.autodiscover_tasks()
+
+
+@worker_ready.connect
+@worker_process_init.connect
+def _gc_freeze(**_kwargs):
+    """Leave what the worker made while starting (modules, settings, the app, its tasks) out of garbage
+    collection: it lives as long as the process, and every full collection would scan all of it again
+    while the units' threads wait for the GIL."""
+    gc.freeze()

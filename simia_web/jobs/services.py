@@ -196,12 +196,10 @@ class _UnitRun:
     def once(self) -> None:
         unit_id = self.unit_id
         db_connection_check()  # the thread may have been idle through a database restart
-        unit = unit_rows.unit_for_run(unit_id)
-        if unit is None or unit.status != UnitStatus.PENDING or unit.job.status != JobStatus.RUNNING:
-            return
         holder, lease = leases.lease_holder(), leases.lease_seconds()
-        if not unit_rows.unit_claim(unit_id, holder=holder, lease_seconds=lease, new_attempt=not self.claimed):
-            return  # another worker holds it: running it, or about to
+        unit = unit_rows.unit_claim_for_run(unit_id, holder=holder, lease_seconds=lease, new_attempt=not self.claimed)
+        if unit is None:
+            return  # gone, ended, its job no longer running, or another worker holds it: running it, or about to
         self.claimed = True
         if self.last_of_stage:
             llm_job_finishing(unit.job_id)

@@ -101,15 +101,15 @@ def test_a_unit_whose_database_was_out_of_reach_is_run_again(eager, monkeypatch,
 
     from simia_web.jobs import tasks, unit_rows
 
-    read = unit_rows.unit_for_run
+    claim = unit_rows.unit_claim_for_run
     failures = iter([PoolTimeout("couldn't get a connection after 30.00 sec")])
 
-    def pool_timeout_once(unit_id):
+    def pool_timeout_once(unit_id, **kwargs):
         if (failure := next(failures, None)) is not None:
             raise failure
-        return read(unit_id)
+        return claim(unit_id, **kwargs)
 
-    monkeypatch.setattr(unit_rows, "unit_for_run", pool_timeout_once)
+    monkeypatch.setattr(unit_rows, "unit_claim_for_run", pool_timeout_once)
     writer = RecordingWriter()
     monkeypatch.setattr(services, "job_kind_for", lambda kind: OneUnitPipeline(writer))
     monkeypatch.setattr(services, "job_advance", lambda **kwargs: None)
