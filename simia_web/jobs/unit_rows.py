@@ -13,9 +13,10 @@ unit or per call.
 
 import functools
 from datetime import timedelta
+from typing import Any, cast
 
 from django.db import connection
-from django.db.models import Q
+from django.db.models import Field, Model, Q
 from django.utils import timezone
 
 from .models import Job, JobStatus, JobUnit, UnitStatus, WatchdogTurn
@@ -25,18 +26,25 @@ _UNIT_FIELDS = ("id", "job_id", "stage", "key", "params", "status")
 _JOB_FIELDS = ("kind", "params", "status")
 
 
+def _field(model: type[Model], name: str) -> Field:
+    return cast(Field, model._meta.get_field(name))  # a column of the model's own, never a reverse relation
+
+
 class _Statements:
     """The runner's statements in the current database's dialect, with the fields that adapt their values."""
 
     def __init__(self):
-        quote = connection.ops.quote_name
+        def column(field: Field) -> str:
+            return connection.ops.quote_name(cast(str, field.column))
+
         unit, job = JobUnit._meta, Job._meta
-        self.unit_fields = {name: unit.get_field(name.removesuffix("_id")) for name in _UNIT_FIELDS}
-        self.job_fields = {name: job.get_field(name) for name in _JOB_FIELDS}
-        u = {name: quote(field.column) for name, field in self.unit_fields.items()}
-        u |= {name: quote(unit.get_field(name).column) for name in ("attempts", "started_at", "finished_at")}
-        u |= {name: quote(unit.get_field(name).column) for name in ("lease_holder", "lease_until", "error", "result")}
-        j = {name: quote(field.column) for name, field in self.job_fields.items()} | {"id": quote(job.pk.column)}
+        self.unit_fields = {name: _field(JobUnit, name.removesuffix("_id")) for name in _UNIT_FIELDS}
+        self.job_fields = {name: _field(Job, name) for name in _JOB_FIELDS}
+        u = {name: column(field) for name, field in self.unit_fields.items()}
+        others = ("attempts", "started_at", "finished_at", "lease_holder", "lease_until", "error", "result")
+        u |= {name: column(_field(JobUnit, name)) for name in others}
+        j = {name: column(field) for name, field in self.job_fields.items()} | {"id": column(_field(Job, "id"))}
+        quote = connection.ops.quote_name
         unit_table, job_table = quote(unit.db_table), quote(job.db_table)
         job_of_unit = f"FROM {job_table} WHERE {j['id']} = {unit_table}.{u['job_id']}"
         # The job's columns by subqueries: SQLite's RETURNING names only the updated table's.
@@ -60,10 +68,10 @@ class _Statements:
         self.stage_open = (
             f"SELECT 1 FROM {unit_table} WHERE {u['job_id']} = %s AND {u['stage']} = %s AND {u['status']} = %s LIMIT 1"
         )
-        self.result_field = unit.get_field("result")
-        self.time_field = unit.get_field("started_at")
+        self.result_field = _field(JobUnit, "result")
+        self.time_field = _field(JobUnit, "started_at")
 
-    def instance(self, model, fields: dict, values) -> object:
+    def instance[M: Model](self, model: type[M], fields: dict[str, Field], values: Any) -> M:
         """A model instance from a row, each value through its field's conversion (JSON text to objects)."""
         converted = []
         for field, value in zip(fields.values(), values, strict=True):
@@ -104,7 +112,7 @@ def unit_claim_for_run(unit_id: int, *, holder: str, lease_seconds: float, new_a
         return None
     unit_values, job_values = row[: len(_UNIT_FIELDS)], row[len(_UNIT_FIELDS) :]
     unit = sql.instance(JobUnit, sql.unit_fields, unit_values)
-    job_fields = {"id": Job._meta.pk} | sql.job_fields
+    job_fields = {"id": _field(Job, "id")} | sql.job_fields
     unit.job = sql.instance(Job, job_fields, (unit.job_id, *job_values))
     return unit
 
