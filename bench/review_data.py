@@ -31,7 +31,6 @@ from copy_rows import (
 )
 from django.db import connection, transaction
 from django.utils import timezone
-from simia_web.synthesis.judge import CRITERIA
 
 from simia_web.accounts.models import User
 from simia_web.catalog.services import domain_ensure
@@ -46,9 +45,11 @@ from simia_web.curation.models import (
     TrajectoryChange,
     pipeline_status,
 )
+from simia_web.curation.rollups import rollups_rebuild
 from simia_web.curation.services import conversation_summary
 from simia_web.formats.rules import rules_check
 from simia_web.jobs.models import Job, JobStatus
+from simia_web.simulation.judge import CRITERIA
 from simia_web.synthesis.services import ROLLOUT
 
 DOMAINS = ["retail", "airline", "banking", "calendar", "telecom", "travel"]
@@ -347,4 +348,6 @@ def load(rows: int) -> dict[str, PhaseTime]:
         for model in (Trajectory, JudgeVerdict, Review, RuleViolation, TrajectoryChange, AuditEvent):
             cursor.execute(f"VACUUM ANALYZE {model._meta.db_table}")
     clock.lap("vacuum, analyze")
+    rollups_rebuild()  # COPY went around the services that keep them
+    clock.lap("rollups")
     return clock.phases
