@@ -303,8 +303,9 @@ class Rollup(models.Model):
     """A count (and a sum, for means) of the trajectories that share a key: kept by the writes that change it, so the
     dashboard and the agreement page read these rows rather than every trajectory.
 
-    `job`, `profile` and `reviewer` are ids, 0 for none or where the figure does not count by them; they are not
-    foreign keys so that a row outlives what it names, as the trajectories it counts do.
+    `job`, `profile` and `reviewer` are plain ids, 0 for none or where the figure does not count by them: the key's
+    columns are never null, as an upsert only finds a row whose key is equal, and NULL never is. Deleting a job or
+    a judge profile leaves its rows under its old id until `manage.py rebuild_rollups`.
     """
 
     figure = models.CharField(max_length=24, choices=Figure.choices)

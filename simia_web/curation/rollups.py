@@ -31,6 +31,7 @@ def score_bin(score: float) -> int:
 
 
 def _day(moment: datetime):
+    """The day a decision counts in: the default time zone's, whoever's request made it."""
     return timezone.localdate(moment, timezone.get_default_timezone())
 
 
@@ -45,44 +46,41 @@ def _criterion_scores(scores) -> dict[str, float]:
     return numeric
 
 
+# What `_count` reads of a trajectory, and of a decision not undone.
+TRAJECTORY_FACTS = ("pk", "domain_id", "job_id", "status", "judge_passed", "judge_score")
+REVIEW_FACTS = ("trajectory_id", "reviewer_id", "created_at", "decision", "bulk", "superseded_at")
+
+
 def _shares(trajectory_ids: list[int]) -> dict[Key, list]:
-    """{key: [count, sum]} the trajectories add to the rollups, in four queries whatever their number."""
-    shares = defaultdict(lambda: [0, 0.0])
-    trajectories = list(
-        Trajectory.objects.filter(pk__in=trajectory_ids).values_list(
-            "pk", "domain_id", "job_id", "status", "judge_passed", "judge_score"
-        )
-    )
+    """{key: [count, sum]} the trajectories add to the rollups, in three queries whatever their number."""
+    trajectories = list(Trajectory.objects.filter(pk__in=trajectory_ids).values_list(*TRAJECTORY_FACTS))
     if not trajectories:
-        return shares
-    standing, bulk_only_ids = {}, set()
+        return _count([], [], {})
     reviews = Review.objects.filter(trajectory_id__in=trajectory_ids, undone_at__isnull=True).order_by("id")
+    reviews = list(reviews.values_list(*REVIEW_FACTS))
+    judged = {pk for pk, *_, passed, _ in trajectories if passed is not None}
+    decided = [pk for pk, _, _, _, bulk, superseded_at in reviews if pk in judged and not bulk and not superseded_at]
+    latest = JudgeVerdict.objects.filter(trajectory_id__in=decided, error="").values("trajectory_id")
+    verdicts = JudgeVerdict.objects.filter(pk__in=latest.annotate(latest=Max("id")).values("latest"))
+    rows = verdicts.values_list("trajectory_id", "profile_id", "scores") if decided else []
+    return _count(trajectories, reviews, {pk: (profile or 0, scores) for pk, profile, scores in rows})
+
+
+def _count(trajectories: list[tuple], reviews: list[tuple], verdicts: dict[int, tuple]) -> dict[Key, list]:
+    """{key: [count, sum]} of trajectories (TRAJECTORY_FACTS), their decisions not undone (REVIEW_FACTS, oldest
+    first) and the profile and scores of their latest verdict ({trajectory: (profile id or 0, scores)})."""
+    shares = defaultdict(lambda: [0, 0.0])
     where = {pk: (domain, job or 0) for pk, domain, job, *_ in trajectories}
-    for pk, reviewer, created_at, decision, bulk, superseded_at in reviews.values_list(
-        "trajectory_id", "reviewer_id", "created_at", "decision", "bulk", "superseded_at"
-    ):
+    standing, bulk_only_ids = defaultdict(list), set()
+    for pk, reviewer, created_at, decision, bulk, superseded_at in reviews:
         domain, job = where[pk]
         shares[(Figure.DECISIONS, domain, job, 0, reviewer, _day(created_at), "")][0] += 1
-        if superseded_at is None:  # stands; the latest individual one is the person's answer
+        if superseded_at is None:  # it stands; the latest individual one is the person's answer
             if bulk:
                 bulk_only_ids.add(pk)
             else:
-                standing.setdefault(pk, []).append((created_at, decision))
+                standing[pk].append((created_at, decision))
     bulk_only_ids -= standing.keys()
-    latest_verdicts = JudgeVerdict.objects.filter(
-        pk__in=JudgeVerdict.objects.filter(trajectory_id__in=list(standing), error="")
-        .values("trajectory_id")
-        .annotate(latest=Max("id"))
-        .values("latest")
-    )
-    verdicts = (
-        {
-            pk: (profile or 0, scores)
-            for pk, profile, scores in latest_verdicts.values_list("trajectory_id", "profile_id", "scores")
-        }
-        if standing
-        else {}
-    )
     for pk, domain, job, status, passed, score in trajectories:
         job = job or 0
         shares[(Figure.STATUS, domain, job, 0, 0, UNDATED, status)][0] += 1
@@ -96,9 +94,8 @@ def _shares(trajectory_ids: list[int]) -> dict[Key, list]:
             continue
         profile, scores = verdicts.get(pk, (0, {}))
         for created_at, decision in standing[pk]:
-            agreed = passed == (decision != Decision.REJECT)
-            day = _day(created_at)
-            shares[(Figure.AGREEMENT_DAY, domain, job, profile, 0, day, "agreed" if agreed else "disagreed")][0] += 1
+            agreed = "agreed" if passed == (decision != Decision.REJECT) else "disagreed"
+            shares[(Figure.AGREEMENT_DAY, domain, job, profile, 0, _day(created_at), agreed)][0] += 1
         accepted = standing[pk][-1][1] != Decision.REJECT
         cell = f"{verdict}_{'accept' if accepted else 'reject'}"
         shares[(Figure.AGREEMENT, domain, job, profile, 0, UNDATED, cell)][0] += 1
@@ -147,9 +144,9 @@ class RollupChange:
         _add(delta)
 
 
-def rollups_add(trajectory_ids) -> None:
-    """Count trajectories just written (they were in no rollup before)."""
-    _add(_shares(sorted(set(trajectory_ids))))
+def rollups_add(trajectory: Trajectory) -> None:
+    """Count a trajectory just written, before anyone decided it (it was in no rollup), from its fields alone."""
+    _add(_count([tuple(getattr(trajectory, name) for name in TRAJECTORY_FACTS)], [], {}))
 
 
 def rollups_count() -> dict[Key, list]:

@@ -83,8 +83,8 @@ def trajectory_create(*, violations: list, verdict: dict | None = None, **fields
     )
     if verdict is not None:
         JudgeVerdict.objects.create(trajectory=trajectory, **verdict)
-    rollups_add([trajectory.pk])
     _duplicates_index(trajectory.pk, trajectory.messages, new=True)
+    rollups_add(trajectory)  # last: concurrent writers of the same job and domain wait on these rows till commit
     return trajectory
 
 

@@ -4,10 +4,9 @@ over time."""
 from datetime import timedelta
 
 from django.db.models import Sum
-from django.utils import timezone
 
 from simia_web.curation.models import Figure
-from simia_web.curation.selectors.rollups import rollup_counts, rollup_rows
+from simia_web.curation.selectors.rollups import rollup_counts, rollup_rows, rollup_today
 from simia_web.llm.models import EndpointProfile
 
 CELLS = {
@@ -79,7 +78,7 @@ def criterion_breakdown(*, domain=None, job=None, profile=None) -> list[dict]:
 
 def agreement_over_time(*, domain=None, job=None, profile=None, days: int = 30) -> dict[str, list]:
     """Daily share of individual decisions that agreed with the judge's verdict, by the day of the decision."""
-    since = timezone.localdate(timezone.now() - timedelta(days=days), timezone.get_default_timezone())
+    since = rollup_today() - timedelta(days=days - 1)
     rows = rollup_rows(Figure.AGREEMENT_DAY, domain=domain, job=job, profile=profile, day__gte=since)
     by_day = {}
     for day, label, n in rollup_counts(rows, "day", "label"):

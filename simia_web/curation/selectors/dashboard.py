@@ -4,12 +4,10 @@ annotator and day, and the judge's score histogram, read from the rollups (never
 from collections import defaultdict
 from datetime import timedelta
 
-from django.utils import timezone
-
 from simia_web.accounts.models import User
 from simia_web.curation.models import Figure, TrajectoryStatus
 from simia_web.curation.rollups import SCORE_BINS
-from simia_web.curation.selectors.rollups import rollup_counts, rollup_rows
+from simia_web.curation.selectors.rollups import rollup_counts, rollup_rows, rollup_today
 from simia_web.jobs.models import ACTIVE_JOB_STATUSES, Job
 
 
@@ -35,8 +33,9 @@ def verdicts_by_domain(*, job: int | None = None) -> dict[str, dict[str, int]]:
 
 
 def throughput_per_annotator(days: int = 14) -> dict[str, list]:
-    """{reviewer: [(day, decisions)]} over the last `days` days, individual and bulk decisions alike."""
-    since = timezone.localdate(timezone.now() - timedelta(days=days), timezone.get_default_timezone())
+    """{reviewer: [(day, decisions)]} over the last `days` days (today included), individual and bulk decisions
+    alike."""
+    since = rollup_today() - timedelta(days=days - 1)
     rows = list(rollup_counts(rollup_rows(Figure.DECISIONS, day__gte=since), "reviewer", "day"))
     names = dict(User.objects.filter(pk__in={reviewer for reviewer, _, _ in rows}).values_list("pk", "username"))
     series = defaultdict(list)
