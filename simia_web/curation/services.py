@@ -41,6 +41,7 @@ from .models import (
     TrajectoryStatus,
     pipeline_status,
 )
+from .rollups import RollupChange, rollups_add
 from .selectors.queue import queue_after
 from .selectors.trajectory import reservation_holder
 from .signals import trajectory_statuses_changed
@@ -84,6 +85,7 @@ def trajectory_create(*, violations: list, verdict: dict | None = None, **fields
     if verdict is not None:
         JudgeVerdict.objects.create(trajectory=trajectory, **verdict)
     _duplicates_index(trajectory.pk, trajectory.messages, new=True)
+    rollups_add(trajectory)  # last: concurrent writers of the same job and domain wait on these rows till commit
     return trajectory
 
 
@@ -130,15 +132,19 @@ def verdict_record(*, trajectory_id: int, version: int, verdict: dict) -> JudgeV
     """
     with transaction.atomic():
         trajectory = Trajectory.objects.select_for_update().get(pk=trajectory_id)
+        if verdict.get("error"):
+            return JudgeVerdict.objects.create(trajectory=trajectory, trajectory_version=version, **verdict)
+        # Even a verdict on older text is the latest verdict agreement reads its profile and criteria from.
+        change = RollupChange([trajectory.pk])
         record = JudgeVerdict.objects.create(trajectory=trajectory, trajectory_version=version, **verdict)
-        if verdict.get("error") or version < trajectory.text_version:
-            return record
-        fields = _verdict_headline(verdict)
-        if trajectory.status not in HUMAN_STATUSES:
-            fields["status"] = pipeline_status(
-                violation_count=trajectory.violation_count, judge_passed=verdict.get("passed")
-            )
-        Trajectory.objects.filter(pk=trajectory.pk).update(**fields)
+        if version >= trajectory.text_version:
+            fields = _verdict_headline(verdict)
+            if trajectory.status not in HUMAN_STATUSES:
+                fields["status"] = pipeline_status(
+                    violation_count=trajectory.violation_count, judge_passed=verdict.get("passed")
+                )
+            Trajectory.objects.filter(pk=trajectory.pk).update(**fields)
+        change.record()
     return record
 
 
@@ -315,6 +321,7 @@ def review_decide(
     with transaction.atomic():
         locked = trajectory_locked(trajectory.pk, expected_version)
         _hold_check(locked, reviewer)
+        change = RollupChange([locked.pk])
         previous = locked.status
         status = STATUS_FOR_DECISION[decision]
         decision_supersede(locked, reviewer)
@@ -345,6 +352,7 @@ def review_decide(
         )
         _status_audit(actor=reviewer, trajectory=locked, previous=previous, reason=reason)
         EditorDraft.objects.filter(trajectory=locked, author=reviewer).delete()
+        change.record()
     trajectory.refresh_from_db()
     return review
 
@@ -357,6 +365,7 @@ def trajectory_edit(
     with transaction.atomic():
         locked = trajectory_locked(trajectory.pk, expected_version)
         _hold_check(locked, editor)
+        change = RollupChange([locked.pk])
         edited = messages_written(messages, locked.tools)
         previous = locked.status
         decision_supersede(locked, editor)
@@ -366,6 +375,7 @@ def trajectory_edit(
         if previous != locked.status:
             _status_audit(actor=editor, trajectory=locked, previous=previous, reason="edited")
         EditorDraft.objects.filter(trajectory=locked, author=editor).delete()
+        change.record()
     trajectory.refresh_from_db()
     return trajectory
 
@@ -378,6 +388,7 @@ def trajectory_revert(*, trajectory: Trajectory, to_version: int, expected_versi
     with transaction.atomic():
         locked = trajectory_locked(trajectory.pk, expected_version)
         _hold_check(locked, actor)
+        change = RollupChange([locked.pk])
         revision = revision_list(obj=locked).filter(version__lte=to_version).first() if to_version >= 1 else None
         if revision is None or to_version > locked.version:
             raise ReviewError(f"There is no version {to_version} to go back to.", field="to_version")
@@ -398,6 +409,7 @@ def trajectory_revert(*, trajectory: Trajectory, to_version: int, expected_versi
         audit_record(actor=actor, action="trajectory.revert", target=locked, data={"to_version": to_version})
         if previous != locked.status:
             _status_audit(actor=actor, trajectory=locked, previous=previous, reason=f"reverted to v{to_version}")
+        change.record()
     trajectory.refresh_from_db()
     return trajectory
 
@@ -417,6 +429,7 @@ def review_undo(*, review: Review, actor) -> Trajectory:
         if not review.standing:
             raise ReviewError("This decision no longer stands: it was undone or the trajectory changed since.")
         _hold_check(locked, actor)
+        change = RollupChange([locked.pk])
         previous = locked.status
         hold = {"reserved_by": actor, "reserved_until": _reservation_until()}
         if review.decision == Decision.FIX_ACCEPT:
@@ -440,6 +453,7 @@ def review_undo(*, review: Review, actor) -> Trajectory:
             target=locked,
             data={"from": previous, "to": locked.status, "review": review.pk},
         )
+        change.record()
     return locked
 
 
@@ -510,6 +524,7 @@ def reviews_bulk(
     outcome.batch = batch or uuid.uuid4()
     status = STATUS_FOR_DECISION[decision]
     ids = [pk for pk, _, _ in rows]
+    change = RollupChange(ids)
     Review.objects.filter(STANDING, trajectory_id__in=ids).update(superseded_at=timezone.now(), superseded_by=reviewer)
     Trajectory.objects.filter(pk__in=ids).update(
         status=status, version=F("version") + 1, updated_at=timezone.now(), **RELEASED
@@ -532,6 +547,7 @@ def reviews_bulk(
         for pk, version, _ in rows
     )
     _audit_bulk(reviewer, "trajectory.status", [(pk, previous, status) for pk, _, previous in rows], reason=reason)
+    change.record()
     return outcome
 
 
@@ -591,6 +607,7 @@ def reviews_bulk_undo(*, batch: uuid.UUID, actor) -> BulkUndoOutcome:
             else:
                 restored = pipeline_status(violation_count=violation_count, judge_passed=judge_passed)
                 undone.append((pk, version, status, restored))
+        change = RollupChange([pk for pk, *_ in undone])
         for restored in {status for *_, status in undone}:
             Trajectory.objects.filter(pk__in=[pk for pk, *_, s in undone if s == restored]).update(
                 status=restored, version=F("version") + 1, updated_at=now
@@ -601,6 +618,7 @@ def reviews_bulk_undo(*, batch: uuid.UUID, actor) -> BulkUndoOutcome:
         )
         Review.objects.filter(pk__in=[standing[pk].pk for pk, *_ in undone]).update(undone_at=now, undone_by=actor)
         _audit_bulk(actor, "trajectory.undo", [(pk, previous, status) for pk, _, previous, status in undone])
+        change.record()
         outcome.undone = len(undone)
     return outcome
 

@@ -5,6 +5,7 @@ import pytest
 from simia_web.catalog.models import Api, Seed, Task
 from simia_web.core.services import versioned_update
 from simia_web.curation.models import Review, Trajectory
+from simia_web.curation.rollups import RollupChange
 from simia_web.curation.selectors.agreement import agreement, cohen_kappa
 from simia_web.jobs.models import Job, JobStatus, JobUnit, UnitStatus
 from simia_web.llm.models import EndpointProfile, LLMCall
@@ -22,7 +23,9 @@ def test_kappa_on_a_known_matrix():
 
 def _reviewed(users, judge_passed, decision, scores, **kwargs):
     t = make_trajectory(judge=verdict(passed=judge_passed, scores=scores), **kwargs)
+    change = RollupChange([t.pk])
     Review.objects.create(trajectory=t, reviewer=users["annotator"], decision=decision, trajectory_version=1)
+    change.record()
     return t
 
 
@@ -77,7 +80,9 @@ def _domain_id(name):
 def test_agreement_filters_by_judge_profile(users):
     profile = EndpointProfile.objects.create(name="judge-b", model="b")
     t = _reviewed(users, True, "reject", {})
+    change = RollupChange([t.pk])
     t.verdicts.update(profile=profile)
+    change.record()
     _reviewed(users, True, "accept", {})
     assert agreement(profile=profile.pk)["total"] == 1
     assert agreement()["total"] == 2

@@ -20,6 +20,7 @@ from django.core.management import call_command
 from simia_web.accounts.models import User
 from simia_web.catalog.models import Seed
 from simia_web.curation.models import Decision, JudgeVerdict, Review, Trajectory, TrajectoryKind, TrajectoryStatus
+from simia_web.curation.rollups import rollups_rebuild
 from simia_web.exports import parquet_writer
 from simia_web.exports.selectors import export_filters_clean
 from simia_web.exports.services import ExportOptions, export_write, snapshot_create
@@ -356,6 +357,7 @@ def _facts_world(users):
     Trajectory.objects.filter(pk=grown.pk).update(tools=[*TOOLS, REFUND])
     Review.objects.create(trajectory=grown, reviewer=person, decision=Decision.ACCEPT, trajectory_version=1, bulk=True)
     trajectory_make(air, messages=ORPHAN_RESULT)
+    rollups_rebuild()  # the rows above were written around the services
     return records, grown
 
 

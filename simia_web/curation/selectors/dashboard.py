@@ -1,75 +1,53 @@
 """The dashboard's figures: trajectories by status, review progress and verdicts by domain, decisions per
-annotator and day, and the judge's score histogram."""
+annotator and day, and the judge's score histogram, read from the rollups (never by scanning trajectories)."""
 
 from collections import defaultdict
 from datetime import timedelta
 
-from django.db.models import Count, F, QuerySet, Value
-from django.db.models.functions import Floor, Least, TruncDate
-from django.utils import timezone
-
-from simia_web.curation.models import Review, Trajectory, TrajectoryStatus
+from simia_web.accounts.models import User
+from simia_web.curation.models import Figure, TrajectoryStatus
+from simia_web.curation.rollups import SCORE_BINS
+from simia_web.curation.selectors.rollups import rollup_counts, rollup_rows, rollup_today
 from simia_web.jobs.models import ACTIVE_JOB_STATUSES, Job
 
 
 def status_counts() -> dict[str, int]:
-    counts = dict(Trajectory.objects.values_list("status").annotate(n=Count("id")).order_by())
+    counts = dict(rollup_counts(rollup_rows(Figure.STATUS), "label"))
     return {value: counts.get(value, 0) for value in TrajectoryStatus.values}
 
 
 def review_progress_by_domain() -> dict[str, dict[str, int]]:
     """{domain: {status: count}} for the review progress bars."""
-    progress: dict[str, dict[str, int]] = defaultdict(dict)
-    for name, status, n in Trajectory.objects.values_list("domain__name", "status").annotate(n=Count("id")).order_by():
+    progress: defaultdict[str, dict[str, int]] = defaultdict(dict)
+    for name, status, n in rollup_counts(rollup_rows(Figure.STATUS), "domain__name", "label"):
         progress[name][status] = n
     return dict(sorted(progress.items()))
 
 
-def _slice(domain: str | None = None, job: int | None = None) -> QuerySet[Trajectory]:
-    qs = Trajectory.objects.all()
-    if domain:
-        qs = qs.filter(domain__name=domain)
-    if job:
-        qs = qs.filter(job_id=job)
-    return qs
-
-
 def verdicts_by_domain(*, job: int | None = None) -> dict[str, dict[str, int]]:
     """{domain: {"pass" | "fail" | "none": count}} of the latest judge verdicts (of one job)."""
-    by_domain: dict[str, dict[str, int]] = defaultdict(dict)
-    rows = _slice(job=job).values_list("domain__name", "judge_passed").annotate(n=Count("id")).order_by()
-    for name, passed, n in rows:
-        by_domain[name][{True: "pass", False: "fail", None: "none"}[passed]] = n
+    by_domain: defaultdict[str, dict[str, int]] = defaultdict(dict)
+    for name, verdict, n in rollup_counts(rollup_rows(Figure.VERDICT, job=job), "domain__name", "label"):
+        by_domain[name][verdict] = n
     return dict(sorted(by_domain.items()))
 
 
 def throughput_per_annotator(days: int = 14) -> dict[str, list]:
-    """{reviewer: [(day, decisions)]} over the last `days` days, individual and bulk decisions alike."""
-    since = timezone.now() - timedelta(days=days)
+    """{reviewer: [(day, decisions)]} over the last `days` days (today included), individual and bulk decisions
+    alike."""
+    since = rollup_today() - timedelta(days=days - 1)
+    rows = list(rollup_counts(rollup_rows(Figure.DECISIONS, day__gte=since), "reviewer", "day"))
+    names = dict(User.objects.filter(pk__in={reviewer for reviewer, _, _ in rows}).values_list("pk", "username"))
     series = defaultdict(list)
-    rows = (
-        Review.objects.filter(created_at__gte=since, undone_at__isnull=True)
-        .annotate(day=TruncDate("created_at"))
-        .values_list("reviewer__username", "day")
-        .annotate(n=Count("id"))
-        .order_by("reviewer__username", "day")
-    )
-    for username, day, n in rows:
-        series[username].append((day, n))
+    for reviewer, day, n in sorted(rows, key=lambda row: (names.get(row[0], ""), row[1])):
+        series[names.get(reviewer, f"user {reviewer}")].append((day, n))
     return dict(series)
 
 
-def score_histogram(*, domain: str | None = None, job: int | None = None, bins: int = 10) -> list[tuple]:
+def score_histogram(*, domain: str | None = None, job: int | None = None) -> list[tuple]:
     """[(low, high, count)] of judge scores in [0, 1] (of one domain and/or job)."""
-    counts = dict(
-        _slice(domain, job)
-        .filter(judge_score__isnull=False)
-        .annotate(bin=Least(Floor(F("judge_score") * bins), Value(float(bins - 1))))
-        .values_list("bin")
-        .annotate(n=Count("id"))
-        .order_by()
-    )
-    return [(i / bins, (i + 1) / bins, counts.get(i, 0)) for i in range(bins)]
+    counts = {int(b): n for b, n in rollup_counts(rollup_rows(Figure.SCORE, domain__name=domain, job=job), "label")}
+    return [(i / SCORE_BINS, (i + 1) / SCORE_BINS, counts.get(i, 0)) for i in range(SCORE_BINS)]
 
 
 def jobs_running_and_recent(*, running: int = 10, recent: int = 5) -> tuple[list[Job], list[Job]]:

@@ -1,0 +1,176 @@
+"""Rollups: the counts behind the dashboard and the agreement page, kept in the transaction of every write that
+changes them, so those pages read a few hundred rows whatever the number of trajectories.
+
+Each trajectory adds to rollup rows through its facts: its domain, job, status, verdict and score; the decision
+standing on it and, when a person made it alone, its latest verdict's profile and criterion scores; the decisions
+made on it and not undone. A write takes those shares of the trajectories it touches, after locking them and again
+after writing (`RollupChange`), and adds the difference; `rollups_rebuild` counts every trajectory from scratch.
+"""
+
+import math
+from collections import defaultdict
+from datetime import date, datetime
+
+from django.db import connection, transaction
+from django.db.models import Max
+from django.utils import timezone
+
+from .models import UNDATED, Decision, Figure, JudgeVerdict, Review, Rollup, Trajectory
+
+SCORE_BINS = 10
+_UPSERT_ROWS = 500
+_REBUILD_CHUNK = 5000
+
+# (figure, domain, job, profile, reviewer, day, label): the columns of the rollup's unique key, in its order.
+type Key = tuple[str, int, int, int, int, date | None, str]
+
+
+def score_bin(score: float) -> int:
+    """The histogram bin of a judge score in [0, 1] (1.0 falls in the last bin)."""
+    return min(math.floor(score * SCORE_BINS), SCORE_BINS - 1)
+
+
+def _day(moment: datetime):
+    """The day a decision counts in: the default time zone's, whoever's request made it."""
+    return timezone.localdate(moment, timezone.get_default_timezone())
+
+
+def _criterion_scores(scores) -> dict[str, float]:
+    """The judge's numeric score per criterion (a criterion may be a number or {"score": number, ...})."""
+    numeric = {}
+    for name, value in (scores or {}).items():
+        if isinstance(value, dict):
+            value = value.get("score")
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            numeric[str(name)[: Rollup._meta.get_field("label").max_length]] = float(value)
+    return numeric
+
+
+# What `_count` reads of a trajectory, and of a decision not undone.
+TRAJECTORY_FACTS = ("pk", "domain_id", "job_id", "status", "judge_passed", "judge_score")
+REVIEW_FACTS = ("trajectory_id", "reviewer_id", "created_at", "decision", "bulk", "superseded_at")
+
+
+def _shares(trajectory_ids: list[int]) -> dict[Key, list]:
+    """{key: [count, sum]} the trajectories add to the rollups, in three queries whatever their number."""
+    trajectories = list(Trajectory.objects.filter(pk__in=trajectory_ids).values_list(*TRAJECTORY_FACTS))
+    if not trajectories:
+        return _count([], [], {})
+    standing = Review.objects.filter(trajectory_id__in=trajectory_ids, undone_at__isnull=True).order_by("id")
+    reviews = list(standing.values_list(*REVIEW_FACTS))
+    judged = {pk for pk, *_, passed, _ in trajectories if passed is not None}
+    decided = [pk for pk, _, _, _, bulk, superseded_at in reviews if pk in judged and not bulk and not superseded_at]
+    latest = JudgeVerdict.objects.filter(trajectory_id__in=decided, error="").values("trajectory_id")
+    verdicts = JudgeVerdict.objects.filter(pk__in=latest.annotate(latest=Max("id")).values("latest"))
+    rows = verdicts.values_list("trajectory_id", "profile_id", "scores") if decided else []
+    return _count(trajectories, reviews, {pk: (profile or 0, scores) for pk, profile, scores in rows})
+
+
+def _count(trajectories: list[tuple], reviews: list[tuple], verdicts: dict[int, tuple]) -> dict[Key, list]:
+    """{key: [count, sum]} of trajectories (TRAJECTORY_FACTS), their decisions not undone (REVIEW_FACTS, oldest
+    first) and the profile and scores of their latest verdict ({trajectory: (profile id or 0, scores)})."""
+    shares: defaultdict[Key, list] = defaultdict(lambda: [0, 0.0])
+    where = {pk: (domain, job or 0) for pk, domain, job, *_ in trajectories}
+    standing, bulk_only_ids = defaultdict(list), set()
+    for pk, reviewer, created_at, decision, bulk, superseded_at in reviews:
+        domain, job = where[pk]
+        shares[(Figure.DECISIONS, domain, job, 0, reviewer, _day(created_at), "")][0] += 1
+        if superseded_at is None:  # it stands; the latest individual one is the person's answer
+            if bulk:
+                bulk_only_ids.add(pk)
+            else:
+                standing[pk].append((created_at, decision))
+    bulk_only_ids -= standing.keys()
+    for pk, domain, job, status, passed, score in trajectories:
+        job = job or 0
+        shares[(Figure.STATUS, domain, job, 0, 0, UNDATED, status)][0] += 1
+        verdict = {True: "pass", False: "fail", None: "none"}[passed]
+        shares[(Figure.VERDICT, domain, job, 0, 0, UNDATED, verdict)][0] += 1
+        if score is not None:
+            shares[(Figure.SCORE, domain, job, 0, 0, UNDATED, str(score_bin(score)))][0] += 1
+        if pk in bulk_only_ids:
+            shares[(Figure.BULK_ONLY, domain, job, 0, 0, UNDATED, "")][0] += 1
+        if passed is None or pk not in standing:
+            continue
+        profile, scores = verdicts.get(pk, (0, {}))
+        for created_at, decision in standing[pk]:
+            agreed = "agreed" if passed == (decision != Decision.REJECT) else "disagreed"
+            shares[(Figure.AGREEMENT_DAY, domain, job, profile, 0, _day(created_at), agreed)][0] += 1
+        accepted = standing[pk][-1][1] != Decision.REJECT
+        cell = f"{verdict}_{'accept' if accepted else 'reject'}"
+        shares[(Figure.AGREEMENT, domain, job, profile, 0, UNDATED, cell)][0] += 1
+        side = Figure.CRITERION_ACCEPTED if accepted else Figure.CRITERION_REJECTED
+        for name, value in _criterion_scores(scores).items():
+            share = shares[(side, domain, job, profile, 0, UNDATED, name)]
+            share[0] += 1
+            share[1] += value
+    return shares
+
+
+def _add(delta: dict[Key, list]) -> None:
+    """Add counts and sums to the rollup rows, creating the missing ones: upserts in key order, so two writers
+    touching the same rows lock them in the same order."""
+    rows = sorted((key, n, total) for key, (n, total) in delta.items() if n or total)
+    table = connection.ops.quote_name(Rollup._meta.db_table)
+    columns = "figure, domain_id, job, profile, reviewer, day, label"
+    with connection.cursor() as cursor:
+        for start in range(0, len(rows), _UPSERT_ROWS):
+            batch = rows[start : start + _UPSERT_ROWS]
+            params = []
+            for (figure, domain, job, profile, reviewer, day, label), n, total in batch:
+                day_value = connection.ops.adapt_datefield_value(day)
+                params += [str(figure), domain, job, profile, reviewer, day_value, label, n, total]
+            values = ", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s, %s)"] * len(batch))
+            cursor.execute(
+                f"INSERT INTO {table} ({columns}, n, total) VALUES {values} ON CONFLICT ({columns}) "
+                f"DO UPDATE SET n = {table}.n + excluded.n, total = {table}.total + excluded.total",
+                params,
+            )
+
+
+class RollupChange:
+    """The rollups' share of some trajectories as it is before a write; `record()` after the write adds the
+    difference. Take it once the trajectories are locked, inside the write's transaction."""
+
+    def __init__(self, trajectory_ids):
+        self.ids = sorted(set(trajectory_ids))
+        self.before = _shares(self.ids)
+
+    def record(self) -> None:
+        delta = _shares(self.ids)
+        for key, (n, total) in self.before.items():
+            delta[key][0] -= n
+            delta[key][1] -= total
+        _add(delta)
+
+
+def rollups_add(trajectory: Trajectory) -> None:
+    """Count a trajectory just written, before anyone decided it (it was in no rollup), from its fields alone."""
+    _add(_count([tuple(getattr(trajectory, name) for name in TRAJECTORY_FACTS)], [], {}))
+
+
+def rollups_count() -> dict[Key, list]:
+    """Every trajectory's share, counted from scratch: what the rollups must hold."""
+    counted: defaultdict[Key, list] = defaultdict(lambda: [0, 0.0])
+    last = 0
+    while ids := list(
+        Trajectory.objects.filter(pk__gt=last).order_by("pk").values_list("pk", flat=True)[:_REBUILD_CHUNK]
+    ):
+        for key, (n, total) in _shares(ids).items():
+            counted[key][0] += n
+            counted[key][1] += total
+        last = ids[-1]
+    return counted
+
+
+@transaction.atomic
+def rollups_rebuild() -> int:
+    """Replace the rollups with a full recount; returns the number of rows. Writers wait until it commits (their
+    changes then add to the recount, which saw the trajectories as they were before them)."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(f"LOCK TABLE {Rollup._meta.db_table} IN SHARE ROW EXCLUSIVE MODE")
+    Rollup.objects.all().delete()
+    counted = rollups_count()
+    _add(counted)
+    return sum(1 for n, total in counted.values() if n or total)
