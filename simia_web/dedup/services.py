@@ -13,6 +13,8 @@ from collections.abc import Callable, Iterable
 from datasketch import MinHash
 from django.db import transaction
 
+from simia_web.core.tasks import task_send
+
 from .corpora import corpus_get
 from .minhash import THRESHOLD, band_keys, signature, signature_bytes, signature_load, similarity
 from .models import Band, Signature
@@ -83,9 +85,7 @@ def item_index(*, corpus: str, item_id: int, text: str, new: bool = False) -> No
 
 
 def _recluster_later(corpus: str, item_ids: list[int]) -> None:
-    from .tasks import clusters_refresh
-
-    clusters_refresh.delay(corpus, item_ids)
+    task_send("simia_web.dedup.tasks.clusters_refresh", (corpus, item_ids))
 
 
 def clusters_refresh(*, corpus: str, item_ids: list[int]) -> None:

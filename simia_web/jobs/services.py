@@ -18,6 +18,7 @@ from simia_web.core.db import db_connection_check
 from simia_web.core.errors import Conflict
 from simia_web.core.outages import OutagePauses, is_outage, through_outages
 from simia_web.core.services import audit_record
+from simia_web.core.tasks import task_producer, task_send
 from simia_web.llm.services import llm_calls_held, llm_calls_write, llm_job_finishing
 
 from . import leases, unit_rows
@@ -37,6 +38,10 @@ class JobError(Conflict):
 # their units, until the last was built (its first unit started 150 ms after the job). Between batches the
 # sending thread waits on Redis and the worker's other threads run.
 PUBLISH_BATCH = 32
+# The tasks (jobs.tasks) this module queues, by name: that module imports this one.
+JOB_START = "simia_web.jobs.tasks.job_start"
+UNIT_EXECUTE = "simia_web.jobs.tasks.unit_execute"
+QUEUE_PROBE = "simia_web.jobs.tasks.queue_probe"
 # The watchdog's probes (see jobs_heal): how many that came back it keeps, and how many beats after its
 # return a probe is trusted (a worker leases what it takes from the queue within a beat).
 _PROBES_KEPT = 8
@@ -51,30 +56,26 @@ def _enqueue_units(unit_ids: list[int], *, whole_stage: bool = False) -> None:
     UPDATE): a probe the watchdog sent meanwhile is ahead of some of them in the queue (see jobs_heal).
     A send the broker cut short leaves the old time, and the watchdog sends the units again.
     """
-    from .tasks import unit_execute
-
     last = unit_ids[-1] if whole_stage and unit_ids else None
-    with unit_execute.app.producer_or_acquire() as producer, producer.batch(max_size=PUBLISH_BATCH):
+    with task_producer() as producer, producer.batch(max_size=PUBLISH_BATCH):
         for position, unit_id in enumerate(unit_ids):
             kwargs = {"last_of_stage": True} if unit_id == last else {}
             # The first message declares the queue on this connection; Celery would check that again for
             # each of the others (a copy of the queue entity each, a quarter of a message's CPU).
             declare: list | None = None if position == 0 else []
             # `declare` is a kombu publish option that Celery passes on; the stubs list only Celery's own.
-            unit_execute.apply_async((unit_id,), kwargs, producer=producer, declare=declare)  # type: ignore[call-arg]
+            task_send(UNIT_EXECUTE, (unit_id,), kwargs, producer=producer, declare=declare)
     unit_rows.units_mark_dispatched(unit_ids)
 
 
 def job_create(*, kind: str, params: dict, actor=None) -> Job:
     """Write a job whose parameters its kind has checked (see job_queue) and start it after the commit."""
-    from .tasks import job_start
-
     job_kind_for(kind)  # unknown kinds fail here, before anything is written
     with transaction.atomic():
         job = Job.objects.create(kind=kind, params=params, created_by=actor if getattr(actor, "pk", None) else None)
         audit_record(actor=actor, action="job.create", target=job, data={"kind": kind, "params": params})
         # With the broker away the job is queued all the same: the watchdog sends its start message later.
-        transaction.on_commit(lambda: job_start.delay(job.pk), robust=True)
+        transaction.on_commit(lambda: task_send(JOB_START, (job.pk,)), robust=True)
     return job
 
 
@@ -311,11 +312,9 @@ def jobs_recover() -> int:
     it, or loses the compare-and-set in _unit_finish). The watchdog (jobs_heal) does the same on its
     own, for the units it can tell are lost.
     """
-    from .tasks import job_start
-
     sent = 0
     for job in Job.objects.filter(status=JobStatus.QUEUED):
-        job_start.delay(job.pk)
+        task_send(JOB_START, (job.pk,))
         sent += 1
     for job in Job.objects.filter(status=JobStatus.RUNNING):
         pending = list(job.units.filter(stage=job.stage, status=UnitStatus.PENDING).values_list("id", flat=True))
@@ -346,8 +345,6 @@ def jobs_heal() -> int:
     whose start message was lost is started by the second rule; a running job whose stage has no pending
     unit left (its last unit's worker died before it could plan the next) is moved on.
     """
-    from .tasks import job_start, queue_probe
-
     period = settings.SIMIA_UNIT_HEARTBEAT_SECONDS
     # Somewhat under a beat, so that a worker beating every beat takes every turn it finds free.
     turn = unit_rows.watchdog_turn_take(holder=leases.lease_holder(), period=0.8 * period)
@@ -369,11 +366,11 @@ def jobs_heal() -> int:
     queued = Job.objects.filter(status=JobStatus.QUEUED)
     unstarted = list(queued.filter(created_at__lt=passed).values_list("id", flat=True)) if passed else []
     if unheld or queued.exists():
-        queue_probe.delay(now.timestamp())
+        task_send(QUEUE_PROBE, (now.timestamp(),))
     if lost:
         _enqueue_units(lost)
     for job_id in unstarted:
-        job_start.delay(job_id)
+        task_send(JOB_START, (job_id,))
     if lost or unstarted:
         logger.warning("watchdog: sent again %d units and %d job starts, lost", len(lost), len(unstarted))
     return len(lost) + len(unstarted)
@@ -394,4 +391,3 @@ def queue_probe_seen(*, sent_at: float) -> None:
             return
         turn.probes = [*turn.probes, [sent_at, timezone.now().timestamp()]][-_PROBES_KEPT:]
         turn.save(update_fields=["probes"])
-

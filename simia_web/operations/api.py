@@ -61,9 +61,7 @@ class WebhookSubscriptionViewSet(
 
     def perform_create(self, serializer):
         # A refused subscription is a ValidationError, answered as a 400 by core's exception handler.
-        serializer.instance = services.webhook_subscription_create(
-            **serializer.validated_data, actor=self.request.user
-        )
+        serializer.instance = services.webhook_subscription_create(**serializer.validated_data, actor=self.request.user)
 
     def perform_update(self, serializer):
         subscription = serializer.instance

@@ -9,6 +9,7 @@ import functools
 from django.db import transaction
 from django.dispatch import receiver
 
+from simia_web.core.tasks import task_send
 from simia_web.curation.models import Trajectory
 from simia_web.curation.signals import trajectory_statuses_changed
 from simia_web.exports.models import Snapshot
@@ -22,6 +23,8 @@ from . import counters
 from .models import WebhookEvent, WebhookSubscription
 from .payloads import job_payload, snapshot_payload
 from .services import webhook_event_emit
+
+REVIEW_MILESTONES_CHECK = "simia_web.operations.tasks.review_milestones_check"  # by name: it imports the services
 
 JOB_EVENTS = {
     JobStatus.SUCCEEDED: WebhookEvent.JOB_FINISHED,
@@ -59,13 +62,11 @@ def _snapshot_ready(sender, snapshot_id, **kwargs):
 @receiver(trajectory_statuses_changed, dispatch_uid="operations-review-milestones")
 def _trajectory_statuses_changed(sender, trajectory_ids, **kwargs):
     """Milestones are counted by a worker after the commit, and only while someone subscribed to them."""
-    from .tasks import review_milestones_check
-
     if not _subscribed(WebhookEvent.REVIEW_MILESTONE):
         return
     jobs = Trajectory.objects.filter(pk__in=trajectory_ids, job__isnull=False).values_list("job_id", flat=True)
     for job_id in jobs.order_by().distinct():
-        transaction.on_commit(functools.partial(review_milestones_check.delay, job_id), robust=True)
+        transaction.on_commit(functools.partial(task_send, REVIEW_MILESTONES_CHECK, (job_id,)), robust=True)
 
 
 def _units_by_status(job) -> dict[str, int]:

@@ -22,6 +22,7 @@ from django.utils import timezone
 
 from simia_web.core.outages import through_outages
 from simia_web.core.services import audit_record
+from simia_web.core.tasks import task_send
 from simia_web.curation.models import Trajectory, TrajectoryStatus
 from simia_web.llm.validation import url_address_problem
 
@@ -36,6 +37,7 @@ REVIEWED = (TrajectoryStatus.ACCEPTED, TrajectoryStatus.REJECTED)
 ERROR_KEPT = 500
 # An error that starts so is the URL's own: trying again cannot help.
 REFUSED = "refused:"
+WEBHOOK_DELIVER = "simia_web.operations.tasks.webhook_deliver"  # by name: that module imports this one
 
 
 def webhook_subscription_validate(*, url: str, events: list) -> None:
@@ -92,11 +94,9 @@ def _envelope(event: str, data: dict) -> dict:
 
 
 def _deliveries_send(deliveries: list[WebhookDelivery]) -> None:
-    from .tasks import webhook_deliver
-
     for delivery in deliveries:
         # With the broker away the delivery stays pending in the log (sent again with "Retry").
-        transaction.on_commit(functools.partial(webhook_deliver.delay, delivery.pk, 1), robust=True)
+        transaction.on_commit(functools.partial(task_send, WEBHOOK_DELIVER, (delivery.pk, 1)), robust=True)
 
 
 def webhook_event_emit(*, event: str, data: dict) -> list[WebhookDelivery]:
@@ -202,8 +202,6 @@ def webhook_delivery_attempt(*, delivery_id: int, attempt: int) -> None:
 
 
 def _attempt_record(delivery: WebhookDelivery, attempt: int) -> None:
-    from .tasks import webhook_deliver
-
     error = delivery.error
     retry = bool(error) and not error.startswith(REFUSED) and attempt < settings.SIMIA_WEBHOOK_MAX_ATTEMPTS
     delay = _backoff_seconds(attempt) if retry else 0.0
@@ -218,7 +216,7 @@ def _attempt_record(delivery: WebhookDelivery, attempt: int) -> None:
         webhook_attempt_count(event=delivery.event, outcome=outcome)
         if retry:
             args = (delivery.pk, attempt + 1)
-            transaction.on_commit(lambda: webhook_deliver.apply_async(args, countdown=delay), robust=True)
+            transaction.on_commit(lambda: task_send(WEBHOOK_DELIVER, args, countdown=delay), robust=True)
 
 
 # -- review milestones ---------------------------------------------------------------------------------

@@ -137,8 +137,8 @@ def watchdog(monkeypatch, settings):
     settings.SIMIA_UNIT_HEARTBEAT_SECONDS = 5
     sent, started, probes = [], [], []
     monkeypatch.setattr(services, "_enqueue_units", sent.extend)
-    monkeypatch.setattr("simia_web.jobs.tasks.job_start.delay", started.append)
-    monkeypatch.setattr("simia_web.jobs.tasks.queue_probe.delay", probes.append)
+    sends = {services.JOB_START: started, services.QUEUE_PROBE: probes}
+    monkeypatch.setattr(services, "task_send", lambda name, args: sends[name].append(args[0]))
 
     def look(*, probes_back: tuple[tuple[float, float], ...] = ()) -> list[int]:
         now = timezone.now().timestamp()

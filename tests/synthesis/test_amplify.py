@@ -2,7 +2,6 @@
 
 import json
 import random
-from types import SimpleNamespace
 
 import pytest
 from django.core.exceptions import ValidationError
@@ -222,7 +221,7 @@ def test_seed_deleted_after_queueing_still_yields_every_trajectory(seed, llm_stu
     )
     llm_stub.responder = script({i: conversation(i) for i in range(4)})
     held = []
-    monkeypatch.setattr("simia_web.jobs.tasks.job_start", SimpleNamespace(delay=held.append))
+    monkeypatch.setattr("simia_web.jobs.services.task_send", lambda name, args: held.append(args[0]))
     job = amplification_queue(count=4, domain="shop")
     assert held == [job.pk]
     other_pk = other.pk
