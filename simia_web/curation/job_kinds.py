@@ -16,7 +16,7 @@ from .models import Trajectory
 from .services import JUDGE_JOB_KIND, verdict_record
 
 
-def _task_text(trajectory: Trajectory) -> str:
+def task_text(trajectory: Trajectory) -> str:
     if trajectory.task_id:
         return f"{trajectory.task.instruction}\nExpected outcome: {trajectory.task.expected_outcome}"
     first = next((message_text(m) for m in trajectory.messages if m.get("role") == "user"), "")
@@ -45,7 +45,7 @@ class JudgeKind(JobKind):
             client=client_for_stage(Stage.JUDGE, job_id=job.pk, profile_id=job.params.get("profile")),
             messages=trajectory.messages,
             tools=trajectory.tools,
-            task=_task_text(trajectory),
+            task=task_text(trajectory),
             policy=trajectory.domain.policy,
             world=world_evidence(trajectory.initial_state or {}, trajectory.steps or {}),
         )
