@@ -3,7 +3,7 @@ their figures, the configuration in use and the best-calibrated one. Each is a b
 
 from django.db.models import Exists, F, OuterRef, QuerySet
 
-from simia_web.curation.models import Trajectory
+from simia_web.curation.models import JudgeVerdict, Trajectory
 from simia_web.llm.models import EndpointProfile, Stage
 from simia_web.llm.selectors import profile_for_stage
 from simia_web.simulation.judge import PROMPT_VERSION
@@ -41,6 +41,25 @@ def trajectory_ratings(trajectory: Trajectory) -> list[CriterionRating]:
     )
 
 
+def annotator_rating(trajectory: Trajectory, annotator) -> CriterionRating | None:
+    """The annotator's rating of the trajectory's current text, with its message labels as `labels`."""
+    rating = current_ratings().filter(trajectory=trajectory, annotator=annotator).first()
+    if rating is not None:
+        rating.labels = list(rating.message_labels.all())
+    return rating
+
+
+def annotator_older_rating(trajectory: Trajectory, annotator) -> CriterionRating | None:
+    """The annotator's latest rating of an earlier text of the trajectory (history once the text changed)."""
+    older = CriterionRating.objects.filter(trajectory=trajectory, annotator=annotator)
+    return older.exclude(trajectory_version=trajectory.text_version).order_by("-trajectory_version").first()
+
+
+def rater_count(trajectory: Trajectory) -> int:
+    """How many people rated the trajectory's current text."""
+    return CriterionRating.objects.filter(trajectory=trajectory, trajectory_version=trajectory.text_version).count()
+
+
 def inbox(annotator) -> QuerySet[RatingAssignment]:
     """The items assigned to `annotator`, each marked `done` when they have rated its current text."""
     rated = current_ratings().filter(trajectory=OuterRef("trajectory_id"), annotator=annotator)
@@ -56,6 +75,22 @@ def inbox(annotator) -> QuerySet[RatingAssignment]:
 def inter_annotator_agreement() -> dict:
     """Krippendorff's alpha per criterion between the annotators of the current ratings (see figures)."""
     return figures.inter_annotator(current_rating_rows())
+
+
+def verdicts_against_people() -> dict:
+    """The judge's latest verdict on each rated item's current text against the people's ratings of it."""
+    rows = current_rating_rows()
+    items = sorted({item for item, _, _ in rows})
+    latest = (
+        JudgeVerdict.objects.filter(
+            trajectory_id__in=items, error="", trajectory_version__gte=F("trajectory__text_version")
+        )
+        .order_by("trajectory_id", "-id")
+        .distinct("trajectory_id")
+        .values_list("trajectory_id", "scores", "passed")
+    )
+    answers = {item: (scores or {}, passed) for item, scores, passed in latest}
+    return figures.judge_against_people(answers, figures.human_consensus(rows))
 
 
 def judge_profile_in_use() -> EndpointProfile:
