@@ -3,13 +3,19 @@ trajectories' verdicts, garbage answers recorded with their reason, and its figu
 against values computed by hand; the best-calibrated configuration."""
 
 import pytest
+from django.core.exceptions import ValidationError
 
 from simia_web.calibration.models import CalibrationAnswer, CalibrationRun
 from simia_web.calibration.selectors import best_calibrated
 from simia_web.calibration.services import calibration_job_create, rating_save
 from simia_web.curation.models import JudgeVerdict, Trajectory
 from simia_web.jobs.models import JobStatus
+from simia_web.llm.models import EndpointProfile
 from simia_web.simulation.judge import CRITERIA, PROMPT_VERSION, RUBRIC_PROMPT_VERSION
+from simia_web.synthesis.services import amplification_queue
+from tests.amplify.test_amplify import conversation as amplify_conversation
+from tests.amplify.test_amplify import script as amplify_script
+from tests.amplify.test_amplify import seed  # noqa: F401 (the fixture)
 from tests.pages.factories import conversation, make_trajectory, verdict
 from tests.support.llm_stub import Reply
 
@@ -102,3 +108,28 @@ def test_the_best_calibrated_configuration_is_the_one_whose_verdicts_agree_most(
     assert rubric_run.summary["figures"]["passed"]["kappa"] == pytest.approx(0.0)
     assert rubric_run.summary["failed"] == 0
     assert best_calibrated() == CalibrationRun.objects.get(job=plain)
+
+
+def test_a_judging_job_told_to_use_the_best_calibrated_configuration_judges_with_it(labelled, llm_stub, users, seed):  # noqa: F811
+    with pytest.raises(ValidationError, match="no calibration run has finished"):
+        amplification_queue(count=1, judge_configuration="best_calibrated")
+    calibration_job_create(prompt_version=RUBRIC_PROMPT_VERSION, actor=users["curator"])
+    other = EndpointProfile.objects.create(name="other", base_url=llm_stub.url, model="stub-model")
+    CalibrationRun.objects.update(profile=other, profile_name=other.name)
+
+    systems = []
+    amplify = amplify_script({0: amplify_conversation(0)})
+
+    def respond(request):
+        if request.stage != "judge":
+            return amplify(request)
+        systems.append(request.messages[0]["content"])
+        return answer(full(0.9), True)
+
+    llm_stub.responder = respond
+    job = amplification_queue(count=1, judge_configuration="best_calibrated")
+    job.refresh_from_db()
+    assert job.params["judge_prompt"] == RUBRIC_PROMPT_VERSION and job.params["profiles"] == {"judge": other.pk}
+    assert systems and all("Criteria:" in system for system in systems)
+    judged = JudgeVerdict.objects.get(trajectory__job=job)
+    assert judged.profile == other and judged.llm_call.prompt_version == RUBRIC_PROMPT_VERSION
