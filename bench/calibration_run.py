@@ -28,15 +28,6 @@ os.environ.setdefault("CELERY_BROKER_URL", "redis://127.0.0.1:6379/13")
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "simia_web.settings")
 
 
-def reset_database(url: str) -> None:
-    import psycopg
-
-    name = url.rsplit("/", 1)[1]
-    with psycopg.connect(url.rsplit("/", 1)[0] + "/postgres", autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}"')
-
-
 def labelled_set(items: int) -> list[int]:
     """`items` trajectories with two people's ratings each, written through the services the pages use."""
     from simia_web.accounts.services import user_create
@@ -64,6 +55,8 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=32, help="Concurrent requests the endpoint allows.")
     parser.add_argument("--threads", type=int, default=32, help="Worker threads.")
     args = parser.parse_args()
+
+    from rollout_throughput import reset_database
 
     reset_database(os.environ["DATABASE_URL"])
     import django
