@@ -136,7 +136,9 @@ class CalibrationRunViewSet(viewsets.ReadOnlyModelViewSet):
 
     @action(detail=True)
     def disagreements(self, request, pk=None):
-        return Response(selectors.run_disagreements(self.get_object()))
+        """The items where the judge and the people fell on different sides of the threshold when the run ended
+        (the first 100, most criteria first)."""
+        return Response((self.get_object().summary or {}).get("disagreements", []))
 
     @action(detail=False)
     def best(self, request):

@@ -11,8 +11,6 @@ from simia_web.simulation.judge import PROMPT_VERSION
 from . import figures
 from .models import CalibrationAnswer, CalibrationRun, CriterionRating, RatingAssignment
 
-DISAGREEMENTS_SHOWN = 50
-
 
 def current_ratings() -> QuerySet[CriterionRating]:
     """Ratings of the text each trajectory has now: ratings of an older text are history."""
@@ -106,12 +104,6 @@ def run_answers(run: CalibrationRun) -> dict[int, tuple[dict, bool | None]]:
         .order_by("trajectory_id")
     )
     return {item: (scores, passed) for item, scores, passed in rows}
-
-
-def run_disagreements(run: CalibrationRun) -> list[dict]:
-    answers = run_answers(run)
-    consensus = figures.human_consensus(current_rating_rows(trajectory_ids=list(answers)))
-    return figures.disagreements(answers, consensus)[:DISAGREEMENTS_SHOWN]
 
 
 def run_failures(run: CalibrationRun) -> QuerySet[CalibrationAnswer]:

@@ -27,6 +27,8 @@ from .models import (
 )
 
 CALIBRATE = "calibrate"
+# The disagreements a run keeps for its page, most criteria first.
+DISAGREEMENTS_KEPT = 100
 COMMENT_MAX = 4000
 
 
@@ -204,10 +206,13 @@ def run_summarize(*, run: CalibrationRun) -> dict:
     """The run's figures against the people's current ratings, kept on the run."""
     answers = selectors.run_answers(run)
     consensus = figures.human_consensus(selectors.current_rating_rows(trajectory_ids=list(answers)))
+    split = figures.disagreements(answers, consensus)
     summary = {
         "items": len(answers),
         "failed": run.answers.exclude(error="").count(),
         "figures": figures.judge_against_people(answers, consensus),
+        "disagreement_count": len(split),
+        "disagreements": split[:DISAGREEMENTS_KEPT],
     }
     run.summary = summary
     run.finished_at = timezone.now()

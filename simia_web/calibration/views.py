@@ -134,7 +134,6 @@ def calibration_page(request, pk: int | None = None):
             "in_use": in_use,
             "best": selectors.best_calibrated(),
             "rows": rows,
-            "disagreements": selectors.run_disagreements(run) if run and run.finished_at else [],
             "failures": selectors.run_failures(run)[:PAGE_SIZE] if run else [],
             "runs": selectors.run_list()[:PAGE_SIZE],
             "iaa": selectors.inter_annotator_agreement(),

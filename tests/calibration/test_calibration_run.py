@@ -94,10 +94,19 @@ def test_a_run_stores_answers_apart_and_its_figures_match_the_hand_computed_ones
     # fails; people: 0.9 passes, 0.4 and 0.5 fail.
     assert figures["passed"]["accuracy"] == 1.0 and figures["passed"]["kappa"] == pytest.approx(1.0)
 
+    assert run.summary["disagreement_count"] == 1
+    split = client_for("annotator").get(f"/api/v1/calibration/runs/{run.pk}/disagreements/").json()
+    assert [(row["trajectory"], [c["criterion"] for c in row["criteria"]]) for row in split] == [
+        (labelled["ITEM-2-X"], ["task_completed"])
+    ]
+
     page = client_for("annotator").get(f"/calibration/runs/{run.pk}/").content.decode()
     assert 'id="in-use">judge-v4 × stub<' in page
     assert "0.400" in page and f'href="/trajectories/{labelled["ITEM-2-X"]}/"' in page  # a disagreement
     assert "no usable answer" in page
+    job_page = client_for("curator").get(f"/jobs/{job.pk}/").content.decode()
+    assert f'href="/calibration/runs/{run.pk}/" id="job-results"' in job_page
+    assert client_for("curator").get("/queue/calibrate/").status_code == 200
 
 
 def test_the_best_calibrated_configuration_is_the_one_whose_verdicts_agree_most(labelled, users):
