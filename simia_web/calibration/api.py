@@ -3,13 +3,14 @@ annotator reads their own), runs with their figures, and agreement between annot
 job: POST /api/v1/jobs/ with kind "calibrate"."""
 
 from django.contrib.auth import get_user_model
+from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from simia_web.accounts.models import Role
 from simia_web.accounts.permissions import IsMember, user_has_role
-from simia_web.core.errors import ValidationFailed
+from simia_web.core.errors import NotFound, ValidationFailed
 from simia_web.curation.models import Trajectory
 
 from . import selectors
@@ -54,12 +55,28 @@ class RatingSerializer(serializers.ModelSerializer):
         )
 
 
+STALE_RATING = inline_serializer(
+    "StaleRating",
+    {
+        "detail": serializers.CharField(),
+        "code": serializers.CharField(),
+        "text_version": serializers.IntegerField(help_text="The trajectory's text version now."),
+    },
+)
+
+
 class RatingViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     """Ratings per judge criterion. POST saves yours for the text version named (409 when the text has changed
     since); `trajectory` and `current=true` narrow the list."""
 
     serializer_class = RatingSerializer
     permission_classes = [IsMember]
+
+    @extend_schema(
+        responses={201: RatingSerializer, 409: OpenApiResponse(STALE_RATING, "The text changed: nothing saved.")}
+    )
+    def create(self, request, *args, **kwargs):
+        return super().create(request, *args, **kwargs)
 
     def get_queryset(self):
         params = self.request.query_params
@@ -77,6 +94,12 @@ class AssignmentSerializer(serializers.ModelSerializer):
         fields = ["id", "batch", "trajectory", "annotator", "created_at"]
 
 
+class AssignmentsMadeSerializer(serializers.Serializer):
+    batch = serializers.IntegerField()
+    items = serializers.IntegerField()
+    assignments = serializers.IntegerField(help_text="New assignments (an item already held by someone counts).")
+
+
 class AssignmentCreateSerializer(serializers.Serializer):
     trajectories = serializers.ListField(child=serializers.IntegerField(min_value=1), min_length=1, max_length=10_000)
     annotators = serializers.ListField(child=serializers.CharField(max_length=150), min_length=1, max_length=200)
@@ -89,6 +112,7 @@ class AssignmentViewSet(viewsets.ReadOnlyModelViewSet):
 
     serializer_class = AssignmentSerializer
     permission_classes = [IsMember]
+    queryset = RatingAssignment.objects.none()  # the schema's model; get_queryset picks the rows
 
     def get_queryset(self):
         rows = RatingAssignment.objects.select_related("annotator").order_by("id")
@@ -97,6 +121,7 @@ class AssignmentViewSet(viewsets.ReadOnlyModelViewSet):
         name = self.request.query_params.get("annotator")
         return rows.filter(annotator__username=name[:150]) if name else rows
 
+    @extend_schema(request=AssignmentCreateSerializer, responses={201: AssignmentsMadeSerializer})
     def create(self, request):
         if not user_has_role(request.user, Role.CURATOR):
             self.permission_denied(request, message="Handing items out needs the curator role.")
@@ -120,6 +145,29 @@ class AssignmentViewSet(viewsets.ReadOnlyModelViewSet):
         return Response(made, status=status.HTTP_201_CREATED)
 
 
+class SplitCriterionSerializer(serializers.Serializer):
+    criterion = serializers.CharField()
+    judge = serializers.FloatField()
+    people = serializers.FloatField(help_text="The mean of people's ratings.")
+
+
+class DisagreementSerializer(serializers.Serializer):
+    trajectory = serializers.IntegerField()
+    criteria = SplitCriterionSerializer(many=True)
+
+
+class CriterionAlphaSerializer(serializers.Serializer):
+    alpha = serializers.FloatField(allow_null=True, help_text="Krippendorff's alpha (interval); null: undefined.")
+    items = serializers.IntegerField()
+
+
+class InterAnnotatorSerializer(serializers.Serializer):
+    annotators = serializers.IntegerField()
+    items = serializers.IntegerField()
+    overlapping_items = serializers.IntegerField(help_text="Items rated by two or more people.")
+    criteria = serializers.DictField(child=CriterionAlphaSerializer())
+
+
 class CalibrationRunSerializer(serializers.ModelSerializer):
     class Meta:
         model = CalibrationRun
@@ -134,6 +182,7 @@ class CalibrationRunViewSet(viewsets.ReadOnlyModelViewSet):
     permission_classes = [IsMember]
     queryset = CalibrationRun.objects.order_by("-id")
 
+    @extend_schema(responses=DisagreementSerializer(many=True))
     @action(detail=True)
     def disagreements(self, request, pk=None):
         """The items where the judge and the people fell on different sides of the threshold when the run ended
@@ -143,8 +192,11 @@ class CalibrationRunViewSet(viewsets.ReadOnlyModelViewSet):
     @action(detail=False)
     def best(self, request):
         run = selectors.best_calibrated()
-        return Response(self.get_serializer(run).data if run else None)
+        if run is None:
+            raise NotFound("No calibration run has finished.")
+        return Response(self.get_serializer(run).data)
 
+    @extend_schema(responses=InterAnnotatorSerializer)
     @action(detail=False)
     def agreement(self, request):
         return Response(selectors.inter_annotator_agreement())
