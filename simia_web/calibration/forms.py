@@ -50,10 +50,6 @@ class AssignmentForm(forms.Form):
         _annotators(), widget=forms.CheckboxSelectMultiple, to_field_name="username"
     )
 
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.fields["annotators"].queryset = _annotators()
-
     def clean_ids(self) -> list[int]:
         try:
             return [int(value) for value in self.cleaned_data["ids"]]

@@ -23,7 +23,15 @@ PAGE_SIZE = 50
 ROWS = (*CRITERIA, OVERALL)
 
 
-def _panel(request, trajectory: Trajectory, *, posted: dict | None = None, **extra):
+def _grade_text(value) -> str:
+    """A grade as its option's value ("0.4"); "" for none, or for a posted value that is not a number."""
+    try:
+        return str(float(value))
+    except (TypeError, ValueError):
+        return ""
+
+
+def _panel(request, trajectory: Trajectory, *, posted: dict | None = None, status: int = 200, **extra):
     mine = selectors.annotator_rating(trajectory, request.user)
     scores = posted["scores"] if posted else (mine.scores if mine else {})
     labels = (
@@ -40,11 +48,11 @@ def _panel(request, trajectory: Trajectory, *, posted: dict | None = None, **ext
             {
                 "name": c,
                 "question": CRITERION_QUESTIONS[c],
-                "value": "" if scores.get(c) in (None, "") else float(scores[c]),
+                "value": _grade_text(scores.get(c)),
             }
             for c in CRITERIA
         ],
-        "grades": GRADES,
+        "grades": [str(g) for g in GRADES],
         "error_types": ErrorType.choices,
         "labels": [{"row": row, **label} for row, label in enumerate(labels)],
         "comment": posted["comment"] if posted else (mine.comment if mine else ""),
@@ -53,7 +61,7 @@ def _panel(request, trajectory: Trajectory, *, posted: dict | None = None, **ext
         "raters": selectors.rater_count(trajectory),
         **extra,
     }
-    return render(request, "calibration/_rating.html", context, status=extra.get("status", 200))
+    return render(request, "calibration/_rating.html", context, status=status)
 
 
 @role_required("annotator")

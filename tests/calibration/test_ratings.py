@@ -164,6 +164,9 @@ def test_the_rating_panel_saves_over_htmx_and_refuses_a_stale_text(users, client
     assert rating.scores == {"task_completed": 0.6, "policy_followed": 0.2}
     assert rating.message_labels.get().error_types == ["bad_arguments", "wrong_tool"]
 
+    garbage = client.post(f"/trajectories/{trajectory.pk}/rating/", {**form, "score-task_completed": "lots"})
+    assert garbage.status_code == 400 and 'id="rating-error"' in garbage.content.decode()
+
     stale = client.post(f"/trajectories/{trajectory.pk}/rating/", {**form, "text_version": "0"})
     assert stale.status_code == 409 and 'id="rating-error"' in stale.content.decode()
 
