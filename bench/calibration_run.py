@@ -16,7 +16,6 @@ import argparse
 import json
 import os
 import random
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -56,18 +55,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=32, help="Worker threads.")
     args = parser.parse_args()
 
-    from rollout_throughput import reset_database
+    from rollout_throughput import fresh_environment, scripted_server
 
-    reset_database(os.environ["DATABASE_URL"])
-    import django
-
-    django.setup()
-    import redis
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
-    redis.Redis.from_url(os.environ["CELERY_BROKER_URL"]).flushdb()
-
+    fresh_environment()
     from django.db import connection
     from django.test import Client
     from django.test.utils import CaptureQueriesContext
@@ -76,17 +66,10 @@ def main() -> None:
     from simia_web.calibration.models import CalibrationRun
     from simia_web.calibration.services import calibration_job_create
     from simia_web.jobs.models import JobUnit
-    from simia_web.llm.models import EndpointProfile, LLMCall
+    from simia_web.llm.models import LLMCall
     from tests.support.processes import WorkerProcess
 
-    # The scripted server runs in its own process, so its threads do not compete with this one's.
-    stub = subprocess.Popen(
-        [sys.executable, "-m", "tests.support.llm_stub", str(args.latency)], cwd=ROOT, stdout=subprocess.PIPE, text=True
-    )
-    stub_url = stub.stdout.readline().strip()
-    EndpointProfile.objects.create(
-        name="bench", base_url=stub_url, model="stub", is_default=True, max_concurrency=args.concurrency
-    )
+    stub, _ = scripted_server(args.latency, max_concurrency=args.concurrency)
     started = time.monotonic()
     labelled_set(args.items)
     print(f"{args.items} items rated by 2 people written in {time.monotonic() - started:.1f} s", flush=True)
