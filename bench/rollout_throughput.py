@@ -54,6 +54,32 @@ def reset_database(url: str) -> None:
         conn.execute(f'CREATE DATABASE "{name}"')
 
 
+def fresh_environment() -> None:
+    """Reset the database named in DATABASE_URL, set Django up on it and empty the broker."""
+    reset_database(os.environ["DATABASE_URL"])
+    import django
+
+    django.setup()
+    import redis
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    redis.Redis.from_url(os.environ["CELERY_BROKER_URL"]).flushdb()
+
+
+def scripted_server(latency: float, **profile) -> tuple[subprocess.Popen, str]:
+    """The tests' scripted server answering after `latency` seconds, in a process of its own so that its threads do
+    not compete with this one's, made the default endpoint profile (with `profile`'s fields)."""
+    from simia_web.llm.models import EndpointProfile
+
+    stub = subprocess.Popen(
+        [sys.executable, "-m", "tests.support.llm_stub", str(latency)], cwd=ROOT, stdout=subprocess.PIPE, text=True
+    )
+    url = stub.stdout.readline().strip()
+    EndpointProfile.objects.create(name="bench", base_url=url, model="stub", is_default=True, **profile)
+    return stub, url
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rollouts", type=int, help="Rollouts per job (default 200; 30 with --instructions).")
@@ -73,35 +99,13 @@ def main() -> None:
         args.latency = 0.0
     args.rollouts = args.rollouts or (30 if args.instructions else 200)
 
-    reset_database(os.environ["DATABASE_URL"])
-    import django
-
-    django.setup()
-    import redis
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
-    redis.Redis.from_url(os.environ["CELERY_BROKER_URL"]).flushdb()
-
+    fresh_environment()
     from simia_web.catalog.services import apis_store, domain_ensure, tasks_store
-    from simia_web.llm.models import EndpointProfile
     from simia_web.synthesis.services import rollout_queue
     from tests.support.processes import WorkerProcess
     from tests.support.scripts import SHOP, tasks_answer
 
-    # The scripted server runs in its own process, so its threads do not compete with this one's.
-    stub = subprocess.Popen(
-        [sys.executable, "-m", "tests.support.llm_stub", str(args.latency)], cwd=ROOT, stdout=subprocess.PIPE, text=True
-    )
-    stub_url = stub.stdout.readline().strip()
-    EndpointProfile.objects.create(
-        name="bench",
-        base_url=stub_url,
-        model="stub",
-        is_default=True,
-        max_concurrency=args.concurrency,
-        timeout_seconds=30,
-    )
+    stub, stub_url = scripted_server(args.latency, max_concurrency=args.concurrency, timeout_seconds=30)
     domain = domain_ensure(name="bench")
     apis_store(domain=domain, apis=SHOP["apis"], state_schema=SHOP["state_schema"], initial_state=SHOP["initial_state"])
     # One rollout per task: the same 200 units as 50 tasks x 4, and the warm-up can take a subset.

@@ -63,6 +63,7 @@ INSTALLED_APPS = [
     "simia_web.environments",
     "simia_web.operations",
     "simia_web.fidelity",
+    "simia_web.calibration",
 ]
 
 MIDDLEWARE = [

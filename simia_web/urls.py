@@ -6,7 +6,18 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 from simia_web.accounts.permissions import IsMember
 
 # Each app owns its pages (urls.py) and its REST endpoints (api_urls.py).
-APPS = ["accounts", "catalog", "jobs", "curation", "exports", "environments", "llm", "operations", "fidelity"]
+APPS = [
+    "accounts",
+    "catalog",
+    "jobs",
+    "curation",
+    "exports",
+    "environments",
+    "llm",
+    "operations",
+    "fidelity",
+    "calibration",
+]
 
 urlpatterns = [
     path("admin/", admin.site.urls),

@@ -22,7 +22,7 @@ from simia_web.llm.client import LLMClient, LLMError, client_for_stage
 from simia_web.llm.models import LLMCall, Stage
 from simia_web.llm.services import llm_call_ids
 
-from .judge import judge_run, world_evidence
+from .judge import PROMPT_VERSION, judge_run, world_evidence
 from .simulator import simulate_call
 from .user_simulator import scenario_brief, user_turn
 
@@ -49,10 +49,11 @@ class EpisodeLimits:
 class StageClients(dict):
     """LLM clients by stage, made on first use (an RL step that only calls tools never builds a judge)."""
 
-    def __init__(self, *, job_id: int | None = None, profiles: dict | None = None):
+    def __init__(self, *, job_id: int | None = None, profiles: dict | None = None, judge_prompt: str = PROMPT_VERSION):
         super().__init__()
         self.job_id = job_id
         self.profiles = profiles or {}
+        self.judge_prompt = judge_prompt  # the judge's prompt version (simulation.judge.PROMPTS)
 
     def __missing__(self, stage: str) -> LLMClient:
         client = self[stage] = client_for_stage(stage, job_id=self.job_id, profile_id=self.profiles.get(stage))
@@ -305,6 +306,7 @@ def episode_conclude(*, episode: Episode, judge: str, violations: Sequence[Viola
         task=f"{episode.task_text}\nExpected outcome: {episode.expected_outcome}",
         policy=episode.policy,
         world=world_evidence(episode.initial_state or {}, episode.steps),
+        prompt_version=episode.clients.judge_prompt,
     )
     if verdict.get("llm_call"):
         episode.llm_calls.append(verdict["llm_call"])

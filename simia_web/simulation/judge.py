@@ -9,8 +9,20 @@ from simia_web.llm.models import Stage
 from .prompt_fit import json_size, messages_fit, text_clip, tools_fit
 
 PROMPT_VERSION = "judge-v4"  # v4: scores asked on a grid of tenths, texts and lists bounded
+# The same prompt with a rubric per criterion, so a calibration run can show whether spelling them out helps.
+RUBRIC_PROMPT_VERSION = "judge-v4-rubric"
 CRITERIA = ("task_completed", "tool_use_correct", "simulator_consistent", "policy_followed", "final_answer_grounded")
 PASS_THRESHOLD = 0.7
+# The scale of every criterion, for the judge and for people rating by hand: tenths from 0 to 1.
+GRADES = tuple(tenth / 10 for tenth in range(11))
+# What each criterion asks; shown to annotators beside their ratings and, in the rubric prompt, to the judge.
+CRITERION_QUESTIONS = {
+    "task_completed": "Did the conversation achieve the task's expected outcome?",
+    "tool_use_correct": "Were the right tools called, with arguments valid for their schemas and the request?",
+    "simulator_consistent": "Are the tool results consistent with each other and with the world state?",
+    "policy_followed": "Did the agent follow the domain policy (confirmations, refusals, limits)?",
+    "final_answer_grounded": "Is the final answer supported by the tool results, with nothing invented?",
+}
 
 # What an answer must be.
 ANSWER = {
@@ -30,7 +42,7 @@ ANSWER = {
 }
 # What the server is asked for: scores on a grid of tenths and bounded texts and lists, which a grammar
 # (llama.cpp) can hold a model to; it cannot hold a number between a minimum and a maximum.
-_GRADE = {"type": "number", "enum": [tenth / 10 for tenth in range(11)]}
+_GRADE = {"type": "number", "enum": list(GRADES)}
 SCHEMA = {
     "type": "object",
     "properties": {
@@ -58,6 +70,13 @@ SYSTEM = (
     "policy was followed and the final answer is grounded in tool results. Cite the indices of the messages that "
     "decided your verdict. Parts listed under `cut` were left out for length: do not penalise what you cannot see."
 )
+RUBRIC = (
+    " Criteria: "
+    + " ".join(f"{name}: {question}" for name, question in CRITERION_QUESTIONS.items())
+    + (" 1 means fully, 0.5 partly, 0 not at all.")
+)
+# The judge's instructions per prompt version.
+PROMPTS = {PROMPT_VERSION: SYSTEM, RUBRIC_PROMPT_VERSION: SYSTEM + RUBRIC}
 
 # Larger evidence is left out of the prompt, so that the conversation itself always fits.
 STATE_CHARS_SHOWN = 20_000
@@ -107,7 +126,14 @@ def _world_fit(world: dict, room: int, cut: list[str]) -> dict:
 
 
 def judge_messages(
-    *, messages: list[dict], tools: list[dict], task: str, policy: str, world: dict | None = None, budget: int
+    *,
+    messages: list[dict],
+    tools: list[dict],
+    task: str,
+    policy: str,
+    world: dict | None = None,
+    budget: int,
+    prompt_version: str = PROMPT_VERSION,
 ) -> list[dict]:
     """The judge's prompt within `budget` characters; what had to be cut is listed in its `cut` field.
 
@@ -131,19 +157,28 @@ def judge_messages(
         "conversation": numbered,
     }
     cut += conversation_cut
+    system = PROMPTS[prompt_version]
     if world:
-        evidence.update(_world_fit(world, budget - json_size(evidence) - len(SYSTEM) - 300, cut))
+        evidence.update(_world_fit(world, budget - json_size(evidence) - len(system) - 300, cut))
     if cut:
         evidence["cut"] = cut
-    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": compact_json(evidence)}]
+    return [{"role": "system", "content": system}, {"role": "user", "content": compact_json(evidence)}]
 
 
 def judge_run(
-    *, client: LLMClient, messages: list[dict], tools: list[dict], task: str, policy: str, world: dict | None = None
+    *,
+    client: LLMClient,
+    messages: list[dict],
+    tools: list[dict],
+    task: str,
+    policy: str,
+    world: dict | None = None,
+    prompt_version: str = PROMPT_VERSION,
 ) -> dict:
     """A verdict dict for curation.services.trajectory_create; an LLM failure becomes a verdict with `error`.
 
-    `world` (see world_evidence) lets the judge check the simulator against the explicit state."""
+    `world` (see world_evidence) lets the judge check the simulator against the explicit state; `prompt_version`
+    (a key of PROMPTS) picks its instructions."""
     assert client.stage == Stage.JUDGE
     try:
         reply = client.structured(
@@ -154,11 +189,12 @@ def judge_run(
                 policy=policy,
                 world=world,
                 budget=client.prompt_chars_available(SCHEMA),
+                prompt_version=prompt_version,
             ),
             schema=SCHEMA,
             schema_name="judge_verdict",
             accept=ANSWER,
-            prompt_version=PROMPT_VERSION,
+            prompt_version=prompt_version,
         )
     except LLMError as exc:
         return {

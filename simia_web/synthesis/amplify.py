@@ -23,6 +23,7 @@ from simia_web.jobs.models import Job
 from simia_web.llm.client import LLMError, client_for_stage
 from simia_web.llm.models import Stage
 from simia_web.llm.services import llm_call_ids
+from simia_web.simulation.judge import PROMPT_VERSION as JUDGE_PROMPT_VERSION
 from simia_web.simulation.judge import judge_run
 from simia_web.simulation.prompt_fit import json_size, messages_fit, text_clip, tools_described
 
@@ -216,6 +217,7 @@ def _amplified_writer(job: Job, unit, partial: dict):
                 tools=tools,
                 task="Serve the user's requests in this conversation. The first was: " + _first_user_text(messages),
                 policy=seed.domain.policy,
+                prompt_version=params.get("judge_prompt", JUDGE_PROMPT_VERSION),
             )
 
     def write():

@@ -1,15 +1,17 @@
 """What the parameters of the synthesis job kinds share (each kind's serializer is in its module of job_kinds):
-endpoint profiles per stage, and a rollout's limits."""
+endpoint profiles per stage, the judge's configuration, and a rollout's limits."""
 
 from collections.abc import Callable
 from typing import Any
 
 from rest_framework import serializers
 
+from simia_web.calibration.selectors import best_calibrated
 from simia_web.jobs.models import Job
 from simia_web.llm.models import EndpointProfile, Stage
 
 ROW_ID: dict[str, Any] = {"min_value": 1, "max_value": 2**63 - 1}
+ROUTE, BEST_CALIBRATED = "route", "best_calibrated"
 
 
 class JobParametersSerializer(serializers.Serializer):
@@ -34,7 +36,25 @@ class JobParametersSerializer(serializers.Serializer):
             raise serializers.ValidationError(missing)
         return value
 
+    judge_configuration = serializers.ChoiceField(
+        choices=[(ROUTE, "The judge's route (or profiles.judge)"), (BEST_CALIBRATED, "The best-calibrated one")],
+        default=ROUTE,
+        help_text="best_calibrated: judge with the prompt version and endpoint profile whose latest calibration run "
+        "agreed most with people's ratings (see /calibration/), fixed when the job is queued.",
+    )
+
+    def validate_judge_configuration(self, value: str) -> str:
+        if value == BEST_CALIBRATED and best_calibrated() is None:
+            raise serializers.ValidationError("no calibration run has finished: run one on /calibration/ first")
+        return value
+
     def create(self, validated_data):
+        if validated_data.pop("judge_configuration", ROUTE) == BEST_CALIBRATED:
+            run = best_calibrated()
+            if run is None:  # the runs were deleted since the check
+                raise serializers.ValidationError({"judge_configuration": "no calibration run has finished"})
+            validated_data["profiles"] = {**validated_data.get("profiles", {}), Stage.JUDGE: run.profile_id}
+            validated_data["judge_prompt"] = run.prompt_version
         return type(self).job_create(**validated_data)
 
 

@@ -23,6 +23,7 @@ from simia_web.simulation.episode import (
     episode_conclude,
     episode_start,
 )
+from simia_web.simulation.judge import PROMPT_VERSION as JUDGE_PROMPT_VERSION
 
 from .services import REFERENCE
 from .trajectory_kinds import trajectory_unit_result
@@ -89,6 +90,7 @@ def rollout_unit_run(job, unit):
         limits=RolloutLimits.of_job(job.params),
         job_id=job.pk,
         profiles=job.params.get("profiles", {}),
+        judge_prompt=job.params.get("judge_prompt", JUDGE_PROMPT_VERSION),
         sample=f"{job.pk}:{unit.key}",
         reference=reference,
     )
@@ -119,6 +121,7 @@ def rollout_run(
     profiles: dict,
     sample: str,
     reference: ReferenceConfig | None = None,
+    judge_prompt: str = JUDGE_PROMPT_VERSION,
 ) -> dict:
     """Run the episode to its end and return the fields of the trajectory to store (not yet written).
 
@@ -134,6 +137,7 @@ def rollout_run(
             limits=limits,
             job_id=job_id,
             profiles=profiles,
+            judge_prompt=judge_prompt,
             sample=sample,
             reference=session,
         )
@@ -142,8 +146,10 @@ def rollout_run(
     return outcome
 
 
-def _rollout(*, task, domain, apis, limits: RolloutLimits, job_id, profiles: dict, sample: str, reference) -> dict:
-    clients = StageClients(job_id=job_id, profiles=profiles)
+def _rollout(
+    *, task, domain, apis, limits: RolloutLimits, job_id, profiles: dict, judge_prompt: str, sample: str, reference
+) -> dict:
+    clients = StageClients(job_id=job_id, profiles=profiles, judge_prompt=judge_prompt)
     episode = episode_start(
         domain=domain,
         task=task,

@@ -53,6 +53,7 @@ def synthesis_job_create(
     description: str = "",
     policy: str = "",
     profiles: dict | None = None,
+    judge_prompt: str | None = None,
     actor=None,
 ) -> Job:
     """Queue APIs, tasks and rollouts for each domain; new domains get the description and policy given."""
@@ -65,6 +66,7 @@ def synthesis_job_create(
         "max_errors": max_errors,
         "user_turns": user_turns,
         "profiles": profiles or {},
+        **({"judge_prompt": judge_prompt} if judge_prompt else {}),
     }
     for name in domains:
         domain_ensure(name=name, description=description, policy=policy, source=DomainSource.SYNTHESIZED, actor=actor)
@@ -81,6 +83,7 @@ def rollout_job_create(
     tasks: int | None = None,
     profiles: dict | None = None,
     environment: str = SIMULATOR,
+    judge_prompt: str | None = None,
     actor=None,
 ) -> Job:
     found = Domain.objects.filter(name=domain).first()
@@ -100,6 +103,7 @@ def rollout_job_create(
         "user_turns": user_turns,
         "profiles": profiles or {},
         "environment": environment,
+        **({"judge_prompt": judge_prompt} if judge_prompt else {}),
     }
     if tasks is not None:
         params["tasks"] = tasks
@@ -116,6 +120,7 @@ def amplification_job_create(
     seed_ids: list[int] | None = None,
     rng_seed: int | None = None,
     profiles: dict | None = None,
+    judge_prompt: str | None = None,
     actor=None,
 ) -> Job:
     """Queue a job writing exactly `count` trajectories from the usable seeds selected."""
@@ -153,6 +158,7 @@ def amplification_job_create(
         "max_messages": max_messages,
         "near_duplicate": NEAR_DUPLICATE_THRESHOLD,
         "profiles": profiles or {},
+        **({"judge_prompt": judge_prompt} if judge_prompt else {}),
     }
     with transaction.atomic():
         return job_create(kind=AMPLIFY, params=params, actor=actor)

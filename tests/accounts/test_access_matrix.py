@@ -11,6 +11,7 @@ from types import SimpleNamespace
 import pytest
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
+from simia_web.calibration.models import AssignmentBatch, CalibrationRun, CriterionRating, RatingAssignment
 from simia_web.catalog.models import Api, Seed, Task
 from simia_web.curation.models import Review
 from simia_web.environments.models import EnvSession
@@ -86,6 +87,13 @@ ROUTES: dict[str, Route] = {
     "domain-reference": page({"POST": CURATOR}, name="domain"),
     "fidelity-runs": page({"GET": ANNOTATOR}),
     "fidelity-run": page({"GET": ANNOTATOR}, pk="fidelity_run"),
+    # judge calibration: annotators rate and read the figures, curators hand items out
+    "trajectory-rating": page({"GET": ANNOTATOR, "POST": ANNOTATOR}, pk="trajectory"),
+    "calibration": page({"GET": ANNOTATOR}),
+    "calibration-run": page({"GET": ANNOTATOR}, pk="calibration_run"),
+    "calibration-agreement": page({"GET": ANNOTATOR}),
+    "calibration-assigned": page({"GET": ANNOTATOR}),
+    "calibration-assignments": page({"GET": CURATOR, "POST": CURATOR}),
     # jobs and the LLM call log
     "job-list": page({"GET": ANNOTATOR}),
     "job-detail": page({"GET": ANNOTATOR}, pk="job"),
@@ -122,6 +130,15 @@ ROUTES: dict[str, Route] = {
     "api-fidelity-run-detail": api({"GET": ANNOTATOR}, pk="fidelity_run"),
     "api-fidelity-run-trajectories": api({"GET": ANNOTATOR}, pk="fidelity_run"),
     "api-fidelity-run-calls": api({"GET": ANNOTATOR}, pk="fidelity_run"),
+    "api-rating-list": api({"GET": ANNOTATOR, "POST": ANNOTATOR}),
+    "api-rating-detail": api({"GET": ANNOTATOR}, pk="rating"),
+    "api-rating-assignment-list": api({"GET": ANNOTATOR, "POST": CURATOR}),
+    "api-rating-assignment-detail": api({"GET": ANNOTATOR}, pk="rating_assignment"),
+    "api-calibration-run-list": api({"GET": ANNOTATOR}),
+    "api-calibration-run-detail": api({"GET": ANNOTATOR}, pk="calibration_run"),
+    "api-calibration-run-disagreements": api({"GET": ANNOTATOR}, pk="calibration_run"),
+    "api-calibration-run-best": api({"GET": ANNOTATOR}),
+    "api-calibration-run-agreement": api({"GET": ANNOTATOR}),
     "api-trajectory-list": api({"GET": ANNOTATOR}),
     "api-trajectory-detail": api({"GET": ANNOTATOR}, pk="trajectory"),
     "api-trajectory-reviews": api({"POST": ANNOTATOR}, pk="trajectory"),
@@ -228,6 +245,14 @@ def objects(db, users):
         "webhook": webhook,
         "delivery": WebhookDelivery.objects.create(subscription=webhook, event="ping", payload={}),
         "fidelity_run": FidelityRun.objects.create(domain=domain, reference={"url": "http://127.0.0.1:9/"}, method="s"),
+        "calibration_run": CalibrationRun.objects.create(prompt_version="judge-v4", profile_name="audit"),
+        "rating": CriterionRating.objects.create(
+            trajectory=t, annotator=users[ANNOTATOR], trajectory_version=1, scores={"task_completed": 1.0}
+        ),
+        # Everyone's: an annotator reads only their own assignments.
+        "rating_assignment": RatingAssignment.objects.create(
+            batch=AssignmentBatch.objects.create(overlap=1), trajectory=t, annotator=users[ANNOTATOR]
+        ),
     }
 
 

@@ -10,6 +10,9 @@ from django.template.loader import render_to_string
 from django.utils import timezone
 from playwright.sync_api import expect
 
+from simia_web.calibration.models import CalibrationAnswer, CalibrationRun
+from simia_web.calibration.services import assignments_create, rating_save
+from simia_web.calibration.services import run_summarize as calibration_summarize
 from simia_web.catalog.models import Seed
 from simia_web.catalog.references import ReferenceConfig, reference_set
 from simia_web.catalog.services import apis_store, domain_ensure, tasks_store
@@ -21,6 +24,7 @@ from simia_web.fidelity.services import run_summarize
 from simia_web.jobs.models import JobStatus, JobUnit, UnitStatus
 from simia_web.llm.models import LLMCall
 from simia_web.operations.models import WebhookDelivery, WebhookSubscription
+from simia_web.simulation.judge import CRITERIA
 from tests.conftest import PASSWORD
 from tests.support.factories import make_job, make_trajectory, verdict
 
@@ -56,10 +60,21 @@ PAGES = {
         "/exports/{snapshot}/",
         "/fidelity/",
         "/fidelity/{fidelity_run}/",
+        "/calibration/",
+        "/calibration/runs/{calibration_run}/",
+        "/calibration/assigned/",
         "/api/docs/",
         "/no-such-page/",
     ],
-    "curator": ["/queue/synthesis/", "/queue/rollouts/", "/queue/amplify/", "/queue/fidelity/", "/seeds/upload/"],
+    "curator": [
+        "/queue/synthesis/",
+        "/queue/rollouts/",
+        "/queue/amplify/",
+        "/queue/fidelity/",
+        "/seeds/upload/",
+        "/calibration/assignments/",
+        "/queue/calibrate/",
+    ],
     "admin": ["/llm/calls/{call}/", "/webhooks/", "/webhooks/{webhook}/"],
 }
 ROLES = ["annotator", "curator", "admin"]
@@ -119,9 +134,7 @@ def seed_everything(users) -> dict:
     accepted = make_trajectory(judge=verdict(passed=True))
     review_decide(trajectory=accepted, reviewer=users["annotator"], decision="accept", expected_version=1)
     rejected = make_trajectory(judge=verdict(passed=True, score=0.4))
-    review_decide(
-        trajectory=rejected, reviewer=users["curator"], decision="reject", expected_version=1, reason="rude"
-    )
+    review_decide(trajectory=rejected, reviewer=users["curator"], decision="reject", expected_version=1, reason="rude")
     broken = make_trajectory(judge=verdict())
     messages = [dict(m) for m in broken.messages]
     del messages[3]["tool_call_id"]  # the export's gate leaves it out
@@ -184,7 +197,28 @@ def seed_everything(users) -> dict:
         detail="/status: simulated 'cancelled', reference 'pending'",
     )
     run_summarize(run=run)
+    rating_save(
+        trajectory_id=trajectory.pk,
+        annotator=users["annotator"],
+        text_version=1,
+        scores=dict.fromkeys(CRITERIA, 0.2),
+        message_labels={"2": {"error_types": ["wrong_tool"], "comment": "Looked up nothing first."}},
+    )
+    assignments_create(
+        trajectory_ids=[trajectory.pk, accepted.pk],
+        annotators=[users["annotator"]],
+        overlap=1,
+        actor=None,
+        selection={},
+    )
+    calibration = CalibrationRun.objects.create(prompt_version="judge-v4", profile_name="stub")
+    CalibrationAnswer.objects.create(
+        run=calibration, trajectory=trajectory, trajectory_version=1, scores=dict.fromkeys(CRITERIA, 0.9), passed=True
+    )
+    CalibrationAnswer.objects.create(run=calibration, trajectory=accepted, trajectory_version=1, error="not JSON")
+    calibration_summarize(run=calibration)
     return {
+        "calibration_run": calibration.pk,
         "fidelity_run": run.pk,
         "trajectory": trajectory.pk,
         "errored": errored.pk,

@@ -215,7 +215,9 @@ def test_curator_queues_jobs_and_services_validate(token_client):
     bad = client.post(f"{API}/jobs/", {"kind": "amplify"}, "application/json")
     assert bad.status_code == 400 and "count" in bad.json()
     bad = client.post(f"{API}/jobs/", {"kind": "export"}, "application/json")
-    assert bad.status_code == 400 and bad.json() == {"kind": ["choose one of amplify, fidelity, rollout, synthesize"]}
+    assert bad.status_code == 400 and bad.json() == {
+        "kind": ["choose one of amplify, calibrate, fidelity, rollout, synthesize"]
+    }
     bad = client.post(f"{API}/jobs/", {"kind": ["synthesize"], "domains": ["shop"]}, "application/json")
     assert bad.status_code == 400 and "kind" in bad.json()
     assert client.post(f"{API}/jobs/", [{"kind": "synthesize"}], "application/json").status_code == 400

@@ -15,9 +15,9 @@ from simia_web.llm.models import Stage
 from simia_web.simulation.judge import judge_run, world_evidence
 
 
-def _task_text(trajectory: Trajectory) -> str:
-    if trajectory.task:
-        return f"{trajectory.task.instruction}\nExpected outcome: {trajectory.task.expected_outcome}"
+def task_text(trajectory: Trajectory) -> str:
+    if trajectory.task_id and (task := trajectory.task) is not None:
+        return f"{task.instruction}\nExpected outcome: {task.expected_outcome}"
     first = next((message_text(m) for m in trajectory.messages if m.get("role") == "user"), "")
     return "Serve the user's requests in this conversation. The first was: " + first
 
@@ -44,7 +44,7 @@ class JudgeKind(JobKind):
             client=client_for_stage(Stage.JUDGE, job_id=job.pk, profile_id=job.params.get("profile")),
             messages=trajectory.messages,
             tools=trajectory.tools,
-            task=_task_text(trajectory),
+            task=task_text(trajectory),
             policy=trajectory.domain.policy,
             world=world_evidence(trajectory.initial_state or {}, trajectory.steps or {}),
         )

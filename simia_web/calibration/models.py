@@ -1,0 +1,135 @@
+from django.conf import settings
+from django.db import models
+
+
+class ErrorType(models.TextChoices):
+    """What went wrong in a message, as annotators label it. The taxonomy follows the judge's criteria, so a label
+    says which criterion it costs: a wrong tool or argument (tool_use_correct), a simulated result that contradicts
+    the state or an earlier result (simulator_consistent), a broken policy rule (policy_followed), an answer the
+    tool results do not support (final_answer_grounded), and the task left undone (task_completed)."""
+
+    WRONG_TOOL = "wrong_tool", "Wrong tool called"
+    BAD_ARGUMENTS = "bad_arguments", "Wrong or invalid arguments"
+    MISSING_CALL = "missing_call", "A needed call is missing"
+    INCONSISTENT_RESULT = "inconsistent_result", "Tool result inconsistent with the state"
+    POLICY_VIOLATION = "policy_violation", "Policy not followed"
+    UNGROUNDED_CLAIM = "ungrounded_claim", "Claim not supported by tool results"
+    TASK_NOT_DONE = "task_not_done", "Task left undone"
+    UNNATURAL_USER = "unnatural_user", "Unrealistic user turn"
+    OTHER = "other", "Other"
+
+
+class CriterionRating(models.Model):
+    """One annotator's ratings of one text version of a trajectory, per judge criterion on the judge's scale
+    (simulation.judge: CRITERIA, GRADES). It counts while the trajectory's text stays at `trajectory_version`; a
+    change to the text leaves it as history, as it does a decision."""
+
+    trajectory = models.ForeignKey("curation.Trajectory", on_delete=models.CASCADE, related_name="ratings")
+    annotator = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="ratings")
+    trajectory_version = models.PositiveIntegerField(help_text="The text version rated.")
+    scores = models.JSONField(default=dict, help_text="{criterion: grade}; a criterion left out was not rated.")
+    comment = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["trajectory_id", "annotator_id", "-trajectory_version"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["trajectory", "annotator", "trajectory_version"], name="rating_once_per_annotator_version"
+            )
+        ]
+        indexes = [models.Index(fields=["trajectory", "trajectory_version"], name="rating_by_version")]
+
+    def __str__(self):
+        return f"rating of {self.trajectory_id} v{self.trajectory_version} by {self.annotator_id}"
+
+
+class MessageLabel(models.Model):
+    """An annotator's error types and comment on one message of the version they rated."""
+
+    rating = models.ForeignKey(CriterionRating, on_delete=models.CASCADE, related_name="message_labels")
+    message_index = models.PositiveIntegerField()
+    error_types = models.JSONField(default=list, blank=True)
+    comment = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["rating_id", "message_index"]
+        constraints = [
+            models.UniqueConstraint(fields=["rating", "message_index"], name="message_label_once_per_rating")
+        ]
+
+    def __str__(self):
+        return f"#{self.message_index} of {self.rating_id}"
+
+
+class AssignmentBatch(models.Model):
+    """One act of handing items to annotators: which items (`selection` as given), how many annotators each."""
+
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    overlap = models.PositiveSmallIntegerField(help_text="Annotators per item (k).")
+    selection = models.JSONField(default=dict, help_text="The filter or the ids the items were picked by.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self):
+        return f"assignment batch {self.pk} (k={self.overlap})"
+
+
+class RatingAssignment(models.Model):
+    """An item given to an annotator to rate. It is done when they have rated its current text."""
+
+    batch = models.ForeignKey(AssignmentBatch, on_delete=models.CASCADE, related_name="assignments")
+    trajectory = models.ForeignKey("curation.Trajectory", on_delete=models.CASCADE, related_name="rating_assignments")
+    annotator = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="rating_assignments")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint(fields=["trajectory", "annotator"], name="rating_assignment_once_per_annotator")
+        ]
+        indexes = [models.Index(fields=["annotator", "id"], name="rating_assignment_inbox")]
+
+    def __str__(self):
+        return f"{self.trajectory_id} to {self.annotator_id}"
+
+
+class CalibrationRun(models.Model):
+    """A judge configuration (prompt version x endpoint profile) run over the human-rated items. Its answers are
+    kept apart from the trajectories' verdicts; `summary` holds its figures, written when it ends."""
+
+    prompt_version = models.CharField(max_length=40)
+    profile = models.ForeignKey("llm.EndpointProfile", null=True, on_delete=models.SET_NULL, related_name="+")
+    profile_name = models.CharField(max_length=80, help_text="The profile's name when the run was queued.")
+    job = models.OneToOneField(
+        "jobs.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="calibration_run"
+    )
+    summary = models.JSONField(default=dict, blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-id"]
+
+    def __str__(self):
+        return f"calibration run {self.pk} ({self.prompt_version} x {self.profile_name})"
+
+
+class CalibrationAnswer(models.Model):
+    """The judge's answer on one rated item in a run: its per-criterion scores, or why there are none."""
+
+    run = models.ForeignKey(CalibrationRun, on_delete=models.CASCADE, related_name="answers")
+    trajectory = models.ForeignKey("curation.Trajectory", on_delete=models.CASCADE, related_name="+")
+    trajectory_version = models.PositiveIntegerField()
+    scores = models.JSONField(default=dict, blank=True)
+    passed = models.BooleanField(null=True)
+    error = models.TextField(blank=True, help_text="Why the judge gave no usable answer.")
+    llm_call = models.ForeignKey("llm.LLMCall", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+
+    class Meta:
+        ordering = ["run_id", "trajectory_id"]
+        constraints = [models.UniqueConstraint(fields=["run", "trajectory"], name="calibration_answer_once_per_run")]
+
+    def __str__(self):
+        return f"answer on {self.trajectory_id} in {self.run_id}"

@@ -1,0 +1,220 @@
+"""Writes of calibration: ratings of a text version, assignments of items to k annotators, calibration runs and
+their answers."""
+
+from collections import Counter
+
+from django.db import transaction
+from django.db.models import Count
+from django.utils import timezone
+
+from simia_web.accounts.models import Role
+from simia_web.core.errors import Conflict, ValidationFailed
+from simia_web.curation.models import Trajectory
+from simia_web.jobs.models import Job
+from simia_web.jobs.services import job_create
+from simia_web.llm.models import EndpointProfile
+from simia_web.simulation.judge import CRITERIA, GRADES, PROMPTS
+
+from . import figures, selectors
+from .models import (
+    AssignmentBatch,
+    CalibrationAnswer,
+    CalibrationRun,
+    CriterionRating,
+    ErrorType,
+    MessageLabel,
+    RatingAssignment,
+)
+
+CALIBRATE = "calibrate"
+# The disagreements a run keeps for its page, most criteria first.
+DISAGREEMENTS_KEPT = 100
+COMMENT_MAX = 4000
+
+
+class RatingStale(Conflict):
+    """Ratings of a text that has since changed: nothing was saved."""
+
+    code = "stale_version"
+
+    def __init__(self, trajectory: Trajectory, expected: int):
+        self.trajectory = trajectory
+        super().__init__(
+            f"Trajectory {trajectory.pk}'s text is now version {trajectory.text_version}, not version {expected} "
+            "which you rated; nothing was saved. Read it again and rate the new text."
+        )
+
+    def body(self) -> dict:
+        return {"detail": self.detail, "code": self.code, "text_version": self.trajectory.text_version}
+
+
+def _scores_clean(scores: dict) -> dict[str, float]:
+    unknown = sorted(set(scores) - set(CRITERIA))
+    if unknown:
+        raise ValidationFailed(f"no criterion named {', '.join(unknown)}; criteria: {', '.join(CRITERIA)}", "scores")
+    clean = {}
+    for criterion, value in scores.items():
+        if value is None or value == "":
+            continue
+        try:
+            grade = round(float(value), 1)
+        except (TypeError, ValueError):
+            raise ValidationFailed(f"{criterion}: a number from 0 to 1 in tenths", "scores") from None
+        if grade not in GRADES or abs(grade - float(value)) > 1e-9:
+            raise ValidationFailed(f"{criterion}: a number from 0 to 1 in tenths, not {value!r}", "scores")
+        clean[criterion] = grade
+    if not clean:
+        raise ValidationFailed("rate at least one criterion", "scores")
+    return clean
+
+
+def _labels_clean(labels: dict, message_count: int) -> dict[int, dict]:
+    clean = {}
+    for key, label in labels.items():
+        try:
+            index = int(key)
+        except (TypeError, ValueError):
+            raise ValidationFailed(f"message {key!r}: a message index", "messages") from None
+        if not 0 <= index < message_count:
+            raise ValidationFailed(f"message {index}: the conversation has {message_count} messages", "messages")
+        error_types = sorted(set(label.get("error_types") or []))
+        if unknown := [e for e in error_types if e not in ErrorType.values]:
+            raise ValidationFailed(f"message {index}: no error type {', '.join(map(str, unknown))}", "messages")
+        comment = str(label.get("comment") or "").strip()
+        if len(comment) > COMMENT_MAX:
+            raise ValidationFailed(f"message {index}: a comment of at most {COMMENT_MAX} characters", "messages")
+        if error_types or comment:
+            clean[index] = {"error_types": error_types, "comment": comment}
+    return clean
+
+
+def rating_save(
+    *,
+    trajectory_id: int,
+    annotator,
+    text_version: int,
+    scores: dict,
+    comment: str = "",
+    message_labels: dict | None = None,
+) -> CriterionRating:
+    """Save an annotator's ratings of the text version they read, replacing their earlier ratings of that version.
+
+    Refused (RatingStale) when the text has changed since: a rating counts only for the text it was made on."""
+    clean = _scores_clean(scores)
+    if len(comment) > COMMENT_MAX:
+        raise ValidationFailed(f"a comment of at most {COMMENT_MAX} characters", "comment")
+    with transaction.atomic():
+        trajectory = Trajectory.objects.select_for_update().only("id", "text_version", "messages").get(pk=trajectory_id)
+        if trajectory.text_version != text_version:
+            raise RatingStale(trajectory, text_version)
+        labels = _labels_clean(message_labels or {}, len(trajectory.messages or []))
+        rating, _ = CriterionRating.objects.update_or_create(
+            trajectory=trajectory,
+            annotator=annotator,
+            trajectory_version=text_version,
+            defaults={"scores": clean, "comment": comment.strip()},
+        )
+        rating.message_labels.all().delete()
+        MessageLabel.objects.bulk_create(
+            [MessageLabel(rating=rating, message_index=index, **label) for index, label in sorted(labels.items())]
+        )
+    return rating
+
+
+def assignments_create(*, trajectory_ids: list[int], annotators: list, overlap: int, actor, selection: dict) -> dict:
+    """Give each item to `overlap` annotators, those with the fewest assigned items first (then by id), so the load
+    stays even; an item already given to someone counts for them and is not given twice. Returns the counts."""
+    annotators = sorted({a.pk: a for a in annotators}.values(), key=lambda a: a.pk)
+    if not 1 <= overlap <= len(annotators):
+        raise ValidationFailed(f"k must be between 1 and the {len(annotators)} annotators chosen", "overlap")
+    if refused := [a.username for a in annotators if not a.has_role(Role.ANNOTATOR)]:
+        raise ValidationFailed(f"not annotators: {', '.join(refused)}", "annotators")
+    if not trajectory_ids:
+        raise ValidationFailed("no item matches", "selection")
+    with transaction.atomic():
+        load = Counter(
+            dict(
+                RatingAssignment.objects.filter(annotator__in=annotators)
+                .values_list("annotator_id")
+                .annotate(n=Count("id"))
+                .order_by()
+            )
+        )
+        held: dict[int, set[int]] = {}
+        for item, annotator in RatingAssignment.objects.filter(trajectory_id__in=trajectory_ids).values_list(
+            "trajectory_id", "annotator_id"
+        ):
+            held.setdefault(item, set()).add(annotator)
+        batch = AssignmentBatch.objects.create(created_by=actor, overlap=overlap, selection=selection)
+        rows = []
+        for item in trajectory_ids:
+            already = held.get(item, set())
+            wanted = overlap - len(already & {a.pk for a in annotators})
+            free = sorted((a for a in annotators if a.pk not in already), key=lambda a: (load[a.pk], a.pk))
+            for annotator in free[: max(wanted, 0)]:
+                rows.append(RatingAssignment(batch=batch, trajectory_id=item, annotator=annotator))
+                load[annotator.pk] += 1
+        RatingAssignment.objects.bulk_create(rows, batch_size=1000)
+    return {"batch": batch.pk, "items": len(trajectory_ids), "assignments": len(rows)}
+
+
+def calibration_job_create(*, prompt_version: str, profile: int | None = None, actor=None) -> Job:
+    """Queue a run of the judge configuration over the items people have rated (their current texts)."""
+    if prompt_version not in PROMPTS:
+        raise ValidationFailed(
+            f"no prompt version {prompt_version!r}; versions: {', '.join(PROMPTS)}", "prompt_version"
+        )
+    chosen = EndpointProfile.objects.filter(pk=profile).first() if profile else selectors.judge_profile_in_use()
+    if chosen is None:
+        raise ValidationFailed(f"no endpoint profile with id {profile}", "profile")
+    if not selectors.rated_items().exists():
+        raise ValidationFailed("nobody has rated an item yet: there is nothing to calibrate against", "prompt_version")
+    with transaction.atomic():
+        run = CalibrationRun.objects.create(
+            prompt_version=prompt_version,
+            profile=chosen,
+            profile_name=chosen.name,
+            created_by=actor if getattr(actor, "pk", None) else None,
+        )
+        job = job_create(
+            kind=CALIBRATE,
+            params={"run": run.pk, "prompt_version": prompt_version, "profile": chosen.pk},
+            actor=actor,
+        )
+        run.job = job
+        run.save(update_fields=["job"])
+    return job
+
+
+def answer_record(*, run: CalibrationRun, trajectory_id: int, version: int, verdict: dict) -> CalibrationAnswer:
+    """Store the judge's answer on one item, or the reason it gave none; the trajectory's verdicts are not touched."""
+    answer, _ = CalibrationAnswer.objects.update_or_create(
+        run=run,
+        trajectory_id=trajectory_id,
+        defaults={
+            "trajectory_version": version,
+            "scores": verdict.get("scores") or {},
+            "passed": verdict.get("passed"),
+            "error": verdict.get("error") or "",
+            "llm_call": verdict.get("llm_call"),
+        },
+    )
+    return answer
+
+
+def run_summarize(*, run: CalibrationRun) -> dict:
+    """The run's figures against the people's current ratings, kept on the run."""
+    answers = selectors.run_answers(run)
+    consensus = figures.human_consensus(selectors.current_rating_rows(trajectory_ids=list(answers)))
+    split = figures.disagreements(answers, consensus)
+    summary = {
+        "items": len(answers),
+        "failed": run.answers.exclude(error="").count(),
+        "figures": figures.judge_against_people(answers, consensus),
+        "disagreement_count": len(split),
+        "disagreements": split[:DISAGREEMENTS_KEPT],
+    }
+    run.summary = summary
+    run.finished_at = timezone.now()
+    run.save(update_fields=["summary", "finished_at"])
+    return summary
