@@ -31,6 +31,13 @@ def eager(settings, transactional_db):
 
 
 @pytest.fixture(autouse=True)
+def _fast_passwords(settings):
+    """Password strength is not under test: the production hasher costs ~0.4 s a user, and most tests make four.
+    Servers the tests start as processes of their own keep it, for the users those processes make."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture(autouse=True)
 def _fast_llm_retries(settings):
     settings.SIMIA_LLM_BACKOFF_BASE = 0.01
     llm_client._downgrades.clear()

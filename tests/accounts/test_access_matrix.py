@@ -163,11 +163,6 @@ ROUTES: dict[str, Route] = {
 }
 
 
-@pytest.fixture(autouse=True)
-def _fast_passwords(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 # Routes of the Django admin (users, endpoint profiles): generated per model, protected by the admin site.
 ADMIN_NAMESPACE = "admin"
 

@@ -58,11 +58,6 @@ shop, script = environments.shop, environments.script  # a domain an RL session 
 # ---------------------------------------------------------------- uniqueItems and other keywords
 
 
-@pytest.fixture(autouse=True)
-def _fast_passwords(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 @pytest.fixture
 def tagging_shop(shop):
     Api.objects.create(domain=shop["domain"], name="tag_order", kind="write", parameters=UNIQUE_TAGS)

@@ -25,11 +25,6 @@ ESCAPED = ["&lt;script&gt;alert(1)&lt;/script&gt;", "&lt;img src=x onerror=alert
 RAW = ["<script>alert(1)", "<img src=x", "onerror=alert(1)>"]
 
 
-@pytest.fixture(autouse=True)
-def _fast_passwords(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 def _messages(text: str) -> list[dict]:
     return [
         {"role": "system", "content": text},

@@ -9,12 +9,6 @@ from tests.support.llm_stub import Reply, Request
 from tests.support.scripts import JUDGE_PASS, SHOP, simulator_reply
 
 
-@pytest.fixture(autouse=True)
-def _fast_passwords(settings):
-    # Password strength is not under test here; the default hasher costs ~0.5 s per user.
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 @pytest.fixture
 def shop(db):
     spec = SHOP

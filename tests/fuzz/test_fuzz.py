@@ -40,11 +40,6 @@ wsgi_app = test_schema.wsgi_app  # the project's WSGI app, sharing the test's da
 shop = environments.shop  # a domain with APIs, a world state and tasks an RL session can play
 
 
-@pytest.fixture(autouse=True)
-def _fast_passwords(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 @pytest.fixture
 def world(users, llm_stub, shop):
     task = shop["tasks"][0]
