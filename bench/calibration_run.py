@@ -9,6 +9,8 @@ time of the figures' unit, and the time of the calibration page on the finished 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/simia_bench \\
     CELERY_BROKER_URL=redis://127.0.0.1:6379/13 python bench/calibration_run.py [--items 1000 --latency 1.0]
 
+With --endpoint URL --model NAME the judge is a real server instead (the ideal then assumes --latency).
+
 Uses (and resets) the database named in DATABASE_URL.
 """
 
@@ -29,11 +31,10 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "simia_web.settings")
 
 def labelled_set(items: int) -> list[int]:
     """`items` trajectories with two people's ratings each, written through the services the pages use."""
-    from tests.pages.factories import conversation, make_trajectory
-
     from simia_web.accounts.services import user_create
     from simia_web.calibration.services import rating_save
     from simia_web.simulation.judge import CRITERIA, GRADES
+    from tests.support.factories import conversation, make_trajectory
 
     rng = random.Random(7)
     people = [user_create(username=f"rater{i}", role="annotator", password="correct-horse-9") for i in range(2)]
@@ -54,6 +55,8 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=1.0, help="Seconds the server takes per judge call.")
     parser.add_argument("--concurrency", type=int, default=32, help="Concurrent requests the endpoint allows.")
     parser.add_argument("--threads", type=int, default=32, help="Worker threads.")
+    parser.add_argument("--endpoint", help="A real OpenAI-compatible server's base URL instead of the scripted one.")
+    parser.add_argument("--model", default="stub", help="The model to ask for at --endpoint.")
     args = parser.parse_args()
 
     from rollout_throughput import fresh_environment, scripted_server
@@ -67,10 +70,21 @@ def main() -> None:
     from simia_web.calibration.models import CalibrationRun
     from simia_web.calibration.services import calibration_job_create
     from simia_web.jobs.models import JobUnit
-    from simia_web.llm.models import LLMCall
+    from simia_web.llm.models import EndpointProfile, LLMCall
     from tests.support.processes import WorkerProcess
 
-    stub, _ = scripted_server(args.latency, max_concurrency=args.concurrency)
+    if args.endpoint:
+        stub = None
+        EndpointProfile.objects.create(
+            name="bench",
+            base_url=args.endpoint,
+            model=args.model,
+            is_default=True,
+            max_concurrency=args.concurrency,
+            timeout_seconds=900,  # a small CPU-only server reads a judge prompt in minutes
+        )
+    else:
+        stub, _ = scripted_server(args.latency, max_concurrency=args.concurrency)
     started = time.monotonic()
     labelled_set(args.items)
     print(f"{args.items} items rated by 2 people written in {time.monotonic() - started:.1f} s", flush=True)
@@ -86,7 +100,8 @@ def main() -> None:
         wall = time.monotonic() - started
     finally:
         worker.stop()
-        stub.terminate()
+        if stub is not None:
+            stub.terminate()
 
     run = CalibrationRun.objects.get(job=job)
     summary_unit = JobUnit.objects.get(job=job, stage="summary")
