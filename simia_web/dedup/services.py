@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from datasketch import MinHash
 from django.db import transaction
 
-from simia_web.core.tasks import task_send
+from simia_web.core.dispatch import task_send
 
 from .corpora import corpus_get
 from .minhash import THRESHOLD, band_keys, signature, signature_bytes, signature_load, similarity

@@ -15,10 +15,10 @@ from django.db.models import Q
 from django.utils import timezone
 
 from simia_web.core.db import db_connection_check
+from simia_web.core.dispatch import task_producer, task_send
 from simia_web.core.errors import Conflict
 from simia_web.core.outages import OutagePauses, is_outage, through_outages
 from simia_web.core.services import audit_record
-from simia_web.core.tasks import task_producer, task_send
 from simia_web.llm.services import llm_calls_held, llm_calls_write, llm_job_finishing
 
 from . import leases, unit_rows

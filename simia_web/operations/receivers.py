@@ -9,7 +9,7 @@ import functools
 from django.db import transaction
 from django.dispatch import receiver
 
-from simia_web.core.tasks import task_send
+from simia_web.core.dispatch import task_send
 from simia_web.curation.models import Trajectory
 from simia_web.curation.signals import trajectory_statuses_changed
 from simia_web.exports.models import Snapshot

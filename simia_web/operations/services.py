@@ -20,9 +20,9 @@ from django.db import IntegrityError, transaction
 from django.db.models import Count, Q
 from django.utils import timezone
 
+from simia_web.core.dispatch import task_send
 from simia_web.core.outages import through_outages
 from simia_web.core.services import audit_record
-from simia_web.core.tasks import task_send
 from simia_web.curation.models import Trajectory, TrajectoryStatus
 from simia_web.llm.validation import url_address_problem
 
