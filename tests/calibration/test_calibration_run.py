@@ -13,11 +13,11 @@ from simia_web.jobs.models import JobStatus
 from simia_web.llm.models import EndpointProfile
 from simia_web.simulation.judge import CRITERIA, PROMPT_VERSION, RUBRIC_PROMPT_VERSION
 from simia_web.synthesis.services import amplification_queue
-from tests.amplify.test_amplify import conversation as amplify_conversation
-from tests.amplify.test_amplify import script as amplify_script
-from tests.amplify.test_amplify import seed  # noqa: F401 (the fixture)
 from tests.support.factories import conversation, make_trajectory, verdict
 from tests.support.llm_stub import Reply
+from tests.synthesis.test_amplify import conversation as amplify_conversation
+from tests.synthesis.test_amplify import script as amplify_script
+from tests.synthesis.test_amplify import seed  # noqa: F401 (the fixture)
 
 
 def full(value: float, **overrides) -> dict:

@@ -6,7 +6,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from simia_web.accounts.services import user_token
-from tests.environments.conftest import _fast_passwords, script, shop  # noqa: F401 (fixtures)
+from tests.environments.conftest import script, shop  # noqa: F401 (fixtures)
 
 from .vllm_policy import policy
 
