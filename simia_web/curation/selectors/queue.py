@@ -152,7 +152,9 @@ def queue_page(
 ) -> QueuePage:
     """One page of the queue. Next/previous follow a row id (keyset); a page number jumps by offset along
     the index, and the last page is read from the other end. With `count_limit`, counting stops there."""
-    count = qs[: count_limit + 1].count() if count_limit else qs.count()
+    # Unordered: a bounded count in the queue's order walks the order's index past every row the filters leave
+    # out, where the filters' own index stops at the bound (163 ms against 1.5 ms at a million rows).
+    count = qs.order_by()[: count_limit + 1].count() if count_limit else qs.count()
     capped = False
     if count_limit and count > count_limit:
         count, capped = count_limit, True
