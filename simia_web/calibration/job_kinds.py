@@ -10,8 +10,8 @@ from django import forms
 from django.conf import settings
 from rest_framework import serializers
 
-from simia_web.curation.job_kinds.judge import task_text
 from simia_web.curation.models import Trajectory
+from simia_web.curation.selectors.trajectory import task_text
 from simia_web.jobs.forms import JobParametersForm
 from simia_web.jobs.kinds import JobKind, UnitPlan, job_kind_register
 from simia_web.llm.client import client_for_stage

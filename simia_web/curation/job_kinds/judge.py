@@ -7,19 +7,12 @@ JobKind.run), so the job's outcome and progress show it.
 """
 
 from simia_web.curation.models import Trajectory
+from simia_web.curation.selectors.trajectory import task_text
 from simia_web.curation.services import JUDGE_JOB_KIND, verdict_record
-from simia_web.formats.conversation import message_text
 from simia_web.jobs.kinds import JobKind, UnitPlan, job_kind_register
 from simia_web.llm.client import client_for_stage
 from simia_web.llm.models import Stage
 from simia_web.simulation.judge import judge_run, world_evidence
-
-
-def task_text(trajectory: Trajectory) -> str:
-    if trajectory.task_id and (task := trajectory.task) is not None:
-        return f"{task.instruction}\nExpected outcome: {task.expected_outcome}"
-    first = next((message_text(m) for m in trajectory.messages if m.get("role") == "user"), "")
-    return "Serve the user's requests in this conversation. The first was: " + first
 
 
 @job_kind_register

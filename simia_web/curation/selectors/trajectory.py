@@ -5,6 +5,7 @@ from django.db.models import Prefetch, QuerySet
 from django.utils import timezone
 
 from simia_web.curation.models import STANDING, EditorDraft, JudgeVerdict, Review, Trajectory
+from simia_web.formats.conversation import message_text
 
 
 def trajectory_detail_queryset() -> QuerySet[Trajectory]:
@@ -51,3 +52,11 @@ def reservation_holder(trajectory: Trajectory, user):
 def review_standing(review_id: int) -> Review | None:
     """The decision `review_id` while it stands (neither undone nor superseded), else None."""
     return Review.objects.filter(STANDING, pk=review_id).first()
+
+
+def task_text(trajectory: Trajectory) -> str:
+    """What the judge is told the trajectory had to do: its task and expected outcome, or its first request."""
+    if trajectory.task_id and (task := trajectory.task) is not None:
+        return f"{task.instruction}\nExpected outcome: {task.expected_outcome}"
+    first = next((message_text(m) for m in trajectory.messages if m.get("role") == "user"), "")
+    return "Serve the user's requests in this conversation. The first was: " + first
