@@ -8,9 +8,9 @@ and for each decision its Review, the TrajectoryChange of the version it made an
 load are spread over the 30 days before it, each decision a little after its trajectory.
 
 Row i's conversation, status, verdict and decision are the same whichever load writes it, so a load resumes from
-the rows already there (`load(1_000_000)` over 100k adds 900k). The search index (GIN) is dropped while rows are
-written and built again at the end; a load that is interrupted leaves its definition in the database
-(bench_deferred_index) and the next load builds it.
+the rows already there (`load(1_000_000)` over 100k adds 900k). The search indexes (GIN, over the trajectories and
+over the queue's search entries) are dropped while rows are written and built again at the end; a load that is
+interrupted leaves their definitions in the database (bench_deferred_index) and the next load builds them.
 
 Import it once Django is set up (it imports the models).
 """
@@ -39,6 +39,7 @@ from simia_web.core.models import AuditEvent
 from simia_web.curation.models import (
     Decision,
     JudgeVerdict,
+    QueueSearchEntry,
     Review,
     RuleViolation,
     Trajectory,
@@ -333,6 +334,7 @@ def load(rows: int) -> dict[str, PhaseTime]:
         reviewers=reviewers,
     )
     deferred_indexes_drop(Trajectory, using="gin")
+    deferred_indexes_drop(QueueSearchEntry, using="gin")  # the trigger writes an entry per waiting row
     for start in range(have, rows, CHUNK_ROWS):
         with transaction.atomic(), connection.cursor() as cursor:
             loader.chunk(cursor, start, min(rows, start + CHUNK_ROWS))

@@ -192,6 +192,34 @@ class Trajectory(models.Model):
         return f"trajectory {self.pk} ({self.status})"
 
 
+class QueueSearchEntry(models.Model):
+    """A trajectory waiting for review as the queue's text search reads it: its search vector beside the queue's
+    sort and filter columns, one narrow row each (the vector itself stored out of line), kept by a PostgreSQL
+    trigger on the trajectory (migration 0009); empty (unused) on SQLite.
+
+    A word in one conversation in a hundred matches thousands of trajectories scattered over their wide rows, and
+    putting the matches in queue order reads every one: here they lie on a few cached pages, so the match and the
+    order are answered in one pass of the search index over this table. Columns carry the trajectory's names, so the
+    queue's sort keys and filters apply to it as they are."""
+
+    id = models.BigIntegerField(primary_key=True)  # the trajectory's
+    priority = models.SmallIntegerField()
+    judge_confidence = models.FloatField(null=True)
+    judge_score = models.FloatField(null=True)
+    judge_passed = models.BooleanField(null=True)
+    domain_id = models.BigIntegerField()
+    domain_name = models.CharField(max_length=80)
+    created_at = models.DateTimeField()
+    turns = models.PositiveIntegerField()
+    tool_call_count = models.PositiveIntegerField()
+    violation_count = models.PositiveIntegerField()
+    model = models.CharField(max_length=120)
+    search_vector = SearchVectorField()  # its GIN index, like the trigger, is PostgreSQL's only (migration 0009)
+
+    def __str__(self):
+        return f"queue search entry {self.pk}"
+
+
 class RuleViolation(models.Model):
     trajectory = models.ForeignKey(Trajectory, on_delete=models.CASCADE, related_name="violations")
     code = models.CharField(max_length=40, db_index=True)

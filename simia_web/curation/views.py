@@ -61,6 +61,7 @@ from .selectors.queue import (
     queue_ordered,
     queue_page,
     queue_reviewable,
+    queue_search_entries,
     queue_selection,
     violation_codes,
 )
@@ -182,6 +183,7 @@ def review_queue(request):
     page = queue_page(
         qs,
         sort,
+        entries=queue_search_entries(filterset, page_size=QUEUE_PAGE_SIZE),
         number=_int(request.GET.get("page")) or 1,
         after=_int(request.GET.get("after")),
         before=_int(request.GET.get("before")),
@@ -376,8 +378,10 @@ def review_bulk_undo(request):
 def _trajectory_context(request, trajectory: Trajectory, **extra) -> dict:
     verdict, failed_verdicts, older_verdicts = verdicts_split(list(trajectory.verdicts.all()))
     cited = set(verdict.cited_messages or []) if verdict else set()
-    _, qs, sort = _queue(request)
-    previous_id, next_id, position = queue_neighbours(qs, trajectory.pk, sort, position_limit=QUEUE_COUNT_LIMIT)
+    filterset, qs, sort = _queue(request)
+    previous_id, next_id, position = queue_neighbours(
+        qs, trajectory.pk, sort, position_limit=QUEUE_COUNT_LIMIT, entries=queue_search_entries(filterset, page_size=1)
+    )
     holder = reservation_holder(trajectory, request.user)
     query = _filter_query(request)
     reviews = list(trajectory.reviews.all())
