@@ -183,7 +183,7 @@ def review_queue(request):
     page = queue_page(
         qs,
         sort,
-        entries=queue_search_entries(filterset, page_size=QUEUE_PAGE_SIZE),
+        search=queue_search_entries(filterset, page_size=QUEUE_PAGE_SIZE),
         number=_int(request.GET.get("page")) or 1,
         after=_int(request.GET.get("after")),
         before=_int(request.GET.get("before")),
@@ -380,7 +380,7 @@ def _trajectory_context(request, trajectory: Trajectory, **extra) -> dict:
     cited = set(verdict.cited_messages or []) if verdict else set()
     filterset, qs, sort = _queue(request)
     previous_id, next_id, position = queue_neighbours(
-        qs, trajectory.pk, sort, position_limit=QUEUE_COUNT_LIMIT, entries=queue_search_entries(filterset, page_size=1)
+        qs, trajectory.pk, sort, position_limit=QUEUE_COUNT_LIMIT, search=queue_search_entries(filterset, page_size=1)
     )
     holder = reservation_holder(trajectory, request.user)
     query = _filter_query(request)
