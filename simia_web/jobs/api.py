@@ -78,7 +78,8 @@ class JobDetailSerializer(JobSummarySerializer):
     usage = serializers.SerializerMethodField()
     units_in_progress = serializers.SerializerMethodField(
         help_text="The running units of the job's stage that say how far they have got (a snapshot's build: records "
-        f"so far of its total), in unit order, at most {UNITS_IN_PROGRESS_SHOWN}; updated once a worker heartbeat"
+        f"so far of its total), in unit order, at most {UNITS_IN_PROGRESS_SHOWN}; written by the worker's heartbeat, "
+        "every SIMIA_UNIT_HEARTBEAT_SECONDS"
     )
     summary = serializers.SerializerMethodField(
         help_text="What the job made, as its kind says (trajectories per status and rejection reasons; an export's "

@@ -93,8 +93,9 @@ def unit_running(unit_id: int) -> Iterator[bool]:
 
 
 def unit_progress(unit_id: int, done: int, total: int, *, what: str, doing: str = "") -> None:
-    """Say how far a unit running in this process has got: `done` of `total` `what` ("records written"), while
-    `doing` ("Building snapshot 12"; the page shows the unit's stage without it). The heartbeat writes it."""
+    """Say how far a unit running in this process has got: `done` of `total` `what` ("records written or left
+    out"; a total of 0: not known), while `doing` ("Building snapshot 12"; without it the page names the unit's stage
+    and key). Only the latest is kept; the heartbeat writes it."""
     progress = {"done": done, "total": total, "what": what, "doing": doing}
     with _lock:
         if unit_id in _running and _progress.get(unit_id) != progress:

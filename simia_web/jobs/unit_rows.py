@@ -157,7 +157,9 @@ def units_lease_renew(unit_ids: list[int], *, holder: str, lease_seconds: float)
 
 def units_progress_write(progress: dict[int, dict], *, holder: str) -> int:
     """Write each unit's progress ({"done", ...} by unit id) where `holder` holds the unit, still pending, and its
-    progress moves forward: a progress written is never lowered, nor written on a unit another worker runs."""
+    progress moves forward: a progress written is never lowered, nor written on a unit another worker runs. (A unit
+    run again, after an outage or by another worker, shows the furthest a run of it got until the new run passes it.)
+    """
     forward = (
         Q(pk=unit_id) & (~Q(progress__has_key="done") | Q(progress__done__lt=value["done"]))
         for unit_id, value in progress.items()
