@@ -43,6 +43,7 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "django.contrib.humanize",  # intcomma: counts with thousands separators
     "django.contrib.postgres",  # full-text search fields and lookups (unused on SQLite)
     "rest_framework",
     "rest_framework.authtoken",

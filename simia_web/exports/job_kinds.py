@@ -1,13 +1,19 @@
 """The export job kind: one unit that builds the job's snapshot, then, when its options ask, one that publishes it
 to the Hugging Face Hub. Its job page shows the snapshot; the API's job summary names it."""
 
+from functools import partial
+
 from simia_web.jobs.kinds import JobKind, UnitPlan, job_kind_register
+from simia_web.jobs.leases import unit_progress
 
 from .hub import FAILED
 from .models import Snapshot
 from .services import EXPORT, snapshot_build, snapshot_hub_record, snapshot_publish
 
 BUILD, PUBLISH = "build", "publish"
+# What a build's progress counts: the records its gate has handled, of those matching the snapshot's filters (less
+# the near-duplicates it drops).
+BUILD_COUNTS = "records written or left out"
 
 
 @job_kind_register
@@ -29,7 +35,8 @@ class ExportKind(JobKind):
     def run(self, job, unit):
         snapshot = Snapshot.objects.get(pk=unit.params["snapshot"])
         if unit.stage == BUILD:
-            return snapshot_build(snapshot=snapshot)
+            progress = partial(unit_progress, unit.pk, what=BUILD_COUNTS, doing=f"Building snapshot {snapshot.pk}")
+            return snapshot_build(snapshot=snapshot, progress=progress)
         outcome = snapshot_publish(snapshot=snapshot)  # the network call, before the writer's transaction
 
         def record() -> dict:

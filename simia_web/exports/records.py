@@ -6,7 +6,7 @@ import hashlib
 import re
 import shutil
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,6 +20,8 @@ from .selectors import export_records
 
 CHUNK_SIZE = 500
 REFUSALS_KEPT = 1000
+# Records between two reports of an export's progress (ExportStats.progress).
+PROGRESS_EVERY = 1000
 ROW_FIELDS = (
     "id",
     "domain_id",
@@ -58,11 +60,25 @@ class ExportStats:
     refusal_reasons: Counter = field(default_factory=Counter)
     refusals: list = field(default_factory=list)
     facts: DatasetFacts = field(default_factory=DatasetFacts)
+    # Told the records handled so far (see `handled`) every PROGRESS_EVERY of them: a countdown per record, no call.
+    progress: Callable[[int], None] | None = None
+    _until_progress: int = field(init=False, repr=False, default=0)
+
+    def __post_init__(self):
+        self._until_progress = PROGRESS_EVERY
+
+    @property
+    def handled(self) -> int:
+        """The records the gate has seen: written or left out."""
+        return self.count + self.refused_count
 
     def written(self, row: dict, messages: list[dict]) -> None:
         """A record is in the data: count it, and hand it (with its strict messages) to the dataset card."""
         self.count += 1
         self.facts.add(row, messages)
+        self._until_progress -= 1
+        if not self._until_progress:
+            self._progress_report()
 
     def refuse(self, trajectory_id: int, reasons: list[str]) -> None:
         self.refused_count += 1
@@ -70,6 +86,14 @@ class ExportStats:
             self.refusal_reasons[kind] += 1
         if len(self.refusals) < REFUSALS_KEPT:
             self.refusals.append({"trajectory": trajectory_id, "reasons": reasons})
+        self._until_progress -= 1
+        if not self._until_progress:
+            self._progress_report()
+
+    def _progress_report(self) -> None:
+        self._until_progress = PROGRESS_EVERY
+        if self.progress is not None:
+            self.progress(self.handled)
 
 
 class Manifest:

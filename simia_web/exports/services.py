@@ -10,6 +10,7 @@ import os
 import shutil
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -129,11 +130,27 @@ def _write_data(*, format: str, queryset, folder: Path, names: dict, stats, mani
     return [FileDigest(names[FileKind.DATA], FileKind.DATA, data.bytes, data.sha256.hexdigest())]
 
 
+# Told how far the writing of an export's data has got: (records handled, records to handle), see _export_into.
+ExportProgress = Callable[[int, int], None]
+
+
 def _export_into(
-    *, format: str, filters: dict, folder: Path, names: dict[str, str], options: ExportOptions, about: dict
+    *,
+    format: str,
+    filters: dict,
+    folder: Path,
+    names: dict[str, str],
+    options: ExportOptions,
+    about: dict,
+    progress: ExportProgress | None = None,
 ) -> ExportResult:
     """Write the file set into `folder` (a new, empty folder of the caller's) and sync it to disk; on any failure
-    (or interruption) empty the folder again."""
+    (or interruption) empty the folder again.
+
+    `progress`, when given, is told how many records the gate has handled (written or left out) of those the
+    export reads (matching its filters, less the near-duplicates it drops): at the start, every
+    records.PROGRESS_EVERY records, and once the data is written.
+    """
     stats = ExportStats()
     manifest_path = folder / names[FileKind.MANIFEST]
     dedup = None
@@ -145,6 +162,10 @@ def _export_into(
                 queryset, dedup = export_deduplicated(queryset, options.dedup)
                 reason = f"near-duplicate of a record kept ({dedup['keep']})"
                 stats.facts.duplicates = Counter({reason: dedup["removed"]})
+            if progress is not None:
+                total = queryset.count()
+                stats.progress = lambda handled: progress(handled, total)
+                progress(0, total)
             files = _write_data(
                 format=format,
                 queryset=queryset,
@@ -154,6 +175,10 @@ def _export_into(
                 manifest=Manifest(manifest_stream, manifest_path),
                 options=options,
             )
+            if progress is not None:
+                # Everything read has been handled. On PostgreSQL the count and the rows' cursor are two statements
+                # (read committed), so trajectories changed in between can make the count off: the end says what was.
+                progress(stats.handled, stats.handled)
             file_synced(manifest_file)
         manifest_digest = FileDigest(
             names[FileKind.MANIFEST], FileKind.MANIFEST, manifest_stream.bytes, manifest_stream.sha256.hexdigest()
@@ -305,8 +330,9 @@ class SnapshotRecorder:
         }
 
 
-def snapshot_build(*, snapshot: Snapshot) -> SnapshotRecorder:
-    """Write the file set to a temporary folder of its own and return the recorder that puts it in place."""
+def snapshot_build(*, snapshot: Snapshot, progress: ExportProgress | None = None) -> SnapshotRecorder:
+    """Write the file set to a temporary folder of its own and return the recorder that puts it in place; `progress`
+    is told how far the data has got (see _export_into)."""
     exports_dir = Path(settings.EXPORTS_DIR)
     exports_dir.mkdir(parents=True, exist_ok=True)
     temp = exports_dir / _snapshot_temp_pattern(snapshot).replace("*", uuid.uuid4().hex)
@@ -325,6 +351,7 @@ def snapshot_build(*, snapshot: Snapshot) -> SnapshotRecorder:
                 dedup=snapshot.options.get("dedup", ""),
             ),
             about=about,
+            progress=progress,
         )
     except Exception as exc:
         shutil.rmtree(temp, ignore_errors=True)

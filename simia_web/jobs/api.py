@@ -16,7 +16,14 @@ from simia_web.core.rest import ErrorSerializer
 from .filters import JobFilter
 from .kinds import job_kinds_queueable
 from .models import Job
-from .selectors import job_progress, job_summary, job_usage, jobs_progress
+from .selectors import (
+    UNITS_IN_PROGRESS_SHOWN,
+    job_progress,
+    job_summary,
+    job_units_in_progress,
+    job_usage,
+    jobs_progress,
+)
 from .services import job_cancel, job_queue
 
 
@@ -57,8 +64,23 @@ class JobUsageSerializer(serializers.Serializer):
     llm_errors = serializers.DictField(child=serializers.IntegerField())
 
 
+class UnitProgressSerializer(serializers.Serializer):
+    unit = serializers.IntegerField()
+    stage = serializers.CharField()
+    key = serializers.CharField()
+    done = serializers.IntegerField()
+    total = serializers.IntegerField(help_text="0 when the unit does not know its total")
+    what = serializers.CharField(help_text='What `done` and `total` count ("records written or left out")')
+    doing = serializers.CharField(help_text='What the unit is doing ("Building snapshot 12"); may be empty')
+
+
 class JobDetailSerializer(JobSummarySerializer):
     usage = serializers.SerializerMethodField()
+    units_in_progress = serializers.SerializerMethodField(
+        help_text="The running units of the job's stage that say how far they have got (a snapshot's build: records "
+        f"so far of its total), in unit order, at most {UNITS_IN_PROGRESS_SHOWN}; written by the worker's heartbeat, "
+        "every SIMIA_UNIT_HEARTBEAT_SECONDS"
+    )
     summary = serializers.SerializerMethodField(
         help_text="What the job made, as its kind says (trajectories per status and rejection reasons; an export's "
         "snapshot id, records and sha256), with its units by how they ended, tokens and cost: kept when the job "
@@ -66,11 +88,15 @@ class JobDetailSerializer(JobSummarySerializer):
     )
 
     class Meta(JobSummarySerializer.Meta):
-        fields = [*JobSummarySerializer.Meta.fields, "summary", "usage"]
+        fields = [*JobSummarySerializer.Meta.fields, "summary", "usage", "units_in_progress"]
 
     @extend_schema_field(JobUsageSerializer)
     def get_usage(self, job) -> dict:
         return job_usage(job)
+
+    @extend_schema_field(UnitProgressSerializer(many=True))
+    def get_units_in_progress(self, job) -> list[dict]:
+        return job_units_in_progress(job)
 
     def get_summary(self, job) -> dict[str, Any]:
         return job_summary(job) if job.is_active or not job.summary else job.summary

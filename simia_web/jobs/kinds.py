@@ -91,6 +91,9 @@ class JobKind(ABC):
         stores a failure instead of raising (a judge verdict whose call failed, a trajectory an LLM error cut
         short) puts it in its result under "error": the unit then counts as ended in an error, in the progress
         and the job's outcome.
+
+        A long unit says how far it has got with jobs.leases.unit_progress(unit.pk, ...): its job's page and API
+        show it while it runs.
         """
 
     def summary(self, job) -> dict[str, Any]:

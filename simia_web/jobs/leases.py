@@ -7,6 +7,11 @@ One thread per process renews the leases of all of them in one UPDATE a beat
 machine) lets its units go within three beats, while a worker that is alive keeps them however long
 they wait or run. Nothing is written per unit or per LLM call for this.
 
+A long unit says how far it has got with unit_progress (kept here, in memory): its own thread may hold a
+transaction for the whole run (an export reads through one), in which its own writes would show only at the
+end. The heartbeat writes what changed since its last beat on its own connection, in one statement for all
+of the process's units, after renewing their leases.
+
 Each worker process also runs a watchdog thread, which takes the cluster's watchdog turn each beat
 (jobs.services.jobs_heal); apart from the heartbeat, so that a broker slow to answer never delays a
 renewal. After a database outage (failures, or waits for a connection longer than a beat) the
@@ -40,6 +45,8 @@ _lock = threading.Lock()
 _received: Counter[int] = Counter()  # units whose messages this process took and has not finished
 _running: set[int] = set()
 _threads: dict[str, threading.Thread] = {}
+_progress: dict[int, dict] = {}  # the latest progress each unit running here reported
+_progress_unwritten: set[int] = set()  # units whose latest progress the heartbeat has yet to write
 
 
 @functools.cache
@@ -81,6 +88,34 @@ def unit_running(unit_id: int) -> Iterator[bool]:
         if first:
             with _lock:
                 _running.discard(unit_id)
+                _progress.pop(unit_id, None)
+                _progress_unwritten.discard(unit_id)
+
+
+def unit_progress(unit_id: int, done: int, total: int, *, what: str, doing: str = "") -> None:
+    """Say how far a unit running in this process has got: `done` of `total` `what` ("records written or left
+    out"; a total of 0: not known), while `doing` ("Building snapshot 12"; without it the page names the unit's stage
+    and key). Only the latest is kept; the heartbeat writes it."""
+    progress = {"done": done, "total": total, "what": what, "doing": doing}
+    with _lock:
+        if unit_id in _running and _progress.get(unit_id) != progress:
+            _progress[unit_id] = progress
+            _progress_unwritten.add(unit_id)
+
+
+def _progress_write() -> None:
+    """Write the progress reported since the last beat; kept to be written again when the write fails."""
+    with _lock:
+        changed = {unit_id: _progress[unit_id] for unit_id in _progress_unwritten}
+        _progress_unwritten.clear()
+    if not changed:
+        return
+    try:
+        unit_rows.units_progress_write(changed, holder=lease_holder())
+    except Exception:
+        with _lock:  # the latest progress of each unit still running here
+            _progress_unwritten.update(unit_id for unit_id in changed if unit_id in _progress)
+        raise
 
 
 def held_units() -> list[int]:
@@ -114,11 +149,13 @@ def _beat_forever() -> None:
 
 
 def beat() -> None:
-    """Renew the leases of the units this process holds: one statement for all of them."""
+    """Renew the leases of the units this process holds, then write the progress its units reported: one
+    statement for all of them, and one more when some unit's progress changed."""
     try:
         db_connection_check()
         if held := held_units():
             unit_rows.units_lease_renew(held, holder=lease_holder(), lease_seconds=lease_seconds())
+        _progress_write()
     except Exception as exc:
         if not is_outage(exc):
             logger.exception("unit heartbeat failed")

@@ -54,6 +54,9 @@ class JobUnit(models.Model):
     when it was last sent; a worker holding it (running it, or with it queued for its threads) keeps a
     lease on it, renewed by that worker's heartbeat (see jobs.watchdog), and only the lease's holder may
     start it while the lease lasts.
+
+    `progress` is how far a long unit's run has got, as it reported it (see jobs.leases.unit_progress):
+    {"done", "total", "what", "doing"}, written by its worker's heartbeat; {} for a unit that reports none.
     """
 
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="units")
@@ -69,6 +72,7 @@ class JobUnit(models.Model):
     dispatched_at = models.DateTimeField(null=True, blank=True)
     lease_holder = models.CharField(max_length=200, blank=True)
     lease_until = models.DateTimeField(null=True, blank=True)
+    progress = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["id"]

@@ -6,6 +6,7 @@ from urllib.parse import urlsplit, urlunsplit
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db.models import Count, Q, QuerySet, Sum
+from django.utils import timezone
 
 from simia_web.llm.models import LLMCall
 
@@ -67,6 +68,34 @@ def _in_stage_order(stages: dict, kind: str) -> dict:
 def job_progress(job: Job) -> dict[str, dict[str, int]]:
     """{stage: {"total", "pending", "done", "failed", "cancelled", "errored"}} in planning order."""
     return jobs_progress([job.pk]).get(job.pk, {})
+
+
+# The most units in progress a job's page and its API name (a kind running thousands at once shows the first).
+UNITS_IN_PROGRESS_SHOWN = 20
+
+
+def job_units_in_progress(job: Job) -> list[dict]:
+    """The units of the job's stage that a live worker runs and that say how far they have got (see
+    jobs.leases.unit_progress), in unit order, UNITS_IN_PROGRESS_SHOWN at most, in one query:
+    {"unit", "stage", "key", "done", "total", "what", "doing"}."""
+    if not job.is_active:
+        return []
+    running = JobUnit.objects.filter(
+        job=job, stage=job.stage, status=UnitStatus.PENDING, lease_until__gt=timezone.now(), progress__has_key="done"
+    )
+    rows = running.order_by("id").values_list("id", "stage", "key", "progress")[:UNITS_IN_PROGRESS_SHOWN]
+    return [
+        {
+            "unit": unit_id,
+            "stage": stage,
+            "key": key,
+            "done": progress["done"],
+            "total": progress.get("total", 0),
+            "what": progress.get("what", ""),
+            "doing": progress.get("doing", ""),
+        }
+        for unit_id, stage, key, progress in rows
+    ]
 
 
 def job_usage(job: Job) -> dict:

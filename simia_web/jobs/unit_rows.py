@@ -1,5 +1,5 @@
 """The statements the job runner makes on a unit's row around every run, and on the rows of many units
-for the leases that say which worker holds them (see jobs.leases).
+for the leases that say which worker holds them and the progress long units report (see jobs.leases).
 
 Each unit runs four of them (claim and read, lock, mark finished, "is the stage still open?"), each a
 single-row statement on an indexed column. They are fixed SQL, written once from the models' table and
@@ -8,15 +8,17 @@ as SQL, most of it building and compiling the query on the thread every other un
 on for the GIL. The SQL is plain enough for PostgreSQL and SQLite (3.35 and later: UPDATE ... FROM ...
 RETURNING); values go through the fields' own adapters, and rows come back as model instances. A
 worker's leases are renewed in one statement per heartbeat for all the units it holds, never one per
-unit or per call.
+unit or per call, and their progress in one more when some of it changed (those two, once a beat, are
+built through the ORM).
 """
 
 import functools
+import operator
 from datetime import timedelta
 from typing import Any, cast
 
 from django.db import connection
-from django.db.models import Field, Model, Q
+from django.db.models import Case, F, Field, JSONField, Model, Q, Value, When
 from django.utils import timezone
 
 from .models import Job, JobStatus, JobUnit, UnitStatus, WatchdogTurn
@@ -151,6 +153,21 @@ def units_lease_renew(unit_ids: list[int], *, holder: str, lease_seconds: float)
     now = timezone.now()
     held = JobUnit.objects.filter(_free_for(holder, now), pk__in=unit_ids, status=UnitStatus.PENDING)
     return held.update(lease_holder=holder, lease_until=now + timedelta(seconds=lease_seconds))
+
+
+def units_progress_write(progress: dict[int, dict], *, holder: str) -> int:
+    """Write each unit's progress ({"done", ...} by unit id) where `holder` holds the unit, still pending, and its
+    progress moves forward: a progress written is never lowered, nor written on a unit another worker runs. (A unit
+    run again, after an outage or by another worker, shows the furthest a run of it got until the new run passes it.)
+    """
+    forward = (
+        Q(pk=unit_id) & (~Q(progress__has_key="done") | Q(progress__done__lt=value["done"]))
+        for unit_id, value in progress.items()
+    )
+    by_unit = [When(pk=unit_id, then=Value(value, output_field=JSONField())) for unit_id, value in progress.items()]
+    moving_on = functools.reduce(operator.or_, forward)
+    held = JobUnit.objects.filter(moving_on, status=UnitStatus.PENDING, lease_holder=holder)
+    return held.update(progress=Case(*by_unit, default=F("progress")))
 
 
 def units_mark_dispatched(unit_ids: list[int]) -> None:

@@ -1,6 +1,8 @@
 """Job pages: list, detail with progress per stage and what the job made, the LLM call log, cancel and retry, and
 the queue page of every kind that takes parameters."""
 
+from collections import defaultdict
+
 from django.contrib import messages
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
@@ -24,15 +26,24 @@ CALL_PAGE_SIZE = 25
 
 
 def progress_rows(job: Job) -> list[dict]:
-    """Per stage: counts and how to draw the bar. Units that failed or ended in an error are errors: a stage with
-    nothing done is drawn as failed, one with some as partly failed, never as done."""
+    """Per stage: counts and how to draw the bar, and the stage's running units that say how far they have got.
+    Units that failed or ended in an error are errors: a stage with nothing done is drawn as failed, one with some
+    as partly failed, never as done."""
+    units: dict[str, list[dict]] = defaultdict(list)
+    for unit in selectors.job_units_in_progress(job):
+        units[unit["stage"]].append({**unit, "percent": _percent(unit["done"], unit["total"])})
     rows = []
     for stage, counts in selectors.job_progress(job).items():
         finished = counts["done"] + counts["errored"] + counts["failed"] + counts["cancelled"]
         errors = counts["failed"] + counts["errored"]
         state = "failed" if errors and not counts["done"] else "partial" if errors else "ok"
-        rows.append({"stage": stage, **counts, "finished": finished, "state": state})
+        rows.append({"stage": stage, **counts, "finished": finished, "state": state, "units": units[stage]})
     return rows
+
+
+def _percent(done: int, total: int) -> int | None:
+    """Whole percent, rounded down (100 only when all is done); None without a total."""
+    return min(100, 100 * done // total) if total > 0 else None
 
 
 def _live_context(request, job: Job) -> dict:

@@ -114,6 +114,11 @@ def seed_everything(users) -> dict:
     running_job = make_job()
     for i, status in enumerate([UnitStatus.DONE, UnitStatus.PENDING, UnitStatus.FAILED]):
         JobUnit.objects.create(job=running_job, stage="rollout", key=f"u{i}", status=status)
+    running_job.units.filter(status=UnitStatus.PENDING).update(  # a live worker runs it and says how far it got
+        lease_holder="worker:1",
+        lease_until=timezone.now() + timedelta(hours=1),
+        progress={"done": 3400, "total": 10000, "what": "steps", "doing": "Rolling out task 1"},
+    )
     failed_job = make_job(status=JobStatus.FAILED)
     failed_job.error = "connection_error: could not reach the endpoint"
     failed_job.save(update_fields=["error"])

@@ -2,9 +2,11 @@
 escaping, live job pages, uploads and exports. Screenshots go to var/test-artifacts/."""
 
 import json
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from django.utils import timezone
 from playwright.sync_api import expect
 
 from simia_web.curation.models import Review, Trajectory, TrajectoryStatus
@@ -204,6 +206,23 @@ def test_job_page_updates_live_and_shows_failure(login):
     page.on("request", lambda request: seen.append(request.url) if "/progress/" in request.url else None)
     page.wait_for_timeout(4500)
     assert seen == []  # polling stopped
+
+
+def test_a_running_units_progress_moves_on_the_job_page(login):
+    job = make_job(kind="export")
+    job.stage = "build"
+    job.save(update_fields=["stage"])
+    lease = {"lease_holder": "worker:1", "lease_until": timezone.now() + timedelta(hours=1)}
+    progress = {"done": 340_000, "total": 1_000_000, "what": "records", "doing": "Building snapshot 12"}
+    unit = JobUnit.objects.create(job=job, stage="build", key="snapshot:12", progress=progress, **lease)
+    page = login("annotator")
+    page.goto(f"/jobs/{job.pk}/")
+    line = page.locator(f"#unit-progress-{unit.pk}")
+    expect(line).to_have_text("Building snapshot 12: 340,000 of 1,000,000 records (34%)")
+    shot(page, "job-unit-progress")
+    JobUnit.objects.filter(pk=unit.pk).update(progress={**progress, "done": 500_000})  # the worker's next beat
+    expect(line).to_contain_text("500,000 of 1,000,000", timeout=8000)
+    expect(line.locator("progress")).to_have_attribute("value", "500000")
 
 
 def test_bulk_accept_asks_for_confirmation_naming_the_count(login, users):
