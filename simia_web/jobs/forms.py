@@ -9,6 +9,7 @@ from rest_framework.fields import empty
 from simia_web.core.forms import GatedJSONField
 
 from .kinds import JobKind, job_kind_for
+from .parameters import DescribedChoiceField
 
 
 class JobParametersForm(forms.Form):
@@ -64,7 +65,8 @@ def _form_field(rule: serializers.Field) -> forms.Field:
         return forms.FloatField(**common)
     if isinstance(rule, serializers.ChoiceField):
         choices: list[tuple[str, str]] = [("", "—")] if not rule.required and rule.default is empty else []
-        return forms.ChoiceField(choices=[*choices, *rule.choices.items()], **common)
+        labels = {**rule.choices, **rule.describe()} if isinstance(rule, DescribedChoiceField) else rule.choices
+        return forms.ChoiceField(choices=[*choices, *labels.items()], **common)
     if isinstance(rule, serializers.ListField):
         help_text = " ".join(filter(None, [str(rule.help_text or ""), "Separate by spaces."]))
         return ItemsField(**{**common, "help_text": help_text})
@@ -75,9 +77,13 @@ def _form_field(rule: serializers.Field) -> forms.Field:
 
 
 def job_kind_form(job_kind: JobKind) -> type[JobParametersForm]:
-    """The kind's queue form: its own, or one with an input for each of its parameters."""
-    if job_kind.form is not None:
-        return job_kind.form
+    """The kind's queue form: an input for each of its parameters, the kind's own form's where it declares one (a
+    domain to choose from a list), else one made from the serializer, so that no parameter is missing from the page.
+
+    Made for each request: a described choice says what it means now."""
+    base = job_kind.form or JobParametersForm
     rules = job_kind.parameters_serializer()().fields
-    fields = {name: _form_field(rule) for name, rule in rules.items() if not rule.read_only}
-    return type(f"{type(job_kind).__name__}Form", (JobParametersForm,), {"kind": job_kind.kind, **fields})
+    made = {
+        name: _form_field(rule) for name, rule in rules.items() if not rule.read_only and name not in base.base_fields
+    }
+    return type(f"{type(job_kind).__name__}Form", (base,), {"kind": job_kind.kind, **made})
