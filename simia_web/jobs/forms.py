@@ -50,6 +50,14 @@ class ItemsField(forms.CharField):
         return " ".join(map(str, value)) if isinstance(value, list | tuple) else value
 
 
+class ParameterJSONField(GatedJSONField):
+    """A JSON parameter (a dict of profiles per stage): an empty input, not `null`, while it has no value, so that
+    the serializer's default applies."""
+
+    def prepare_value(self, value):
+        return "" if value is None else super().prepare_value(value)
+
+
 # Long text gets a text area: a policy, a description.
 TEXT_AREA_FROM = 500
 
@@ -71,7 +79,7 @@ def _form_field(rule: serializers.Field) -> forms.Field:
         help_text = " ".join(filter(None, [str(rule.help_text or ""), "Separate by spaces."]))
         return ItemsField(**{**common, "help_text": help_text})
     if isinstance(rule, serializers.DictField | serializers.JSONField):
-        return GatedJSONField(**common)
+        return ParameterJSONField(widget=forms.Textarea(attrs={"rows": 2}), **common)
     long_text = (getattr(rule, "max_length", None) or TEXT_AREA_FROM) >= TEXT_AREA_FROM
     return forms.CharField(widget=forms.Textarea(attrs={"rows": 3}) if long_text else None, **common)
 

@@ -161,7 +161,7 @@ def test_the_queue_pages_of_judging_kinds_offer_the_best_calibrated_judge(labell
         page = curator.get(f"/queue/{slug}/").content.decode()
         assert f'<option value="best_calibrated">{described}</option>' in page, slug
         assert '<option value="route" selected>The configured judge' in page, slug  # the serializer's default
-        assert 'name="profiles"' in page, slug  # every parameter of the kind has its input
+        assert 'name="profiles"' in page and "null</textarea>" not in page, slug  # every parameter has its input
 
     queued = curator.post("/queue/amplify/", {**amplify, "judge_configuration": "best_calibrated"})
     assert queued.status_code == 302
