@@ -133,3 +133,31 @@ class CalibrationAnswer(models.Model):
 
     def __str__(self):
         return f"answer on {self.trajectory_id} in {self.run_id}"
+
+
+class RatingsRevision(models.Model):
+    """One row whose number every rating write advances in its own transaction. The row's lock orders the writes,
+    so a reader that sees number N sees every rating write up to the N-th: figures computed after reading N may be
+    kept under it (see KeptFigures)."""
+
+    number = models.PositiveBigIntegerField(default=0)
+
+    def __str__(self):
+        return f"ratings revision {self.number}"
+
+
+class KeptFigures(models.Model):
+    """Agreement figures (`name`) as computed from the ratings and verdicts that `fingerprint` stands for, so that
+    the pages read them instead of computing them again; a fingerprint that moves on leaves them unread, and the next
+    figures computed replace them. Shared by every web process and kept across restarts."""
+
+    name = models.CharField(max_length=40)
+    fingerprint = models.CharField(max_length=200)
+    figures = models.JSONField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["name", "fingerprint"], name="kept_figures_once")]
+
+    def __str__(self):
+        return f"{self.name} at {self.fingerprint}"

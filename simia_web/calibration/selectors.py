@@ -1,7 +1,9 @@
 """Reads of calibration: current ratings, an annotator's assigned items, agreement between annotators, the runs and
 their figures, the configuration in use and the best-calibrated one. Each is a bounded number of queries."""
 
-from django.db.models import Exists, F, OuterRef, QuerySet
+from collections.abc import Callable
+
+from django.db.models import Count, Exists, F, OuterRef, QuerySet, Sum
 
 from simia_web.curation.models import JudgeVerdict, Trajectory
 from simia_web.llm.models import EndpointProfile, Stage
@@ -9,7 +11,7 @@ from simia_web.llm.selectors import profile_for_stage
 from simia_web.simulation.judge import PROMPT_VERSION
 
 from . import figures
-from .models import CalibrationAnswer, CalibrationRun, CriterionRating, RatingAssignment
+from .models import CalibrationAnswer, CalibrationRun, CriterionRating, KeptFigures, RatingAssignment, RatingsRevision
 
 
 def current_ratings() -> QuerySet[CriterionRating]:
@@ -68,13 +70,48 @@ def inbox(annotator) -> QuerySet[RatingAssignment]:
     )
 
 
+def ratings_fingerprint() -> str:
+    """What the current ratings are, in two small reads: the ratings' revision (every rating write advances it), the
+    number of ratings (a trajectory deleted takes its ratings along) and the sum of their trajectories' text versions
+    (a changed text makes its ratings history, and text versions only grow)."""
+    revision = RatingsRevision.objects.values_list("number", flat=True).first() or 0
+    facts = CriterionRating.objects.aggregate(ratings=Count("id"), texts=Sum("trajectory__text_version"))
+    return f"{revision}:{facts['ratings']}:{facts['texts'] or 0}"
+
+
+def _kept_figures(name: str, fingerprint: str, compute: Callable[[], dict]) -> dict:
+    """The figures kept under `fingerprint`, else computed now and kept in place of older ones.
+
+    The fingerprint is read before the figures are computed, so what is kept is never older than what it names. A
+    read that writes: the figures are a cache every web process shares, not data of their own."""
+    kept = KeptFigures.objects.filter(name=name, fingerprint=fingerprint).values_list("figures", flat=True).first()
+    if kept is not None:
+        return kept
+    computed = compute()
+    KeptFigures.objects.bulk_create(
+        [KeptFigures(name=name, fingerprint=fingerprint, figures=computed)], ignore_conflicts=True
+    )
+    KeptFigures.objects.filter(name=name).exclude(fingerprint=fingerprint).delete()
+    return computed
+
+
 def inter_annotator_agreement() -> dict:
-    """Krippendorff's alpha per criterion between the annotators of the current ratings (see figures)."""
-    return figures.inter_annotator(current_rating_rows())
+    """Krippendorff's alpha per criterion between the annotators of the current ratings (see figures), computed once
+    per state of the ratings."""
+    return _kept_figures(
+        "inter_annotator", ratings_fingerprint(), lambda: figures.inter_annotator(current_rating_rows())
+    )
 
 
 def verdicts_against_people() -> dict:
-    """The judge's latest verdict on each rated item's current text against the people's ratings of it."""
+    """The judge's latest verdict on each rated item's current text against the people's ratings of it, computed once
+    per state of the ratings and of the verdicts on rated items (verdicts are only ever added)."""
+    rated = CriterionRating.objects.values("trajectory_id")
+    verdicts = JudgeVerdict.objects.filter(trajectory_id__in=rated).count()
+    return _kept_figures("judge_against_people", f"{ratings_fingerprint()}:{verdicts}", _verdicts_against_people)
+
+
+def _verdicts_against_people() -> dict:
     rows = current_rating_rows()
     items = sorted({item for item, _, _ in rows})
     latest = (

@@ -3,7 +3,7 @@ their answers."""
 
 from collections import Counter
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Count
 from django.utils import timezone
 
@@ -24,6 +24,7 @@ from .models import (
     ErrorType,
     MessageLabel,
     RatingAssignment,
+    RatingsRevision,
 )
 
 CALIBRATE = "calibrate"
@@ -118,7 +119,18 @@ def rating_save(
         MessageLabel.objects.bulk_create(
             [MessageLabel(rating=rating, message_index=index, **label) for index, label in sorted(labels.items())]
         )
+        _ratings_revision_advance()
     return rating
+
+
+def _ratings_revision_advance() -> None:
+    """Advance the ratings' revision in the caller's transaction, creating its row the first time: one upsert, so
+    that two first writers still advance it twice (an update then an insert could both write 1)."""
+    table = connection.ops.quote_name(RatingsRevision._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {table} (id, number) VALUES (1, 1) ON CONFLICT (id) DO UPDATE SET number = {table}.number + 1"
+        )
 
 
 def assignments_create(*, trajectory_ids: list[int], annotators: list, overlap: int, actor, selection: dict) -> dict:

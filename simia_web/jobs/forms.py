@@ -9,6 +9,7 @@ from rest_framework.fields import empty
 from simia_web.core.forms import GatedJSONField
 
 from .kinds import JobKind, job_kind_for
+from .parameters import DescribedChoiceField
 
 
 class JobParametersForm(forms.Form):
@@ -49,6 +50,14 @@ class ItemsField(forms.CharField):
         return " ".join(map(str, value)) if isinstance(value, list | tuple) else value
 
 
+class ParameterJSONField(GatedJSONField):
+    """A JSON parameter (a dict of profiles per stage): an empty input, not `null`, while it has no value, so that
+    the serializer's default applies."""
+
+    def prepare_value(self, value):
+        return "" if value is None else super().prepare_value(value)
+
+
 # Long text gets a text area: a policy, a description.
 TEXT_AREA_FROM = 500
 
@@ -64,20 +73,25 @@ def _form_field(rule: serializers.Field) -> forms.Field:
         return forms.FloatField(**common)
     if isinstance(rule, serializers.ChoiceField):
         choices: list[tuple[str, str]] = [("", "—")] if not rule.required and rule.default is empty else []
-        return forms.ChoiceField(choices=[*choices, *rule.choices.items()], **common)
+        labels = {**rule.choices, **rule.describe()} if isinstance(rule, DescribedChoiceField) else rule.choices
+        return forms.ChoiceField(choices=[*choices, *labels.items()], **common)
     if isinstance(rule, serializers.ListField):
         help_text = " ".join(filter(None, [str(rule.help_text or ""), "Separate by spaces."]))
         return ItemsField(**{**common, "help_text": help_text})
     if isinstance(rule, serializers.DictField | serializers.JSONField):
-        return GatedJSONField(**common)
+        return ParameterJSONField(widget=forms.Textarea(attrs={"rows": 2}), **common)
     long_text = (getattr(rule, "max_length", None) or TEXT_AREA_FROM) >= TEXT_AREA_FROM
     return forms.CharField(widget=forms.Textarea(attrs={"rows": 3}) if long_text else None, **common)
 
 
 def job_kind_form(job_kind: JobKind) -> type[JobParametersForm]:
-    """The kind's queue form: its own, or one with an input for each of its parameters."""
-    if job_kind.form is not None:
-        return job_kind.form
+    """The kind's queue form: an input for each of its parameters, the kind's own form's where it declares one (a
+    domain to choose from a list), else one made from the serializer, so that no parameter is missing from the page.
+
+    Made for each request: a described choice says what it means now."""
+    base = job_kind.form or JobParametersForm
     rules = job_kind.parameters_serializer()().fields
-    fields = {name: _form_field(rule) for name, rule in rules.items() if not rule.read_only}
-    return type(f"{type(job_kind).__name__}Form", (JobParametersForm,), {"kind": job_kind.kind, **fields})
+    made = {
+        name: _form_field(rule) for name, rule in rules.items() if not rule.read_only and name not in base.base_fields
+    }
+    return type(f"{type(job_kind).__name__}Form", (base,), {"kind": job_kind.kind, **made})

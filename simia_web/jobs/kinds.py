@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from importlib import import_module
 from typing import Any, ClassVar
 
+from django import forms
 from django.apps import apps
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import autodiscover_modules
@@ -64,7 +65,7 @@ class JobKind(ABC):
     parameters: ClassVar[type[serializers.Serializer] | None] = None
     # The queue page's form, a jobs.forms.JobParametersForm for pages that need more than the serializer says (a
     # domain to choose from a list); None: a form made from the parameters.
-    form: ClassVar[type | None] = None
+    form: ClassVar[type[forms.Form] | None] = None
     # The queue page is /queue/<queue_slug>/ (None: the kind's name).
     queue_slug: ClassVar[str | None] = None
     # The job page's panel of what the job made, rendered with `job` and `summary` (see summary()); None: none.

@@ -1,4 +1,7 @@
-"""Building blocks of a job kind's parameters serializer: caps read from the settings, named when they refuse."""
+"""Building blocks of a job kind's parameters serializer: caps read from the settings, named when they refuse, and
+choices a queue page describes as they stand."""
+
+from collections.abc import Callable
 
 from django.conf import settings
 from rest_framework import serializers
@@ -23,6 +26,16 @@ class CappedListField(serializers.ListField):
     def __init__(self, *, cap: str, error_messages: dict | None = None, **kwargs):
         messages = _cap_messages(cap, "max_length", error_messages)
         super().__init__(max_length=getattr(settings, cap), error_messages=messages, **kwargs)
+
+
+class DescribedChoiceField(serializers.ChoiceField):
+    """A choice whose values stay fixed (the API, its schema and the command line name them) and which the queue
+    page describes as it stands when shown: `describe()` returns {value: label} for the values it can say more of
+    ("the best-calibrated prompt and endpoint (kappa 0.71, run 12)")."""
+
+    def __init__(self, *, describe: Callable[[], dict[str, str]], **kwargs):
+        self.describe = describe
+        super().__init__(**kwargs)
 
 
 def units_cap_check(units: int) -> None:

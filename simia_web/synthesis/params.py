@@ -8,10 +8,26 @@ from rest_framework import serializers
 
 from simia_web.calibration.selectors import best_calibrated
 from simia_web.jobs.models import Job
+from simia_web.jobs.parameters import DescribedChoiceField
 from simia_web.llm.models import EndpointProfile, Stage
 
 ROW_ID: dict[str, Any] = {"min_value": 1, "max_value": 2**63 - 1}
 ROUTE, BEST_CALIBRATED = "route", "best_calibrated"
+
+
+def judge_configurations_described() -> dict[str, str]:
+    """What each judge configuration means now: the best-calibrated one names its run and how well it agreed."""
+    run = best_calibrated()
+    if run is None:
+        best = "no calibration run has finished yet"
+    else:
+        kappa = ((run.summary.get("figures") or {}).get("passed") or {}).get("kappa")
+        agreed = "kappa undefined" if kappa is None else f"kappa {kappa:.2f}"
+        best = f"{run.prompt_version} × {run.profile_name}, {agreed}, run {run.pk}"
+    return {
+        ROUTE: "The configured judge (the judge stage's route, or profiles.judge)",
+        BEST_CALIBRATED: f"The best-calibrated prompt and endpoint ({best})",
+    }
 
 
 class JobParametersSerializer(serializers.Serializer):
@@ -22,7 +38,7 @@ class JobParametersSerializer(serializers.Serializer):
     profiles = serializers.DictField(
         child=serializers.IntegerField(**ROW_ID),
         required=False,
-        help_text="An endpoint profile id per stage, instead of the stage's route.",
+        help_text='An endpoint profile id per stage, instead of the stage\'s route: {"judge": 3}.',
     )
 
     def validate_profiles(self, value: dict) -> dict:
@@ -36,11 +52,14 @@ class JobParametersSerializer(serializers.Serializer):
             raise serializers.ValidationError(missing)
         return value
 
-    judge_configuration = serializers.ChoiceField(
+    judge_configuration = DescribedChoiceField(
         choices=[(ROUTE, "The judge's route (or profiles.judge)"), (BEST_CALIBRATED, "The best-calibrated one")],
+        describe=judge_configurations_described,
         default=ROUTE,
-        help_text="best_calibrated: judge with the prompt version and endpoint profile whose latest calibration run "
-        "agreed most with people's ratings (see /calibration/), fixed when the job is queued.",
+        label="Judge",
+        help_text="The best-calibrated configuration (best_calibrated) is the prompt version and endpoint profile "
+        "whose latest calibration run agreed most with people's ratings (Cohen's kappa of the verdict; see "
+        "/calibration/), fixed when the job is queued.",
     )
 
     def validate_judge_configuration(self, value: str) -> str:

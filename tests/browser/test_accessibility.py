@@ -21,8 +21,8 @@ from simia_web.curation.services import draft_save, review_decide, trajectory_ed
 from simia_web.exports.services import snapshot_create
 from simia_web.fidelity.models import FidelityCall, FidelityRun, FidelityTrajectory, Outcome
 from simia_web.fidelity.services import run_summarize
-from simia_web.jobs.models import JobStatus, JobUnit, UnitStatus
-from simia_web.llm.models import LLMCall
+from simia_web.jobs.models import Job, JobStatus, JobUnit, UnitStatus
+from simia_web.llm.models import EndpointProfile, LLMCall
 from simia_web.operations.models import WebhookDelivery, WebhookSubscription
 from simia_web.simulation.judge import CRITERIA
 from tests.conftest import PASSWORD
@@ -372,6 +372,33 @@ def test_job_status_is_announced_and_a_refused_decision_takes_the_focus(browser,
     trajectory_edit(trajectory=trajectory, editor=users["admin"], messages=edited, expected_version=1)
     page.click("#accept-btn")
     expect(page.locator("#conflict")).to_be_focused()
+    page.context.close()
+
+
+def test_the_judge_is_chosen_by_its_label_on_a_queue_page_and_a_refusal_marks_it(browser, live_server, users):
+    page = log_in(browser, live_server.url, users["curator"].username)
+    page.goto("/queue/amplify/")
+    judge = page.get_by_label("Judge")
+    expect(judge).to_have_value("route")  # the serializer's default
+    judge.select_option("best_calibrated")
+    page.get_by_role("button", name="Queue job").click()
+    judge = page.get_by_label("Judge")
+    expect(judge).to_have_attribute("aria-invalid", "true")
+    expect(page.locator(".errorlist")).to_contain_text("no calibration run has finished")
+    assert not Job.objects.filter(kind="amplify").exists()
+
+    profile = EndpointProfile.objects.create(name="stub", base_url="http://127.0.0.1:9/v1", model="m")
+    run = CalibrationRun.objects.create(
+        prompt_version="judge-v4",
+        profile=profile,
+        profile_name="stub",
+        finished_at=timezone.now(),
+        summary={"figures": {"passed": {"kappa": 0.714, "accuracy": 0.9}}},
+    )
+    page.goto("/queue/rollouts/")
+    expect(page.get_by_label("Judge").locator("option[value=best_calibrated]")).to_have_text(
+        f"The best-calibrated prompt and endpoint (judge-v4 × stub, kappa 0.71, run {run.pk})"
+    )
     page.context.close()
 
 

@@ -9,7 +9,7 @@ from simia_web.calibration.models import CalibrationAnswer, CalibrationRun
 from simia_web.calibration.selectors import best_calibrated
 from simia_web.calibration.services import calibration_job_create, rating_save
 from simia_web.curation.models import JudgeVerdict, Trajectory
-from simia_web.jobs.models import JobStatus
+from simia_web.jobs.models import Job, JobStatus
 from simia_web.llm.models import EndpointProfile
 from simia_web.simulation.judge import CRITERIA, PROMPT_VERSION, RUBRIC_PROMPT_VERSION
 from simia_web.synthesis.services import amplification_queue
@@ -142,3 +142,28 @@ def test_a_judging_job_told_to_use_the_best_calibrated_configuration_judges_with
     assert systems and all("Criteria:" in system for system in systems)
     judged = JudgeVerdict.objects.get(trajectory__job=job)
     assert judged.profile == other and judged.llm_call.prompt_version == RUBRIC_PROMPT_VERSION
+
+
+def test_the_queue_pages_of_judging_kinds_offer_the_best_calibrated_judge(labelled, users, client_for, seed):  # noqa: F811
+    curator = client_for("curator")
+    amplify = {"count": 1, "strategy": "round_robin", "min_messages": 2, "max_messages": 40}
+    page = curator.get("/queue/amplify/").content.decode()
+    assert '<label for="id_judge_configuration">Judge:</label>' in page
+    assert "The best-calibrated prompt and endpoint (no calibration run has finished yet)" in page
+    refused = curator.post("/queue/amplify/", {**amplify, "judge_configuration": "best_calibrated"})
+    assert refused.status_code == 200 and "no calibration run has finished" in refused.content.decode()
+    assert not Job.objects.filter(kind="amplify").exists()  # refused as the API refuses it: nothing written
+
+    calibration_job_create(prompt_version=PROMPT_VERSION, actor=users["curator"])
+    run = CalibrationRun.objects.get()
+    described = f"The best-calibrated prompt and endpoint ({PROMPT_VERSION} × stub, kappa 1.00, run {run.pk})"
+    for slug in ("synthesis", "rollouts", "amplify"):
+        page = curator.get(f"/queue/{slug}/").content.decode()
+        assert f'<option value="best_calibrated">{described}</option>' in page, slug
+        assert '<option value="route" selected>The configured judge' in page, slug  # the serializer's default
+        assert 'name="profiles"' in page and "null</textarea>" not in page, slug  # every parameter has its input
+
+    queued = curator.post("/queue/amplify/", {**amplify, "judge_configuration": "best_calibrated"})
+    assert queued.status_code == 302
+    job = Job.objects.get(kind="amplify")
+    assert job.params["judge_prompt"] == PROMPT_VERSION and job.params["profiles"] == {"judge": run.profile_id}

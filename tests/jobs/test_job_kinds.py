@@ -15,6 +15,7 @@ from simia_web.accounts.services import user_token
 from simia_web.catalog.models import Domain, Task, TaskStatus
 from simia_web.core.models import AuditEvent
 from simia_web.jobs import kinds
+from simia_web.jobs.forms import job_kind_form
 from simia_web.jobs.kinds import KIND_MAX_LENGTH, JobKind, job_kind_register
 from simia_web.jobs.models import Job, JobStatus
 from simia_web.jobs.selectors import jobs_progress
@@ -173,6 +174,13 @@ def test_the_queue_page_refuses_naming_the_limit_and_shows_the_bounds(client_for
     assert response.status_code == 200
     assert "at most 100 (SIMIA_MAX_DOMAINS_PER_JOB)" in response.content.decode()
     assert not Domain.objects.exists() and not Job.objects.exists()
+
+
+def test_every_queue_page_has_an_input_for_each_parameter_of_its_kind(db):
+    for name, job_kind in kinds.job_kinds_queueable().items():
+        rules = job_kind.parameters_serializer()().fields
+        writable = {param for param, rule in rules.items() if not rule.read_only}
+        assert writable <= set(job_kind_form(job_kind).base_fields), name
 
 
 def test_a_rollout_job_is_capped_by_its_units_whatever_the_number_of_tasks(db, settings):
