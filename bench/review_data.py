@@ -347,7 +347,7 @@ def load(rows: int) -> dict[str, PhaseTime]:
     deferred_indexes_build()
     clock.lap("search index")
     with connection.cursor() as cursor:
-        for model in (Trajectory, JudgeVerdict, Review, RuleViolation, TrajectoryChange, AuditEvent):
+        for model in (Trajectory, QueueSearchEntry, JudgeVerdict, Review, RuleViolation, TrajectoryChange, AuditEvent):
             cursor.execute(f"VACUUM ANALYZE {model._meta.db_table}")
     clock.lap("vacuum, analyze")
     rollups_rebuild()  # COPY went around the services that keep them
