@@ -45,9 +45,12 @@ def _verified(minhash, rows, exclude: int | None) -> list[Neighbour]:
     return sorted(found, key=lambda n: (-n.similarity, n.item_id))
 
 
-def _rows(corpus: str, keys, first: int | None = None):
-    """Signatures of `corpus` sharing a band key (`keys`: values or a subquery), `first` (when given) leading."""
+def _rows(corpus: str, keys, first: int | None = None, *, joinable: bool = False):
+    """Signatures of `corpus` sharing a band key (`keys`: values or a subquery), `first` (when given) leading; with
+    `joinable`, only those that lead a cluster or are in none."""
     rows = Signature.objects.filter(corpus=corpus, pk__in=Band.objects.filter(key__in=keys).values("signature_id"))
+    if joinable:
+        rows = rows.filter(Q(cluster__isnull=True) | Q(cluster=F("item_id")))
     order: list[str | OrderBy] = ["item_id"]
     if first is not None:
         order.insert(0, ExpressionWrapper(~Q(item_id=first), output_field=BooleanField()).asc())
@@ -65,9 +68,18 @@ def near_duplicates(*, corpus: str, item_id: int) -> Lookup | None:
     return Lookup(item_id, cluster, _verified(signature_load(data), rows[1:], item_id), len(rows) > CANDIDATES_MAX)
 
 
-def neighbours_of(*, corpus: str, minhash, exclude: int | None = None) -> list[Neighbour]:
-    """Indexed items of `corpus` whose similarity to `minhash` reaches the threshold."""
-    return _verified(minhash, _rows(corpus, band_keys(corpus, minhash)), exclude)
+def joinable_neighbour(*, corpus: str, minhash, exclude: int | None = None) -> Neighbour | None:
+    """The item an item with this signature joins (see services._cluster_choice): the oldest indexed item of `corpus`
+    that leads a cluster or is in none and whose similarity reaches the threshold. Other clusters' members are not
+    read, and candidates are compared oldest first until one passes: a text copied thousands of times costs a copy
+    one comparison with its cluster's representative, not hundreds."""
+    for item_id, data, cluster in _rows(corpus, band_keys(corpus, minhash), joinable=True):
+        if item_id == exclude:
+            continue
+        score = similarity(minhash, signature_load(data))
+        if score >= THRESHOLD:
+            return Neighbour(item_id, score, cluster)
+    return None
 
 
 def text_candidates(*, corpus: str, text: str) -> list[int]:

@@ -18,7 +18,7 @@ from simia_web.core.dispatch import task_send
 from .corpora import corpus_get
 from .minhash import THRESHOLD, band_keys, signature, signature_bytes, signature_load, similarity
 from .models import Band, Signature
-from .selectors import Neighbour, neighbours_of
+from .selectors import Neighbour, joinable_neighbour
 
 CHUNK = 1000
 
@@ -36,9 +36,11 @@ def _cluster_choice(item_id: int, neighbours: Iterable[Neighbour], cluster_of: C
     return other, {item_id}
 
 
-def _join(corpus: str, item_id: int, neighbours: list[Neighbour]) -> None:
-    clusters = {n.item_id: n.cluster for n in neighbours}
-    choice = _cluster_choice(item_id, neighbours, clusters.get)
+def _join(corpus: str, item_id: int, neighbour: Neighbour | None) -> None:
+    """Put the item in the cluster of the neighbour it joins (joinable_neighbour), or pair it with it."""
+    if neighbour is None:
+        return
+    choice = _cluster_choice(item_id, [neighbour], {neighbour.item_id: neighbour.cluster}.get)
     if choice is not None:
         head, joining = choice
         Signature.objects.filter(corpus=corpus, item_id__in=joining).update(cluster=head)
@@ -79,7 +81,7 @@ def item_index(*, corpus: str, item_id: int, text: str, new: bool = False) -> No
         if minhash is not None:
             row = Signature.objects.create(corpus=corpus, item_id=item_id, minhash=data)
             Band.objects.bulk_create(_bands(row, minhash))
-            _join(corpus, item_id, neighbours_of(corpus=corpus, minhash=minhash, exclude=item_id))
+            _join(corpus, item_id, joinable_neighbour(corpus=corpus, minhash=minhash, exclude=item_id))
         if len(left_behind) > 1:
             transaction.on_commit(lambda: _recluster_later(corpus, left_behind), robust=True)
 
@@ -96,7 +98,9 @@ def clusters_refresh(*, corpus: str, item_ids: list[int]) -> None:
             row = Signature.objects.select_for_update().filter(corpus=corpus, item_id=item_id).first()
             if row is None or row.cluster is not None:
                 continue
-            _join(corpus, item_id, neighbours_of(corpus=corpus, minhash=signature_load(row.minhash), exclude=item_id))
+            _join(
+                corpus, item_id, joinable_neighbour(corpus=corpus, minhash=signature_load(row.minhash), exclude=item_id)
+            )
 
 
 # ---------------------------------------------------------------- rebuild

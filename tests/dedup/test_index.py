@@ -204,3 +204,23 @@ def test_synthesized_tasks_are_checked_through_the_index_and_edits_sign_again(db
     (again,) = tasks_store(domain=domain, tasks=[{"instruction": "Hi. " + instruction}])
     assert again.status == TaskStatus.DUPLICATE and again.duplicate_of_id == first.pk
     assert Signature.objects.filter(corpus="task").count() == 5
+
+
+def test_clusters_kept_as_items_are_written_equal_a_rebuild_of_the_same_items(db):
+    """Writes cluster an item by reading only the candidates it could join, oldest first: the clusters come out
+    as the rebuild (which clusters the items in id order) makes them, for copies, near copies and chains."""
+    rng = random.Random(5)
+    bases = [words(seed) for seed in range(20, 24)]
+    texts = []
+    for _ in range(36):
+        base = rng.choice(bases)
+        texts.append(rng.choice([base, near(base, rng.randrange(100)), near(near(base, 3), rng.randrange(100))]))
+    texts += [words(seed) for seed in range(40, 44)]  # unrelated
+    rows = [make(text) for text in texts]
+    written = [cluster_of(t) for t in rows]
+    assert len(set(written) - {None}) >= len(bases)
+
+    Signature.objects.update(cluster=None)
+    Band.objects.all().delete()
+    index_rebuild(corpus=TRAJECTORIES)
+    assert [cluster_of(t) for t in rows] == written
