@@ -26,6 +26,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from django.conf import settings
+from django.core.signals import setting_changed
+from django.dispatch import receiver
 
 from .errors import ValidationFailed
 
@@ -65,15 +67,20 @@ class JsonLimits:
     @classmethod
     def from_settings(cls, **overrides) -> "JsonLimits":
         """The settings' limits; the value budget follows the byte limit unless it is given."""
-        configured = (
-            settings.SIMIA_JSON_MAX_BYTES,
-            settings.SIMIA_JSON_MAX_DEPTH,
-            settings.SIMIA_JSON_MAX_STRING,
-            settings.SIMIA_JSON_MAX_KEYS,
-            settings.SIMIA_JSON_MAX_ITEMS,
-            settings.SIMIA_JSON_BYTES_PER_VALUE,
-        )
-        return _limits_built(configured, tuple(sorted(overrides.items())))
+        if not overrides:
+            return _settings_limits()
+        return _limits_built(_configured(), tuple(sorted(overrides.items())))
+
+
+def _configured() -> tuple:
+    return (
+        settings.SIMIA_JSON_MAX_BYTES,
+        settings.SIMIA_JSON_MAX_DEPTH,
+        settings.SIMIA_JSON_MAX_STRING,
+        settings.SIMIA_JSON_MAX_KEYS,
+        settings.SIMIA_JSON_MAX_ITEMS,
+        settings.SIMIA_JSON_BYTES_PER_VALUE,
+    )
 
 
 # Limits are built once per set of settings and overrides: building the frozen dataclass twice took longer than
@@ -92,6 +99,19 @@ def _limits_built(configured: tuple, overrides: tuple) -> JsonLimits:
         max_values=max(1, max_bytes // bytes_per_value),
     )
     return replace(limits, **chosen)
+
+
+@functools.cache
+def _settings_limits() -> JsonLimits:
+    """The settings' own limits, read once: six settings reads per document cost as much as checking a small one
+    (a tool call's arguments). Forgotten when a SIMIA_JSON_* setting changes (override_settings)."""
+    return _limits_built(_configured(), ())
+
+
+@receiver(setting_changed)
+def _settings_limits_forget(*, setting: str, **kwargs) -> None:
+    if setting.startswith("SIMIA_JSON_"):
+        _settings_limits.cache_clear()
 
 
 def bytes_bounded(chunks, *, limit: int, where: str) -> bytes:

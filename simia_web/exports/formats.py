@@ -37,7 +37,7 @@ import orjson
 from django.utils import timezone
 
 from simia_web.catalog.models import Domain, Task
-from simia_web.formats.openai import canonical_to_openai, openai_problems
+from simia_web.formats.openai import openai_problems, strict_to_openai
 from simia_web.formats.sharegpt import canonical_to_sharegpt, sharegpt_dataset_info, sharegpt_problems, sharegpt_repair
 from simia_web.formats.tau2 import (
     tau2_simulation,
@@ -74,7 +74,7 @@ def write_openai(stream, queryset, stats: ExportStats, label: str, manifest: Man
         conversation = strict_conversation(row, stats)
         if conversation is None:
             continue
-        record = canonical_to_openai(*conversation)
+        record = strict_to_openai(*conversation)
         if format_refused(row, stats, "openai", openai_problems(record)):
             continue
         line = json_line(record)
