@@ -23,6 +23,7 @@ import json
 import math
 import re
 from dataclasses import dataclass, replace
+from itertools import count, repeat
 from typing import Any
 
 from django.conf import settings
@@ -244,6 +245,9 @@ def value_check(value, *, where: str = "", limits: JsonLimits | None = None) -> 
     values = 0
     while stack:
         node, depth, trail = stack.pop()
+        # The commonest leaf, a short ASCII string without NUL, passes here without a call (_text_problem's checks).
+        if type(node) is str and len(node) <= limits.max_string and node.isascii() and "\x00" not in node:
+            continue
         problem = _node_problem(node, depth, limits)
         if problem is None and isinstance(node, (dict, list)):
             values += max(1, len(node))  # as values_count_check counts them: its items, or itself when empty
@@ -252,10 +256,11 @@ def value_check(value, *, where: str = "", limits: JsonLimits | None = None) -> 
         if problem:
             raise JsonRefused(where, problem, _path(trail))
         # A child's place is its parent's trail and its key, spelled out only for a refusal.
+        # (item, depth + 1, (trail, key)) for each child, in order, the tuples built by zip rather than a generator.
         if isinstance(node, dict):
-            stack.extend((item, depth + 1, (trail, key)) for key, item in node.items())
+            stack.extend(zip(node.values(), repeat(depth + 1), zip(repeat(trail), node)))
         elif isinstance(node, list):
-            stack.extend((item, depth + 1, (trail, index)) for index, item in enumerate(node))
+            stack.extend(zip(node, repeat(depth + 1), zip(repeat(trail), count())))
 
 
 def _path(trail) -> str:
@@ -297,9 +302,20 @@ def _node_problem(node, depth: int, limits: JsonLimits) -> str | None:
         return f"an array of more than {limits.max_items:,} items" if len(node) > limits.max_items else None
     if len(node) > limits.max_keys:
         return f"an object with more than {limits.max_keys:,} keys"
-    if any(not isinstance(key, str) or len(key) > limits.max_string for key in node):
-        return f"an object key that is not a string of at most {limits.max_string:,} characters"
-    return next((f"an object key that is {problem}" for key in node if (problem := _text_problem(key, limits))), None)
+    return _keys_problem(node, limits)
+
+
+def _keys_problem(node: dict, limits: JsonLimits) -> str | None:
+    """Two passes, as every key's type and length is named before any key's text (loops: no generator per object)."""
+    for key in node:
+        if not isinstance(key, str) or len(key) > limits.max_string:
+            return f"an object key that is not a string of at most {limits.max_string:,} characters"
+    for key in node:
+        if not key.isascii() or "\x00" in key:  # an ASCII key without NUL has no problem _text_problem names
+            problem = _text_problem(key, limits)
+            if problem:
+                return f"an object key that is {problem}"
+    return None
 
 
 def _short(key: str) -> str:

@@ -94,5 +94,3 @@ def write_parquet_shards(shards: Shards, queryset, stats: ExportStats, label: st
         manifest.add(row, line)
         stats.written(row, conversation[0])
     writer.close()
-
-
