@@ -2,7 +2,8 @@
 rules and repairs are formats/*'s; this module streams them through the gate and records their provenance).
 
 Every writer streams: it reads trajectories in batches from one cursor (rows_stream) and writes
-each record as soon as it is converted and checked, so memory stays flat at any size.
+each record as soon as it is converted and checked (lines of the manifest and of the ShareGPT zip in
+blocks of about 64 KB, records.Lines), so memory stays flat at any size.
 
 The gate: a record is written only when the trajectory's messages and tools pass the strict normaliser
 (formats.conversation.messages_strict and tools_list, the check people's input goes through; the record is
