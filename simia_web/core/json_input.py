@@ -23,9 +23,12 @@ import json
 import math
 import re
 from dataclasses import dataclass, replace
+from itertools import count, repeat
 from typing import Any
 
 from django.conf import settings
+from django.core.signals import setting_changed
+from django.dispatch import receiver
 
 from .errors import ValidationFailed
 
@@ -65,15 +68,20 @@ class JsonLimits:
     @classmethod
     def from_settings(cls, **overrides) -> "JsonLimits":
         """The settings' limits; the value budget follows the byte limit unless it is given."""
-        configured = (
-            settings.SIMIA_JSON_MAX_BYTES,
-            settings.SIMIA_JSON_MAX_DEPTH,
-            settings.SIMIA_JSON_MAX_STRING,
-            settings.SIMIA_JSON_MAX_KEYS,
-            settings.SIMIA_JSON_MAX_ITEMS,
-            settings.SIMIA_JSON_BYTES_PER_VALUE,
-        )
-        return _limits_built(configured, tuple(sorted(overrides.items())))
+        if not overrides:
+            return _settings_limits()
+        return _limits_built(_configured(), tuple(sorted(overrides.items())))
+
+
+def _configured() -> tuple:
+    return (
+        settings.SIMIA_JSON_MAX_BYTES,
+        settings.SIMIA_JSON_MAX_DEPTH,
+        settings.SIMIA_JSON_MAX_STRING,
+        settings.SIMIA_JSON_MAX_KEYS,
+        settings.SIMIA_JSON_MAX_ITEMS,
+        settings.SIMIA_JSON_BYTES_PER_VALUE,
+    )
 
 
 # Limits are built once per set of settings and overrides: building the frozen dataclass twice took longer than
@@ -92,6 +100,19 @@ def _limits_built(configured: tuple, overrides: tuple) -> JsonLimits:
         max_values=max(1, max_bytes // bytes_per_value),
     )
     return replace(limits, **chosen)
+
+
+@functools.cache
+def _settings_limits() -> JsonLimits:
+    """The settings' own limits, read once: six settings reads per document cost as much as checking a small one
+    (a tool call's arguments). Forgotten when a SIMIA_JSON_* setting changes (override_settings)."""
+    return _limits_built(_configured(), ())
+
+
+@receiver(setting_changed)
+def _settings_limits_forget(*, setting: str, **kwargs) -> None:
+    if setting.startswith("SIMIA_JSON_"):
+        _settings_limits.cache_clear()
 
 
 def bytes_bounded(chunks, *, limit: int, where: str) -> bytes:
@@ -224,6 +245,9 @@ def value_check(value, *, where: str = "", limits: JsonLimits | None = None) -> 
     values = 0
     while stack:
         node, depth, trail = stack.pop()
+        # The commonest leaf, a short ASCII string without NUL, passes here without a call (_text_problem's checks).
+        if type(node) is str and len(node) <= limits.max_string and node.isascii() and "\x00" not in node:
+            continue
         problem = _node_problem(node, depth, limits)
         if problem is None and isinstance(node, (dict, list)):
             values += max(1, len(node))  # as values_count_check counts them: its items, or itself when empty
@@ -232,10 +256,11 @@ def value_check(value, *, where: str = "", limits: JsonLimits | None = None) -> 
         if problem:
             raise JsonRefused(where, problem, _path(trail))
         # A child's place is its parent's trail and its key, spelled out only for a refusal.
+        # (item, depth + 1, (trail, key)) for each child, in order, the tuples built by zip rather than a generator.
         if isinstance(node, dict):
-            stack.extend((item, depth + 1, (trail, key)) for key, item in node.items())
+            stack.extend(zip(node.values(), repeat(depth + 1), zip(repeat(trail), node)))
         elif isinstance(node, list):
-            stack.extend((item, depth + 1, (trail, index)) for index, item in enumerate(node))
+            stack.extend(zip(node, repeat(depth + 1), zip(repeat(trail), count())))
 
 
 def _path(trail) -> str:
@@ -277,9 +302,20 @@ def _node_problem(node, depth: int, limits: JsonLimits) -> str | None:
         return f"an array of more than {limits.max_items:,} items" if len(node) > limits.max_items else None
     if len(node) > limits.max_keys:
         return f"an object with more than {limits.max_keys:,} keys"
-    if any(not isinstance(key, str) or len(key) > limits.max_string for key in node):
-        return f"an object key that is not a string of at most {limits.max_string:,} characters"
-    return next((f"an object key that is {problem}" for key in node if (problem := _text_problem(key, limits))), None)
+    return _keys_problem(node, limits)
+
+
+def _keys_problem(node: dict, limits: JsonLimits) -> str | None:
+    """Two passes, as every key's type and length is named before any key's text (loops: no generator per object)."""
+    for key in node:
+        if not isinstance(key, str) or len(key) > limits.max_string:
+            return f"an object key that is not a string of at most {limits.max_string:,} characters"
+    for key in node:
+        if not key.isascii() or "\x00" in key:  # an ASCII key without NUL has no problem _text_problem names
+            problem = _text_problem(key, limits)
+            if problem:
+                return f"an object key that is {problem}"
+    return None
 
 
 def _short(key: str) -> str:

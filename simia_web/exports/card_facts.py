@@ -89,7 +89,7 @@ def _strings(value) -> list[str]:
 
 
 def _staged(provenance: dict, many: str, one: str) -> list[str]:
-    """"stage: value" pairs a provenance names: `{many: {stage: value}}` (rollouts) or `{stage, one: value}`."""
+    """The "stage: value" pairs a provenance names: `{many: {stage: value}}` (rollouts) or `{stage, one: value}`."""
     found = _strings(provenance.get(many))
     if isinstance(provenance.get(one), str) and provenance[one]:
         found.append(f"{provenance.get('stage') or 'unknown'}: {provenance[one]}")
@@ -186,9 +186,10 @@ class DatasetFacts:
                 function = call["function"]
                 names.append(function["name"])
                 parts += (function["name"], function["arguments"])
-        if names:
-            self.api_calls.update(names)
-            self.api_records.update(set(names))
+        for name in names:  # a loop: Counter.update costs more than counting the few names of a record
+            self.api_calls[name] += 1
+        for name in set(names):
+            self.api_records[name] += 1
         self.turns.add(turns)
         self.tool_calls.add(len(names))
         self.lengths.add(self.length(parts))
@@ -204,7 +205,9 @@ class DatasetFacts:
             self.models[f"judge: {verdict['model']}"] += 1
         if row.get("seed_id"):
             self.seeds[row["seed_id"]] += 1
-        self.calls.add(_call_ids(row))
+        call_ids = _call_ids(row)
+        if call_ids:
+            self.calls.add(call_ids)
 
     # The counters of what a provenance names per stage, with the keys it names them under.
     STAGED = (

@@ -2,7 +2,8 @@
 rules and repairs are formats/*'s; this module streams them through the gate and records their provenance).
 
 Every writer streams: it reads trajectories in batches from one cursor (rows_stream) and writes
-each record as soon as it is converted and checked, so memory stays flat at any size.
+each record as soon as it is converted and checked (lines of the manifest and of the ShareGPT zip in
+blocks of about 64 KB, records.Lines), so memory stays flat at any size.
 
 The gate: a record is written only when the trajectory's messages and tools pass the strict normaliser
 (formats.conversation.messages_strict and tools_list, the check people's input goes through; the record is
@@ -37,7 +38,7 @@ import orjson
 from django.utils import timezone
 
 from simia_web.catalog.models import Domain, Task
-from simia_web.formats.openai import canonical_to_openai, openai_problems
+from simia_web.formats.openai import openai_problems, strict_to_openai
 from simia_web.formats.sharegpt import canonical_to_sharegpt, sharegpt_dataset_info, sharegpt_problems, sharegpt_repair
 from simia_web.formats.tau2 import (
     tau2_simulation,
@@ -52,6 +53,7 @@ from .files import Shards
 from .records import (
     ROW_FIELDS,
     ExportStats,
+    Lines,
     Manifest,
     format_refused,
     json_line,
@@ -74,7 +76,7 @@ def write_openai(stream, queryset, stats: ExportStats, label: str, manifest: Man
         conversation = strict_conversation(row, stats)
         if conversation is None:
             continue
-        record = canonical_to_openai(*conversation)
+        record = strict_to_openai(*conversation)
         if format_refused(row, stats, "openai", openai_problems(record)):
             continue
         line = json_line(record)
@@ -104,7 +106,8 @@ class _ZipTarget:
 
 def write_sharegpt(stream, queryset, stats: ExportStats, label: str, manifest: Manifest) -> None:
     with zipfile.ZipFile(_ZipTarget(stream), "w", compression=zipfile.ZIP_DEFLATED) as archive:
-        with archive.open("data.jsonl", "w", force_zip64=True) as data:
+        with archive.open("data.jsonl", "w", force_zip64=True) as entry:
+            data = Lines(entry)  # a zip entry's write (checksum, compress, write) costs most per call
             for row in record_rows(queryset):
                 conversation = strict_conversation(row, stats)
                 if conversation is None:
@@ -114,9 +117,10 @@ def write_sharegpt(stream, queryset, stats: ExportStats, label: str, manifest: M
                     continue
                 stats.repaired_count += bool(repairs)
                 line = json_line({**record, "trajectory_id": row["id"]})
-                data.write(line + b"\n")
+                data.add(line)
                 manifest.add(row, line)
                 stats.written(row, conversation[0])
+            data.flush()
         info = sharegpt_dataset_info(label, "data.jsonl")
         archive.writestr("dataset_info.json", json.dumps(info, indent=2, ensure_ascii=False))
         with archive.open(MANIFEST_ENTRY, "w", force_zip64=True) as entry:

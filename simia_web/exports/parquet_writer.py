@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from simia_web.catalog.models import Domain
-from simia_web.formats.openai import canonical_to_openai, openai_problems
+from simia_web.formats.openai import openai_problems, strict_to_openai
 from simia_web.formats.parquet import SCHEMA, parquet_row
 
 from .files import HashingWriter, Shards
@@ -76,7 +76,7 @@ def write_parquet_shards(shards: Shards, queryset, stats: ExportStats, label: st
         conversation = strict_conversation(row, stats)
         if conversation is None:
             continue
-        record = canonical_to_openai(*conversation)
+        record = strict_to_openai(*conversation)
         if format_refused(row, stats, "parquet", openai_problems(record)):
             continue
         decision, verdict = row["decision"] or {}, row["verdict"] or {}
@@ -94,5 +94,3 @@ def write_parquet_shards(shards: Shards, queryset, stats: ExportStats, label: st
         manifest.add(row, line)
         stats.written(row, conversation[0])
     writer.close()
-
-

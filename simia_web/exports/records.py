@@ -22,6 +22,7 @@ CHUNK_SIZE = 500
 REFUSALS_KEPT = 1000
 # Records between two reports of an export's progress (ExportStats.progress).
 PROGRESS_EVERY = 1000
+LINES_BYTES = 64 * 1024
 ROW_FIELDS = (
     "id",
     "domain_id",
@@ -96,6 +97,29 @@ class ExportStats:
             self.progress(self.handled)
 
 
+class Lines:
+    """Lines for a binary stream, written about LINES_BYTES at a time: what a stream does per write (hash, compress,
+    call into the file) is done once per block of records rather than once per record, and the bytes are the same.
+    (Blocks much larger were slower: each fresh block costs memory faults.)"""
+
+    def __init__(self, stream):
+        self.stream = stream
+        self.pending: list[bytes] = []
+        self.pending_bytes = 0
+
+    def add(self, line: bytes) -> None:
+        self.pending.append(line)
+        self.pending_bytes += len(line)
+        if self.pending_bytes >= LINES_BYTES:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.pending:
+            self.pending.append(b"")  # every line ends with its newline
+            self.stream.write(b"\n".join(self.pending))
+            self.pending, self.pending_bytes = [], 0
+
+
 class Manifest:
     """`manifest.jsonl`: one line per record written, in the data's order, naming where it came from.
 
@@ -110,6 +134,7 @@ class Manifest:
 
     def __init__(self, stream, path: Path):
         self.stream, self.path, self.count = stream, path, 0
+        self.lines = Lines(stream)
 
     def add(self, row: dict, record: bytes) -> None:
         decision = row["decision"] or {}
@@ -131,12 +156,17 @@ class Manifest:
             "judge_version": verdict.get("version"),
             "sha256": hashlib.sha256(record).hexdigest(),
         }
-        self.stream.write(orjson.dumps(line) + b"\n")
+        self.lines.add(orjson.dumps(line))
         self.count += 1
+
+    def flush(self) -> None:
+        """Write the lines still held (the writer of the file set calls it once the records are written)."""
+        self.lines.flush()
+        self.stream.flush()
 
     def copy_into(self, target) -> None:
         """Write the manifest so far into `target` (an open zip entry), reading it back from its file."""
-        self.stream.flush()
+        self.flush()
         with open(self.path, "rb") as written:
             shutil.copyfileobj(written, target)
 

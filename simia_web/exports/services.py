@@ -157,6 +157,7 @@ def _export_into(
     try:
         with _read_transaction(), open(manifest_path, "wb") as manifest_file:
             manifest_stream = HashingWriter(manifest_file)
+            manifest = Manifest(manifest_stream, manifest_path)
             queryset = export_queryset(filters)
             if options.dedup:
                 queryset, dedup = export_deduplicated(queryset, options.dedup)
@@ -172,9 +173,10 @@ def _export_into(
                 folder=folder,
                 names=names,
                 stats=stats,
-                manifest=Manifest(manifest_stream, manifest_path),
+                manifest=manifest,
                 options=options,
             )
+            manifest.flush()
             if progress is not None:
                 # Everything read has been handled. On PostgreSQL the count and the rows' cursor are two statements
                 # (read committed), so trajectories changed in between can make the count off: the end says what was.

@@ -33,6 +33,16 @@ def canonical_to_openai(messages: list[dict], tools: list[dict]) -> dict:
     return {"messages": out, "tools": tools_list(tools)}
 
 
+def strict_to_openai(messages: list[dict], tools: list[dict]) -> dict:
+    """canonical_to_openai of what the strict normaliser returned (messages_strict, tools_list), equal to it without
+    building each message, call and tool again: those already have the record's shape, but for the `name` a tool
+    result may keep, which the record leaves out. The record shares their dicts: neither is changed afterwards."""
+    return {
+        "messages": [{k: v for k, v in m.items() if k != "name"} if "name" in m else m for m in messages],
+        "tools": tools,
+    }
+
+
 def _call_problems(call: dict, where: str, names: set[str]) -> list[str]:
     problems = []
     name = call["function"]["name"]

@@ -84,3 +84,27 @@ def test_rest_bodies_are_refused_at_the_byte_limit(users, settings):
     client.credentials(HTTP_AUTHORIZATION=f"Token {user_token(user=users['curator'])}")
     response = client.post("/api/v1/jobs/", '{"kind": "' + "x" * 2000 + '"}', content_type="application/json")
     assert response.status_code == 400 and response.json() == {"body": ["larger than the limit of 1,000 bytes"]}
+
+
+def test_the_settings_limits_follow_a_change_of_the_settings(settings):
+    json_parse('"' + "x" * 50 + '"')
+    settings.SIMIA_JSON_MAX_STRING = 10
+    with pytest.raises(JsonRefused, match="a string longer than 10 characters"):
+        json_parse('"' + "x" * 50 + '"')
+
+
+@pytest.mark.parametrize(
+    "value,message",
+    [
+        ({"ok": 1, "a\x00": 1, "k" * 11: 1}, "an object key that is not a string of at most 10 characters"),
+        ({"ok": 1, "a\x00": 1}, "an object key that is a string with a NUL character (\\u0000)"),
+        ({"é\ud800": 1}, "an object key that is a string with an unpaired UTF-16 surrogate"),
+        ({"a": ["fine", "x\x00"]}, "a string with a NUL character (\\u0000)"),
+        ({"a": "\ud800"}, "a string with an unpaired UTF-16 surrogate"),
+    ],
+)
+def test_keys_and_strings_are_refused_for_the_first_problem_named(value, message):
+    """Every key's type and length is checked before any key's text; short ASCII text passes without more checks."""
+    with pytest.raises(JsonRefused) as refused:
+        value_check(value, limits=LIMITS)
+    assert refused.value.message == message

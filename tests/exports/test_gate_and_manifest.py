@@ -253,3 +253,25 @@ def test_the_export_command_writes_the_manifest_and_report_beside_the_data(tmp_p
     assert len(_manifest(tmp_path / "retail.manifest.jsonl")) == 1
     assert json.loads((tmp_path / "retail.report.json").read_text())["left_out"] == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["retail.jsonl", "retail.manifest.jsonl", "retail.report.json"]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("fmt", ["openai", "sharegpt"])
+def test_lines_written_in_blocks_are_the_bytes_written_one_at_a_time(tmp_path, fmt, monkeypatch):
+    from simia_web.exports import records
+
+    shop = domain_make()
+    for i in range(7):
+        trajectory_make(shop, messages=conversation(f"W{i}"))
+    trajectory_make(shop, messages=_broken("arguments_not_json"))  # refused between records written
+    written = {}
+    for block_bytes in (1, 1500, records.LINES_BYTES):  # a block per line, several lines, all of them
+        monkeypatch.setattr(records, "LINES_BYTES", block_bytes)
+        folder = tmp_path / str(block_bytes)
+        result = export_write(format=fmt, filters=export_filters_clean({}), path=folder / "data.out")
+        manifest = (folder / "data.manifest.jsonl").read_bytes()
+        assert result.file("manifest").sha256 == hashlib.sha256(manifest).hexdigest()
+        written[block_bytes] = (_records(fmt, folder / "data.out"), manifest, result.stats.count)
+    first, *others = written.values()
+    assert first[2] == 7 and len(first[0]) == 7 and len(first[1].splitlines()) == 7
+    assert all(other == first for other in others)
