@@ -61,7 +61,7 @@ class ExportStats:
     refusal_reasons: Counter = field(default_factory=Counter)
     refusals: list = field(default_factory=list)
     facts: DatasetFacts = field(default_factory=DatasetFacts)
-    # Told the records handled so far (see `handled`) every PROGRESS_EVERY of them: a countdown per record, no call.
+    # Told the records handled so far (see `handled`) every PROGRESS_EVERY of them.
     progress: Callable[[int], None] | None = None
     _until_progress: int = field(init=False, repr=False, default=0)
 
@@ -77,9 +77,7 @@ class ExportStats:
         """A record is in the data: count it, and hand it (with its strict messages) to the dataset card."""
         self.count += 1
         self.facts.add(row, messages)
-        self._until_progress -= 1
-        if not self._until_progress:
-            self._progress_report()
+        self._handled_one()
 
     def refuse(self, trajectory_id: int, reasons: list[str]) -> None:
         self.refused_count += 1
@@ -87,14 +85,15 @@ class ExportStats:
             self.refusal_reasons[kind] += 1
         if len(self.refusals) < REFUSALS_KEPT:
             self.refusals.append({"trajectory": trajectory_id, "reasons": reasons})
+        self._handled_one()
+
+    def _handled_one(self) -> None:
+        """Count down to the next report of progress (every PROGRESS_EVERY records written or left out)."""
         self._until_progress -= 1
         if not self._until_progress:
-            self._progress_report()
-
-    def _progress_report(self) -> None:
-        self._until_progress = PROGRESS_EVERY
-        if self.progress is not None:
-            self.progress(self.handled)
+            self._until_progress = PROGRESS_EVERY
+            if self.progress is not None:
+                self.progress(self.handled)
 
 
 class Lines:
