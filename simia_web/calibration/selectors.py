@@ -95,20 +95,20 @@ def _kept_figures(name: str, fingerprint: str, compute: Callable[[], dict]) -> d
     return computed
 
 
-def inter_annotator_agreement() -> dict:
+def inter_annotator_agreement(*, ratings: str | None = None) -> dict:
     """Krippendorff's alpha per criterion between the annotators of the current ratings (see figures), computed once
-    per state of the ratings."""
-    return _kept_figures(
-        "inter_annotator", ratings_fingerprint(), lambda: figures.inter_annotator(current_rating_rows())
-    )
+    per state of the ratings (`ratings`: their fingerprint, when the caller has read it already)."""
+    ratings = ratings or ratings_fingerprint()
+    return _kept_figures("inter_annotator", ratings, lambda: figures.inter_annotator(current_rating_rows()))
 
 
-def verdicts_against_people() -> dict:
+def verdicts_against_people(*, ratings: str | None = None) -> dict:
     """The judge's latest verdict on each rated item's current text against the people's ratings of it, computed once
-    per state of the ratings and of the verdicts on rated items (verdicts are only ever added)."""
+    per state of the ratings (`ratings`, as above) and of the verdicts on rated items (verdicts are only added)."""
     rated = CriterionRating.objects.values("trajectory_id")
     verdicts = JudgeVerdict.objects.filter(trajectory_id__in=rated).count()
-    return _kept_figures("judge_against_people", f"{ratings_fingerprint()}:{verdicts}", _verdicts_against_people)
+    ratings = ratings or ratings_fingerprint()
+    return _kept_figures("judge_against_people", f"{ratings}:{verdicts}", _verdicts_against_people)
 
 
 def _verdicts_against_people() -> dict:

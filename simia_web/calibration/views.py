@@ -158,12 +158,13 @@ def calibration_page(request, pk: int | None = None):
 def agreement_panel(request):
     """The agreement page's per-criterion part (loaded by htmx): the judge's verdicts standing on the rated texts
     against people's ratings, and agreement between annotators."""
+    ratings = selectors.ratings_fingerprint()  # read once for both figures
     return render(
         request,
         "calibration/_agreement.html",
         {
-            "figures": selectors.verdicts_against_people(),
+            "figures": selectors.verdicts_against_people(ratings=ratings),
             "criteria": ROWS,
-            "iaa": selectors.inter_annotator_agreement(),
+            "iaa": selectors.inter_annotator_agreement(ratings=ratings),
         },
     )
