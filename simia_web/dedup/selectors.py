@@ -6,9 +6,12 @@ threshold. At most CANDIDATES_MAX candidates are read (the oldest first), so a t
 a bounded lookup; its cluster still holds every copy.
 """
 
+import functools
 from dataclasses import dataclass
+from typing import cast
 
-from django.db.models import BooleanField, Count, ExpressionWrapper, F, OrderBy, Q, Window
+from django.db import connection
+from django.db.models import BooleanField, Count, ExpressionWrapper, F, Field, Model, OrderBy, Q, Window
 from django.db.models.functions import RowNumber
 
 from .minhash import THRESHOLD, band_keys, signature, signature_load, similarity
@@ -45,12 +48,9 @@ def _verified(minhash, rows, exclude: int | None) -> list[Neighbour]:
     return sorted(found, key=lambda n: (-n.similarity, n.item_id))
 
 
-def _rows(corpus: str, keys, first: int | None = None, *, joinable: bool = False):
-    """Signatures of `corpus` sharing a band key (`keys`: values or a subquery), `first` (when given) leading; with
-    `joinable`, only those that lead a cluster or are in none."""
+def _rows(corpus: str, keys, first: int | None = None):
+    """Signatures of `corpus` sharing a band key (`keys`: values or a subquery), `first` (when given) leading."""
     rows = Signature.objects.filter(corpus=corpus, pk__in=Band.objects.filter(key__in=keys).values("signature_id"))
-    if joinable:
-        rows = rows.filter(Q(cluster__isnull=True) | Q(cluster=F("item_id")))
     order: list[str | OrderBy] = ["item_id"]
     if first is not None:
         order.insert(0, ExpressionWrapper(~Q(item_id=first), output_field=BooleanField()).asc())
@@ -68,12 +68,38 @@ def near_duplicates(*, corpus: str, item_id: int) -> Lookup | None:
     return Lookup(item_id, cluster, _verified(signature_load(data), rows[1:], item_id), len(rows) > CANDIDATES_MAX)
 
 
+@functools.cache
+def _joinable_sql(vendor: str, keys: int) -> str:
+    """The signatures of a corpus sharing one of `keys` that lead a cluster or are in none, oldest first, as SQL
+    written once: every item written makes this lookup, and building it through the ORM cost more CPU than the
+    rest of the item's indexing (see core.rows)."""
+
+    def column(model: type[Model], name: str) -> str:
+        return connection.ops.quote_name(cast(str, cast(Field, model._meta.get_field(name)).column))
+
+    item, cluster = column(Signature, "item_id"), column(Signature, "cluster")
+    in_band = (
+        f"SELECT {column(Band, 'signature')} FROM {connection.ops.quote_name(Band._meta.db_table)} "
+        f"WHERE {column(Band, 'key')} IN ({', '.join(['%s'] * keys)})"
+    )
+    return (
+        f"SELECT {item}, {column(Signature, 'minhash')}, {cluster} "
+        f"FROM {connection.ops.quote_name(Signature._meta.db_table)} WHERE {column(Signature, 'corpus')} = %s "
+        f"AND ({cluster} IS NULL OR {cluster} = {item}) AND {column(Signature, 'id')} IN ({in_band}) "
+        f"ORDER BY {item} LIMIT {CANDIDATES_MAX + 1}"
+    )
+
+
 def joinable_neighbour(*, corpus: str, minhash, exclude: int | None = None) -> Neighbour | None:
     """The item an item with this signature joins (see services._cluster_choice): the oldest indexed item of `corpus`
     that leads a cluster or is in none and whose similarity reaches the threshold. Other clusters' members are not
     read, and candidates are compared oldest first until one passes: a text copied thousands of times costs a copy
     one comparison with its cluster's representative, not hundreds."""
-    for item_id, data, cluster in _rows(corpus, band_keys(corpus, minhash), joinable=True):
+    keys = band_keys(corpus, minhash)
+    with connection.cursor() as cursor:
+        cursor.execute(_joinable_sql(connection.vendor, len(keys)), [corpus, *keys])
+        rows = cursor.fetchall()
+    for item_id, data, cluster in rows:
         if item_id == exclude:
             continue
         score = similarity(minhash, signature_load(data))

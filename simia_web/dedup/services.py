@@ -7,13 +7,17 @@ item that merely chains to the kept one through others. An item whose text chang
 again; when a representative changes, its former members are clustered again by a follow-up task.
 """
 
+import functools
 import heapq
 from collections.abc import Callable, Iterable
+from typing import cast
 
 from datasketch import MinHash
-from django.db import transaction
+from django.db import connection, transaction
+from django.db.models import Field
 
 from simia_web.core.dispatch import task_send
+from simia_web.core.rows import rows_insert
 
 from .corpora import corpus_get
 from .minhash import THRESHOLD, band_keys, signature, signature_bytes, signature_load, similarity
@@ -43,7 +47,22 @@ def _join(corpus: str, item_id: int, neighbour: Neighbour | None) -> None:
     choice = _cluster_choice(item_id, [neighbour], {neighbour.item_id: neighbour.cluster}.get)
     if choice is not None:
         head, joining = choice
-        Signature.objects.filter(corpus=corpus, item_id__in=joining).update(cluster=head)
+        with connection.cursor() as cursor:
+            cursor.execute(_cluster_set_sql(connection.vendor, len(joining)), [head, corpus, *joining])
+
+
+@functools.cache
+def _cluster_set_sql(vendor: str, items: int) -> str:
+    """Signature.objects.filter(corpus=..., item_id__in=...).update(cluster=...) as SQL written once, for _join
+    (see core.rows): every item written makes it when it finds a neighbour."""
+
+    def column(name: str) -> str:
+        return connection.ops.quote_name(cast(str, cast(Field, Signature._meta.get_field(name)).column))
+
+    return (
+        f"UPDATE {connection.ops.quote_name(Signature._meta.db_table)} SET {column('cluster')} = %s "
+        f"WHERE {column('corpus')} = %s AND {column('item_id')} IN ({', '.join(['%s'] * items)})"
+    )
 
 
 def _leave(row: Signature) -> list[int]:
@@ -79,8 +98,9 @@ def item_index(*, corpus: str, item_id: int, text: str, new: bool = False) -> No
         if row is not None:
             row.delete()
         if minhash is not None:
-            row = Signature.objects.create(corpus=corpus, item_id=item_id, minhash=data)
-            Band.objects.bulk_create(_bands(row, minhash))
+            # As fixed SQL (core.rows): every trajectory a job writes is signed here, in its unit's transaction.
+            row = rows_insert([Signature(corpus=corpus, item_id=item_id, minhash=data)])[0]
+            rows_insert(_bands(row, minhash))
             _join(corpus, item_id, joinable_neighbour(corpus=corpus, minhash=minhash, exclude=item_id))
         if len(left_behind) > 1:
             transaction.on_commit(lambda: _recluster_later(corpus, left_behind), robust=True)

@@ -14,6 +14,8 @@ from contextvars import ContextVar
 
 from django.db import transaction
 
+from simia_web.core.rows import rows_insert
+
 from .models import EndpointProfile, LLMCall
 from .selectors import profile_endpoint, profile_findings
 from .signals import llm_call_invalidated, llm_calls_recorded
@@ -98,7 +100,7 @@ def llm_calls_write(calls: list[LLMCall]) -> None:
     unwritten = [call for call in calls if call.pk is None]
     if unwritten:
         try:
-            LLMCall.objects.bulk_create(unwritten)
+            rows_insert(unwritten)  # fixed SQL (core.rows): every unit of every job writes its calls
         except Exception:  # rolled back: a batch written before the failure is not written after all
             for call in unwritten:
                 call.pk = None

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from simia_web.catalog.models import Api, Domain, Task
 from simia_web.catalog.references import ReferenceConfig, ReferenceSession, reference_for
 from simia_web.catalog.selectors import domain_unusable_reason, domain_with_valid_apis
+from simia_web.core.rows import row_by_pk
 from simia_web.curation.models import TrajectoryKind
 from simia_web.curation.services import trajectory_create
 from simia_web.formats.conversation import Violation, message_text
@@ -73,9 +74,10 @@ def rollout_units(task_ids: list[int], rollouts: int) -> list[UnitPlan]:
 
 def rollout_unit_run(job, unit):
     """Roll out the unit's task and return the writer that stores the trajectory."""
-    # Only what a rollout reads: a task's other columns (provenance, API lists) are a third of the read's CPU.
+    # Only what a rollout reads (a task's other columns, provenance and API lists, are a third of the read's CPU),
+    # as fixed SQL (core.rows).
     fields = ("domain_id", "instruction", "expected_outcome", "user_scenario")
-    task = Task.objects.only(*fields).get(pk=unit.params["task"])
+    task = row_by_pk(Task, unit.params["task"], fields)
     domain, apis = domain_with_valid_apis(task.domain_id, job_id=job.pk)
     domain_require_usable(domain)
     reference = None
