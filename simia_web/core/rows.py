@@ -6,7 +6,7 @@ against about 0.15 ms to send the same statement as SQL; a rollout unit made a d
 per model and number of rows from the model's own table and columns (like jobs.unit_rows), and values go through
 each field's pre_save and get_db_prep_save as in Django's own insert, so the rows are the ones save() writes.
 
-No pre_save or post_save signal is sent: a model that has receivers for them is written by bulk_create instead.
+Where a model has pre_save or post_save receivers, its instances are saved one by one instead, so they hear of them.
 """
 
 import functools
@@ -40,7 +40,9 @@ def rows_insert[M: Model](objs: list[M]) -> list[M]:
         return objs
     model = type(objs[0])
     if pre_save.has_listeners(model) or post_save.has_listeners(model):
-        return model._default_manager.bulk_create(objs)
+        for obj in objs:
+            obj.save(force_insert=True)  # its receivers hear of it
+        return objs
     written, returned, sql = _insert(connection.vendor, model, len(objs))
     most = connection.features.max_query_params
     if not connection.features.can_return_rows_from_bulk_insert or (most and len(objs) * len(written) > most):
@@ -48,6 +50,8 @@ def rows_insert[M: Model](objs: list[M]) -> list[M]:
     params: list[Any] = []
     for obj in objs:
         params += [field.get_db_prep_save(field.pre_save(obj, True), connection) for field in written]
+    if any(hasattr(value, "resolve_expression") for value in params):
+        return model._default_manager.bulk_create(objs)  # an expression (F(), a database default) is compiled there
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall() if returned else [()] * len(objs)
