@@ -17,6 +17,15 @@ from django.db.models import Field, Model
 from django.db.models.signals import post_save, pre_save
 
 
+def quoted_table(model: type[Model]) -> str:
+    return connection.ops.quote_name(model._meta.db_table)
+
+
+def quoted_column(model: type[Model], name: str) -> str:
+    """A field's column, quoted for the current database (for SQL written once from the models' names)."""
+    return connection.ops.quote_name(cast(str, cast(Field, model._meta.get_field(name)).column))
+
+
 @functools.cache
 def _insert(vendor: str, model: type[Model], rows: int) -> tuple[list[Field], list[Field], str]:
     """(columns written, columns returned, the INSERT for `rows` rows) in `vendor`'s dialect."""

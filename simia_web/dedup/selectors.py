@@ -8,11 +8,12 @@ a bounded lookup; its cluster still holds every copy.
 
 import functools
 from dataclasses import dataclass
-from typing import cast
 
 from django.db import connection
-from django.db.models import BooleanField, Count, ExpressionWrapper, F, Field, Model, OrderBy, Q, Window
+from django.db.models import BooleanField, Count, ExpressionWrapper, F, OrderBy, Q, Window
 from django.db.models.functions import RowNumber
+
+from simia_web.core.rows import quoted_column, quoted_table
 
 from .minhash import THRESHOLD, band_keys, signature, signature_load, similarity
 from .models import Band, Signature
@@ -74,18 +75,15 @@ def _joinable_sql(vendor: str, keys: int) -> str:
     written once: every item written makes this lookup, and building it through the ORM cost more CPU than the
     rest of the item's indexing (see core.rows)."""
 
-    def column(model: type[Model], name: str) -> str:
-        return connection.ops.quote_name(cast(str, cast(Field, model._meta.get_field(name)).column))
-
-    item, cluster = column(Signature, "item_id"), column(Signature, "cluster")
+    item, cluster = quoted_column(Signature, "item_id"), quoted_column(Signature, "cluster")
     in_band = (
-        f"SELECT {column(Band, 'signature')} FROM {connection.ops.quote_name(Band._meta.db_table)} "
-        f"WHERE {column(Band, 'key')} IN ({', '.join(['%s'] * keys)})"
+        f"SELECT {quoted_column(Band, 'signature')} FROM {quoted_table(Band)} "
+        f"WHERE {quoted_column(Band, 'key')} IN ({', '.join(['%s'] * keys)})"
     )
     return (
-        f"SELECT {item}, {column(Signature, 'minhash')}, {cluster} "
-        f"FROM {connection.ops.quote_name(Signature._meta.db_table)} WHERE {column(Signature, 'corpus')} = %s "
-        f"AND ({cluster} IS NULL OR {cluster} = {item}) AND {column(Signature, 'id')} IN ({in_band}) "
+        f"SELECT {item}, {quoted_column(Signature, 'minhash')}, {cluster} "
+        f"FROM {quoted_table(Signature)} WHERE {quoted_column(Signature, 'corpus')} = %s "
+        f"AND ({cluster} IS NULL OR {cluster} = {item}) AND {quoted_column(Signature, 'id')} IN ({in_band}) "
         f"ORDER BY {item} LIMIT {CANDIDATES_MAX + 1}"
     )
 

@@ -10,14 +10,12 @@ again; when a representative changes, its former members are clustered again by 
 import functools
 import heapq
 from collections.abc import Callable, Iterable
-from typing import cast
 
 from datasketch import MinHash
 from django.db import connection, transaction
-from django.db.models import Field
 
 from simia_web.core.dispatch import task_send
-from simia_web.core.rows import rows_insert
+from simia_web.core.rows import quoted_column, quoted_table, rows_insert
 
 from .corpora import corpus_get
 from .minhash import THRESHOLD, band_keys, signature, signature_bytes, signature_load, similarity
@@ -55,13 +53,10 @@ def _join(corpus: str, item_id: int, neighbour: Neighbour | None) -> None:
 def _cluster_set_sql(vendor: str, items: int) -> str:
     """Signature.objects.filter(corpus=..., item_id__in=...).update(cluster=...) as SQL written once, for _join
     (see core.rows): every item written makes it when it finds a neighbour."""
-
-    def column(name: str) -> str:
-        return connection.ops.quote_name(cast(str, cast(Field, Signature._meta.get_field(name)).column))
-
     return (
-        f"UPDATE {connection.ops.quote_name(Signature._meta.db_table)} SET {column('cluster')} = %s "
-        f"WHERE {column('corpus')} = %s AND {column('item_id')} IN ({', '.join(['%s'] * items)})"
+        f"UPDATE {quoted_table(Signature)} SET {quoted_column(Signature, 'cluster')} = %s "
+        f"WHERE {quoted_column(Signature, 'corpus')} = %s AND {quoted_column(Signature, 'item_id')} "
+        f"IN ({', '.join(['%s'] * items)})"
     )
 
 
