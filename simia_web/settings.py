@@ -307,6 +307,8 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         "store_processed": False,
     }
 else:
+    if CELERY_BROKER_URL.startswith("redis://"):
+        CELERY_BROKER_TRANSPORT = "simia_web.jobs.broker_redis:Transport"  # kombu's, sharing one client
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         # A unit whose worker died is delivered again after this many seconds.
         "visibility_timeout": int(os.environ.get("CELERY_VISIBILITY_TIMEOUT", "3600")),
