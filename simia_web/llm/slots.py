@@ -57,6 +57,11 @@ class Slots:
                 self._woken.append(best)
                 best[2].release()
 
+    def awaited(self) -> int:
+        """Threads waiting for a slot, woken or not: each takes one as it frees."""
+        with self._lock:
+            return len(self._waiting) + len(self._woken)
+
     @contextmanager
     def taken(self, rank: Rank = first_come) -> Iterator[None]:
         self.acquire(rank)

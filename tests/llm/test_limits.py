@@ -160,6 +160,51 @@ def test_a_request_costs_two_redis_round_trips_taking_and_giving_back_its_lease(
     assert sent == ["EVALSHA", "EVALSHA"]
 
 
+def test_a_lease_passes_to_threads_waiting_for_a_slot_then_goes_back_to_redis(redis_url, monkeypatch):
+    """Eight threads for one slot: each lease serves four requests in a row (two script calls for four requests
+    instead of eight), one at a time, and every lease is back in Redis at the end."""
+    import redis
+
+    name = f"test-{uuid.uuid4().hex}"
+    limiter = _limiter(name, redis_url, concurrency=1)
+    sent, send = [], limiter._redis.execute_command
+
+    def counted(*args, **kwargs):
+        sent.append(args[0])
+        return send(*args, **kwargs)
+
+    monkeypatch.setattr(limiter._redis, "execute_command", counted)
+    lock, holding, most = threading.Lock(), [0], [0]
+
+    def work():
+        with lock:
+            holding[0] += 1
+            most[0] = max(most[0], holding[0])
+        time.sleep(0.05)  # the other threads queue for the slot meanwhile
+        with lock:
+            holding[0] -= 1
+
+    _hold_many([limiter], 8, work)
+    assert most[0] == 1
+    assert sent == ["EVALSHA"] * 4  # two leases, each taken and given back once
+    assert redis.Redis.from_url(redis_url).zcard(f"simia:llm-limits:{name}:leases") == 0
+
+
+def test_every_success_a_lease_served_raises_a_lowered_cap(redis_url):
+    import redis
+
+    name = f"test-{uuid.uuid4().hex}"
+    limiter = _limiter(name, redis_url, concurrency=8)
+    client = redis.Redis.from_url(redis_url)
+    client.set(f"simia:llm-limits:{name}:cap", "2")
+    lease = limiter._lease_take()
+    lease.uses, lease.successes = 2, 2  # served two requests before this one, passed from thread to thread
+    outcome = limits.Outcome()
+    outcome.succeeded = True
+    limiter._lease_give_back(lease, outcome)  # no thread waits: back to Redis, with three successes
+    assert float(client.get(f"simia:llm-limits:{name}:cap")) == pytest.approx(2 + 1 / 2 + 1 / 2.5 + 1 / 2.9)
+
+
 def test_a_429_starts_one_cool_down_and_halves_the_cap_which_successes_raise_again(redis_url):
     import redis
 
