@@ -8,6 +8,8 @@ Every worker process and machine that sends to a profile's endpoint shares them 
   timeout grows to several times the profile's), so a lease expires on its own only when its worker
   died holding it. A waiter blocks on a wake-up list that each release pushes to (Redis serves
   blocked clients first come, first served), and looks again every second for leases that expired.
+  One waiting thread per process blocks there; the process's others wait for it or for a lease passed
+  on within the process (below).
 - requests and tokens per minute (the profile's): sliding-window counters from the `limits` library,
   keyed by profile. Tokens are reserved before the request (prompt bytes / 4 + max_tokens).
 - a 429 answer starts a cool-down that every other sender waits out (the server's Retry-After, or
@@ -26,8 +28,8 @@ once Redis answers again (a restarted Redis has forgotten it anyway).
 
 Within a process, a request first takes one of the profile's local slots, ranked (see
 llm.services.llm_slot_rank), so the cluster lease goes to the unit that should go first. A lease whose
-request was answered passes straight to a thread of the process waiting for a slot, for at most
-_LEASE_USES requests in all: a busy worker then talks to Redis for a fraction of its requests instead of
+request was answered passes straight to a thread of the process waiting for a slot or a lease, for at
+most _LEASE_USES requests in all: a busy worker then talks to Redis for a fraction of its requests instead of
 twice for each (two script calls were a tenth of a worker's CPU per call), and every lease still goes
 back through Redis, waking the cluster's waiters, after a few requests. The count of leases never
 changes by it, so the cap holds; a cool-down another process started is seen by the next lease taken
@@ -155,6 +157,9 @@ class EndpointLimiter:
             self._rates = SlidingWindowCounterRateLimiter(storage_from_string(redis_url or "memory://"))
         self._local_cool_down_until = 0.0
         self._lock = threading.Lock()
+        self._passed = threading.Condition(self._lock)  # notified when a lease is passed on, or the listener leaves
+        self._passing_awaited = 0  # threads waiting on it
+        self._listening = False  # whether a thread of the process waits on the cluster's wake-up list
         self._throttled = threading.local()  # .until: when the cool-down this thread's own 429 started ends
         self._unreleased: list[str] = []  # leases Redis could not be told about when given back
         self._held: set[str] = set()  # leases of requests running now or spare, which the renewer keeps alive
@@ -220,9 +225,30 @@ class EndpointLimiter:
                 return _Lease(lease)
             if answer > 0:
                 time.sleep(answer / 1000)
-            else:
-                assert self._redis is not None  # leases are taken only where Redis keeps them
-                self._redis_call(self._redis.blpop, self._keys("wake"), timeout=_LEASE_POLL)
+            elif passed := self._lease_wait():
+                return passed
+
+    def _lease_wait(self) -> _Lease | None:
+        """Wait until a lease may be free: one thread of the process listens for leases given back in Redis (the
+        cluster's wake-up list), the others for a lease a thread of this process passes on, which is returned.
+        None: look in Redis again (a lease was given back, or a poll's time passed: an expired one may be free)."""
+        with self._lock:
+            if self._listening:
+                self._passing_awaited += 1
+                try:
+                    self._passed.wait(timeout=_LEASE_POLL)
+                finally:
+                    self._passing_awaited -= 1
+                return self._spare.pop() if self._spare else None
+            self._listening = True
+        assert self._redis is not None  # leases are taken only where Redis keeps them
+        try:
+            self._redis_call(self._redis.blpop, self._keys("wake"), timeout=_LEASE_POLL)
+        finally:
+            with self._lock:
+                self._listening = False
+                self._passed.notify()  # another waiter listens next
+        return None
 
     def _lease_ms(self) -> int:
         return int(self.limits.lease_seconds * 1000)
@@ -256,10 +282,11 @@ class EndpointLimiter:
         lease.successes += answered
         cool_down_ms = int(self._note_throttled(outcome) * 1000)
         with self._lock:
-            # As many spares as threads waiting for a slot: each of them takes one, none is left unused.
+            # As many spares as threads waiting for a slot or for a lease: each of them takes one, none is left unused.
             passes_on = answered and lease.uses < _LEASE_USES and not self._cooling()
-            if passes_on and len(self._spare) < self._slots.awaited():
+            if passes_on and len(self._spare) < self._slots.awaited() + self._passing_awaited:
                 self._spare.append(lease)
+                self._passed.notify()
                 return
             self._held.discard(lease.token)
         result = "throttled" if outcome.throttled else "ok" if outcome.succeeded else "failed"

@@ -6,6 +6,7 @@ INSERT ... ON CONFLICT DO UPDATE for all the series a write touches. Every scrap
 counted exactly once, and reads one row per series however large the data grows.
 """
 
+import functools
 import json
 from collections import Counter
 from collections.abc import Iterable
@@ -30,7 +31,13 @@ WEBHOOK_ATTEMPTS = "webhook_attempts"
 
 
 def series_key(metric: str, **labels: str) -> tuple[str, str]:
-    return metric, json.dumps(labels, sort_keys=True, separators=(",", ":"))
+    return metric, _labels_json(tuple(labels.items()))
+
+
+@functools.lru_cache(maxsize=4096)
+def _labels_json(labels: tuple[tuple[str, str], ...]) -> str:
+    """The labels as stored, written once per set: every unit counts its LLM calls in five series each."""
+    return json.dumps(dict(labels), sort_keys=True, separators=(",", ":"))
 
 
 def bucket_label(bound: float) -> str:

@@ -190,6 +190,47 @@ def test_a_lease_passes_to_threads_waiting_for_a_slot_then_goes_back_to_redis(re
     assert redis.Redis.from_url(redis_url).zcard(f"simia:llm-limits:{name}:leases") == 0
 
 
+def test_threads_waiting_for_a_lease_take_one_passed_on_and_the_cap_holds(redis_url):
+    """A cap of three, two leases held by another process: of this one's three threads with a slot, one holds the
+    last lease, one listens for leases given back in Redis and one waits for the lease to be passed on. All six
+    requests go through, one at a time, and every lease is back in Redis at the end."""
+    import redis
+
+    name = f"test-{uuid.uuid4().hex}"
+    other, release_other, other_holds = _limiter(name, redis_url), threading.Event(), threading.Semaphore(0)
+
+    def hold_in_the_other_process():
+        with other.held(first_come, tokens=lambda: 1):
+            other_holds.release()
+            release_other.wait(30)
+
+    holders = [threading.Thread(target=hold_in_the_other_process) for _ in range(2)]
+    for thread in holders:
+        thread.start()
+    for _ in holders:
+        assert other_holds.acquire(timeout=10)
+    lock, holding, most = threading.Lock(), [0], [0]
+
+    def work():
+        with lock:
+            holding[0] += 1
+            most[0] = max(most[0], holding[0])
+        time.sleep(0.05)
+        with lock:
+            holding[0] -= 1
+
+    limiter, given_back = _limiter(name, redis_url), []
+    release = limiter._release
+    limiter._release = lambda **kwargs: given_back.append(1) or release(**kwargs)
+    _hold_many([limiter], 6, work)
+    release_other.set()
+    for thread in holders:
+        thread.join(timeout=10)
+    assert most[0] == 1
+    assert len(given_back) < 6  # some requests went out under a lease passed on
+    assert redis.Redis.from_url(redis_url).zcard(f"simia:llm-limits:{name}:leases") == 0
+
+
 def test_every_success_a_lease_served_raises_a_lowered_cap(redis_url):
     import redis
 
