@@ -75,8 +75,27 @@ def _leave(row: Signature) -> list[int]:
     return members
 
 
-def _bands(row: Signature, minhash) -> list[Band]:
-    return [Band(key=key, signature=row) for key in band_keys(row.corpus, minhash)]
+def _signature_insert(corpus: str, item_id: int, data: bytes, keys: list[int]) -> None:
+    """Write a new item's signature and its bands, as fixed SQL (core.rows): every trajectory a job writes is signed
+    here, in its unit's transaction. On PostgreSQL one statement writes both, the band keys as one array."""
+    if connection.vendor != "postgresql":
+        row = rows_insert([Signature(corpus=corpus, item_id=item_id, minhash=data)])[0]
+        rows_insert([Band(key=key, signature=row) for key in keys])
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(_signature_insert_sql(), [corpus, item_id, data, keys])
+
+
+@functools.cache
+def _signature_insert_sql() -> str:
+    signature_id = quoted_column(Signature, "id")
+    return (
+        f"WITH new AS (INSERT INTO {quoted_table(Signature)} ({quoted_column(Signature, 'corpus')}, "
+        f"{quoted_column(Signature, 'item_id')}, {quoted_column(Signature, 'minhash')}) VALUES (%s, %s, %s) "
+        f"RETURNING {signature_id}) "
+        f"INSERT INTO {quoted_table(Band)} ({quoted_column(Band, 'key')}, {quoted_column(Band, 'signature')}) "
+        f"SELECT band.key, new.{signature_id} FROM new, unnest(%s::bigint[]) AS band(key)"
+    )
 
 
 def item_index(*, corpus: str, item_id: int, text: str, new: bool = False) -> None:
@@ -92,10 +111,8 @@ def item_index(*, corpus: str, item_id: int, text: str, new: bool = False) -> No
         left_behind = _leave(row) if row is not None else []
         if row is not None:
             row.delete()
-        if minhash is not None:
-            # As fixed SQL (core.rows): every trajectory a job writes is signed here, in its unit's transaction.
-            row = rows_insert([Signature(corpus=corpus, item_id=item_id, minhash=data)])[0]
-            rows_insert(_bands(row, minhash))
+        if minhash is not None and data is not None:
+            _signature_insert(corpus, item_id, data, band_keys(corpus, minhash))
             _join(corpus, item_id, joinable_neighbour(corpus=corpus, minhash=minhash, exclude=item_id))
         if len(left_behind) > 1:
             transaction.on_commit(lambda: _recluster_later(corpus, left_behind), robust=True)

@@ -15,7 +15,7 @@ from simia_web.curation.services import conversation_summary, trajectory_create,
 from simia_web.dedup import minhash
 from simia_web.dedup.models import Band, Signature
 from simia_web.dedup.selectors import near_duplicates
-from simia_web.dedup.services import index_rebuild
+from simia_web.dedup.services import index_rebuild, item_index
 from tests.support.factories import TOOLS, conversation
 
 WORDS = [
@@ -131,6 +131,24 @@ def test_members_left_by_a_representative_whose_text_changed_are_clustered_again
     assert len(callbacks) >= 1
     assert cluster_of(head) is None
     assert cluster_of(second) == cluster_of(third) == second.pk
+
+
+def test_a_new_item_is_signed_with_its_bands_in_one_statement(db):
+    """On PostgreSQL the signature and its 16 band keys go in one INSERT; the lookup of an item to join follows."""
+    text = words(41)
+    with CaptureQueriesContext(connection) as queries:
+        item_index(corpus=TRAJECTORIES, item_id=10**9, text=text, new=True)
+    expected = minhash.signature(text)
+    row = Signature.objects.get(corpus=TRAJECTORIES, item_id=10**9)
+    assert bytes(row.minhash) == minhash.signature_bytes(expected) and row.cluster is None
+    keys = sorted(Band.objects.filter(signature=row).values_list("key", flat=True))
+    assert keys == sorted(minhash.band_keys(TRAJECTORIES, expected)) and len(keys) == minhash.BANDS
+    writes = [
+        query["sql"]
+        for query in queries.captured_queries
+        if query["sql"].lstrip().upper().startswith(("INSERT", "WITH"))
+    ]
+    assert len(writes) == (1 if connection.vendor == "postgresql" else 2)
 
 
 def test_a_conversation_without_words_is_not_indexed(db):
