@@ -163,7 +163,7 @@ class EndpointLimiter:
         self._throttled = threading.local()  # .until: when the cool-down this thread's own 429 started ends
         self._unreleased: list[str] = []  # leases Redis could not be told about when given back
         self._held: set[str] = set()  # leases of requests running now or spare, which the renewer keeps alive
-        self._spare: list[_Lease] = []  # leases passed on, each to a thread that waits for a slot
+        self._spare: list[_Lease] = []  # leases passed on, each to a thread that waits for a slot or a lease
         self._renewer: threading.Thread | None = None
 
     @contextmanager
