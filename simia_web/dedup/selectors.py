@@ -88,12 +88,15 @@ def _joinable_sql(vendor: str, keys: int) -> str:
     )
 
 
-def joinable_neighbour(*, corpus: str, minhash, exclude: int | None = None) -> Neighbour | None:
+def joinable_neighbour(
+    *, corpus: str, minhash, exclude: int | None = None, keys: list[int] | None = None
+) -> Neighbour | None:
     """The item an item with this signature joins (see services._cluster_choice): the oldest indexed item of `corpus`
     that leads a cluster or is in none and whose similarity reaches the threshold. Other clusters' members are not
     read, and candidates are compared oldest first until one passes: a text copied thousands of times costs a copy
-    one comparison with its cluster's representative, not hundreds."""
-    keys = band_keys(corpus, minhash)
+    one comparison with its cluster's representative, not hundreds. `keys`: the signature's band keys, where the
+    caller has them already."""
+    keys = keys or band_keys(corpus, minhash)
     with connection.cursor() as cursor:
         cursor.execute(_joinable_sql(connection.vendor, len(keys)), [corpus, *keys])
         rows = cursor.fetchall()

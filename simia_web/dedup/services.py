@@ -112,8 +112,9 @@ def item_index(*, corpus: str, item_id: int, text: str, new: bool = False) -> No
         if row is not None:
             row.delete()
         if minhash is not None and data is not None:
-            _signature_insert(corpus, item_id, data, band_keys(corpus, minhash))
-            _join(corpus, item_id, joinable_neighbour(corpus=corpus, minhash=minhash, exclude=item_id))
+            keys = band_keys(corpus, minhash)
+            _signature_insert(corpus, item_id, data, keys)
+            _join(corpus, item_id, joinable_neighbour(corpus=corpus, minhash=minhash, exclude=item_id, keys=keys))
         if len(left_behind) > 1:
             transaction.on_commit(lambda: _recluster_later(corpus, left_behind), robust=True)
 
