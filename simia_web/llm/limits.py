@@ -28,12 +28,17 @@ once Redis answers again (a restarted Redis has forgotten it anyway).
 
 Within a process, a request first takes one of the profile's local slots, ranked (see
 llm.services.llm_slot_rank), so the cluster lease goes to the unit that should go first. A lease whose
-request was answered passes straight to a thread of the process waiting for a slot or a lease, for at
-most _LEASE_USES requests in all: a busy worker then talks to Redis for a fraction of its requests instead of
-twice for each (two script calls were a tenth of a worker's CPU per call), and every lease still goes
-back through Redis, waking the cluster's waiters, after a few requests. The count of leases never
-changes by it, so the cap holds; a cool-down another process started is seen by the next lease taken
-from Redis, at most _LEASE_USES - 1 requests per lease later.
+request was answered stays in the process as a spare, for at most _LEASE_USES requests in all: it passes
+straight to a thread waiting for a slot or a lease, or, when none waits, to the next request the process
+sends within a tenth of the time the last one took (at most _SPARE_HOLD_MAX seconds; the thread that
+renews the leases gives back the spares nobody took by then). A busy worker then talks to Redis for a
+fraction of its requests instead of twice for each (two script calls were a tenth of a worker's CPU per
+call; where the worker itself is the bottleneck, the cap seldom binds and no thread waits, so leases
+were seldom passed on), and every lease still goes back through Redis, waking the cluster's waiters,
+after a few requests. The count of leases never changes by it, so the cap holds; another process may
+wait up to the hold for a spare nobody here took (a tenth of a request's time); a cool-down another
+process started is seen by the next lease taken from Redis, at most _LEASE_USES - 1 requests per lease
+later, and a cool-down a 429 here started sends every spare back at once.
 """
 
 import logging
@@ -66,6 +71,10 @@ _MAX_COOL_DOWN = 60.0
 _CAP_MEMORY_MS = 600_000
 # Requests a lease serves, passed from thread to thread within a process, before it goes back to Redis.
 _LEASE_USES = 4
+# A spare lease that no thread waits for is kept for the process's next request this share of the time its last
+# request took, and at most this long (seconds).
+_SPARE_HOLD_SHARE = 0.1
+_SPARE_HOLD_MAX = 0.05
 
 # Returns 0 when a lease was taken, -1 when all are held, or the cool-down's remaining ms (unless the
 # caller is the one that started it: ARGV[4] = 1).
@@ -128,6 +137,7 @@ class _Lease:
     token: str
     uses: int = 0  # requests sent under it
     successes: int = 0  # of those, answered: each raises a lowered cap when the lease goes back to Redis
+    spare_until: float = 0.0  # while spare: when it goes back to Redis if no request took it (time.monotonic)
 
 
 class Outcome:
@@ -158,12 +168,14 @@ class EndpointLimiter:
         self._local_cool_down_until = 0.0
         self._lock = threading.Lock()
         self._passed = threading.Condition(self._lock)  # notified when a lease is passed on, or the listener leaves
+        self._spared = threading.Condition(self._lock)  # notified when a spare is due back sooner (_renew_forever)
+        self._sweep_at = 0.0  # when the renewing thread wakes next (time.monotonic)
         self._passing_awaited = 0  # threads waiting on it
         self._listening = False  # whether a thread of the process waits on the cluster's wake-up list
         self._throttled = threading.local()  # .until: when the cool-down this thread's own 429 started ends
         self._unreleased: list[str] = []  # leases Redis could not be told about when given back
         self._held: set[str] = set()  # leases of requests running now or spare, which the renewer keeps alive
-        self._spare: list[_Lease] = []  # leases passed on, each to a thread that waits for a slot or a lease
+        self._spare: list[_Lease] = []  # leases answered, kept for the process's next requests (oldest first)
         self._renewer: threading.Thread | None = None
 
     @contextmanager
@@ -177,6 +189,7 @@ class EndpointLimiter:
                 lease = self._lease_take()
             else:
                 self._wait_local_cool_down()
+            started = time.monotonic()
             try:
                 self._take_rates(tokens)
                 yield outcome
@@ -184,7 +197,7 @@ class EndpointLimiter:
                 if lease is None:
                     self._note_throttled(outcome)
                 else:
-                    self._lease_give_back(lease, outcome)
+                    self._lease_give_back(lease, outcome, took=time.monotonic() - started)
         db_connection_check()  # the database may have restarted while this thread waited on the endpoint
 
     def _take_rates(self, tokens: Callable[[], int]) -> None:
@@ -211,7 +224,7 @@ class EndpointLimiter:
 
     def _lease_take(self) -> _Lease:
         with self._lock:
-            if self._spare:
+            if self._spare and not self._cooling():
                 return self._spare.pop()
         lease = uuid.uuid4().hex
         keys = self._keys("leases", "cap", "cool-down")
@@ -239,7 +252,7 @@ class EndpointLimiter:
                     self._passed.wait(timeout=_LEASE_POLL)
                 finally:
                     self._passing_awaited -= 1
-                return self._spare.pop() if self._spare else None
+                return self._spare.pop() if self._spare and not self._cooling() else None
             self._listening = True
         assert self._redis is not None  # leases are taken only where Redis keeps them
         try:
@@ -261,11 +274,27 @@ class EndpointLimiter:
                 self._renewer.start()
 
     def _renew_forever(self) -> None:
-        """Renew this process's leases every third of their life, all in one call."""
+        """Renew this process's leases every third of their life, all in one call; between renewals, give back the
+        spare leases that no request took in time."""
+        renew_at = time.monotonic() + self.limits.lease_seconds / 3
         while True:
-            time.sleep(self.limits.lease_seconds / 3)
             with self._lock:
-                held = list(self._held)
+                while True:
+                    now = time.monotonic()
+                    lapsed = [lease for lease in self._spare if lease.spare_until <= now or self._cooling()]
+                    if lapsed or now >= renew_at:
+                        break
+                    self._sweep_at = min([renew_at, *(lease.spare_until for lease in self._spare)])
+                    self._spared.wait(self._sweep_at - now)
+                for lease in lapsed:
+                    self._spare.remove(lease)
+                    self._held.discard(lease.token)
+                held = list(self._held) if now >= renew_at else []
+            for lease in lapsed:
+                self._lease_release(lease, "ok", 0)
+            if now < renew_at:
+                continue
+            renew_at = now + self.limits.lease_seconds / 3
             if not held:
                 continue
             try:
@@ -276,20 +305,32 @@ class EndpointLimiter:
                 else:
                     logger.exception("endpoint limits %s: renewing leases failed", self.key)
 
-    def _lease_give_back(self, lease: _Lease, outcome: Outcome) -> None:
+    def _lease_give_back(self, lease: _Lease, outcome: Outcome, took: float = 0.0) -> None:
+        """After its request (which took `took` seconds): keep the lease spare for the process's next requests, or
+        give it back to Redis."""
         answered = outcome.succeeded and not outcome.throttled
         lease.uses += 1
         lease.successes += answered
         cool_down_ms = int(self._note_throttled(outcome) * 1000)
         with self._lock:
-            # As many spares as threads waiting for a slot or for a lease: each of them takes one, none is left unused.
-            passes_on = answered and lease.uses < _LEASE_USES and not self._cooling()
-            if passes_on and len(self._spare) < self._slots.awaited() + self._passing_awaited:
+            if answered and lease.uses < _LEASE_USES and not self._cooling():
+                # As many spares as threads waiting for a slot or a lease are theirs: each takes one as it wakes (a
+                # poll's time at most). Any other goes to the next request sent in time.
+                awaited = len(self._spare) < self._slots.awaited() + self._passing_awaited
+                hold = _LEASE_POLL if awaited else min(_SPARE_HOLD_MAX, _SPARE_HOLD_SHARE * took)
+                lease.spare_until = time.monotonic() + hold
                 self._spare.append(lease)
                 self._passed.notify()
+                if lease.spare_until < self._sweep_at:
+                    self._spared.notify()
                 return
             self._held.discard(lease.token)
+            if outcome.throttled and self._spare:
+                self._spared.notify()  # the cool-down sends the spares back
         result = "throttled" if outcome.throttled else "ok" if outcome.succeeded else "failed"
+        self._lease_release(lease, result, cool_down_ms)
+
+    def _lease_release(self, lease: _Lease, result: str, cool_down_ms: int) -> None:
         try:
             self._release(
                 keys=self._keys("leases", "cap", "cool-down", "wake"),

@@ -43,6 +43,17 @@ def _hold_many(limiters: list[EndpointLimiter], per_limiter: int, work) -> None:
     assert not any(thread.is_alive() for thread in threads)
 
 
+def _leases_in_redis(redis_url: str, name: str, *, settled_within: float = 2.0) -> int:
+    """The leases of `name` held in Redis once the spares nobody takes have gone back (a tenth of a request's time,
+    at most limits._SPARE_HOLD_MAX)."""
+    import redis
+
+    client, deadline = redis.Redis.from_url(redis_url), time.monotonic() + settled_within
+    while (held := client.zcard(f"simia:llm-limits:{name}:leases")) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return held
+
+
 def _send_from_threads(limiters: list[EndpointLimiter], threads_each: int, url: str, requests_each: int = 1) -> list:
     """Each thread with its own client (as each worker thread has), all of a limiter's sharing its limits."""
     statuses = []
@@ -145,9 +156,8 @@ def test_a_lease_is_held_through_a_request_longer_than_it_lasts(redis_url, monke
     assert most[0] == 1
 
 
-def test_a_request_costs_two_redis_round_trips_taking_and_giving_back_its_lease(redis_url, monkeypatch):
-    """One script call each (atomic on the server): worker CPU per LLM call stays flat as limits are shared."""
-    limiter = _limiter(f"test-{uuid.uuid4().hex}", redis_url)
+def _counted(limiter: EndpointLimiter, monkeypatch) -> list[str]:
+    """The commands the limiter sends to Redis, as they are sent."""
     sent, send = [], limiter._redis.execute_command
 
     def counted(*args, **kwargs):
@@ -155,25 +165,70 @@ def test_a_request_costs_two_redis_round_trips_taking_and_giving_back_its_lease(
         return send(*args, **kwargs)
 
     monkeypatch.setattr(limiter._redis, "execute_command", counted)
+    return sent
+
+
+def test_a_request_costs_two_redis_round_trips_taking_and_giving_back_its_lease(redis_url, monkeypatch):
+    """One script call each (atomic on the server): worker CPU per LLM call stays flat as limits are shared. A lease
+    no other request takes goes back on its own, a moment after its request."""
+    name = f"test-{uuid.uuid4().hex}"
+    limiter = _limiter(name, redis_url)
+    sent = _counted(limiter, monkeypatch)
     with limiter.held(first_come, tokens=lambda: 1) as outcome:
+        time.sleep(0.1)
         outcome.succeeded = True
+    assert _leases_in_redis(redis_url, name) == 0
     assert sent == ["EVALSHA", "EVALSHA"]
+
+
+def test_requests_sent_one_after_another_share_a_lease_then_give_it_back(redis_url, monkeypatch):
+    """With no thread waiting, a lease still serves the process's next request sent in time: eight requests in a
+    row from one thread take two leases, each given back after four requests."""
+    name = f"test-{uuid.uuid4().hex}"
+    limiter = _limiter(name, redis_url)
+    sent = _counted(limiter, monkeypatch)
+    for _ in range(8):
+        with limiter.held(first_come, tokens=lambda: 1) as outcome:
+            time.sleep(0.1)  # the next request follows well within a tenth of this
+            outcome.succeeded = True
+    assert sent == ["EVALSHA"] * 4
+    assert _leases_in_redis(redis_url, name, settled_within=0) == 0
+
+
+def test_a_429_sends_the_spare_leases_back_at_once(redis_url, monkeypatch):
+    """A spare lease is not used through a cool-down this process started: it goes back to Redis."""
+    name = f"test-{uuid.uuid4().hex}"
+    limiter = _limiter(name, redis_url)
+    monkeypatch.setattr(limits, "_SPARE_HOLD_MAX", 30.0)  # a spare would otherwise stay far longer than the test
+    monkeypatch.setattr(limits, "_SPARE_HOLD_SHARE", 100.0)
+    sending, answer = threading.Event(), threading.Event()
+
+    def throttled_request():
+        with limiter.held(first_come, tokens=lambda: 1) as throttled:
+            sending.set()
+            answer.wait(10)
+            throttled.throttled, throttled.retry_after = True, 5.0
+
+    thread = threading.Thread(target=throttled_request)
+    thread.start()
+    assert sending.wait(10)
+    with limiter.held(first_come, tokens=lambda: 1) as outcome:  # under a second lease, kept spare after
+        time.sleep(0.05)
+        outcome.succeeded = True
+    assert len(limiter._spare) == 1
+    answer.set()
+    thread.join(10)
+    assert _leases_in_redis(redis_url, name) == 0
+    assert limiter._spare == []
 
 
 def test_a_lease_passes_to_threads_waiting_for_a_slot_then_goes_back_to_redis(redis_url, monkeypatch):
     """Eight threads for one slot: each lease serves four requests in a row (two script calls for four requests
     instead of eight), one at a time, and every lease is back in Redis at the end."""
-    import redis
 
     name = f"test-{uuid.uuid4().hex}"
     limiter = _limiter(name, redis_url, concurrency=1)
-    sent, send = [], limiter._redis.execute_command
-
-    def counted(*args, **kwargs):
-        sent.append(args[0])
-        return send(*args, **kwargs)
-
-    monkeypatch.setattr(limiter._redis, "execute_command", counted)
+    sent = _counted(limiter, monkeypatch)
     lock, holding, most = threading.Lock(), [0], [0]
 
     def work():
@@ -187,14 +242,13 @@ def test_a_lease_passes_to_threads_waiting_for_a_slot_then_goes_back_to_redis(re
     _hold_many([limiter], 8, work)
     assert most[0] == 1
     assert sent == ["EVALSHA"] * 4  # two leases, each taken and given back once
-    assert redis.Redis.from_url(redis_url).zcard(f"simia:llm-limits:{name}:leases") == 0
+    assert _leases_in_redis(redis_url, name, settled_within=0) == 0
 
 
 def test_threads_waiting_for_a_lease_take_one_passed_on_and_the_cap_holds(redis_url):
     """A cap of three, two leases held by another process: of this one's three threads with a slot, one holds the
     last lease, one listens for leases given back in Redis and one waits for the lease to be passed on. All six
     requests go through, one at a time, and every lease is back in Redis at the end."""
-    import redis
 
     name = f"test-{uuid.uuid4().hex}"
     other, release_other, other_holds = _limiter(name, redis_url), threading.Event(), threading.Semaphore(0)
@@ -227,8 +281,8 @@ def test_threads_waiting_for_a_lease_take_one_passed_on_and_the_cap_holds(redis_
     for thread in holders:
         thread.join(timeout=10)
     assert most[0] == 1
+    assert _leases_in_redis(redis_url, name) == 0
     assert len(given_back) < 6  # some requests went out under a lease passed on
-    assert redis.Redis.from_url(redis_url).zcard(f"simia:llm-limits:{name}:leases") == 0
 
 
 def test_every_success_a_lease_served_raises_a_lowered_cap(redis_url):
@@ -239,10 +293,10 @@ def test_every_success_a_lease_served_raises_a_lowered_cap(redis_url):
     client = redis.Redis.from_url(redis_url)
     client.set(f"simia:llm-limits:{name}:cap", "2")
     lease = limiter._lease_take()
-    lease.uses, lease.successes = 2, 2  # served two requests before this one, passed from thread to thread
+    lease.uses, lease.successes = 3, 2  # served three requests before this one (one failed), passed on
     outcome = limits.Outcome()
     outcome.succeeded = True
-    limiter._lease_give_back(lease, outcome)  # no thread waits: back to Redis, with three successes
+    limiter._lease_give_back(lease, outcome)  # its last use: back to Redis, with three successes
     assert float(client.get(f"simia:llm-limits:{name}:cap")) == pytest.approx(2 + 1 / 2 + 1 / 2.5 + 1 / 2.9)
 
 
@@ -262,6 +316,7 @@ def test_a_429_starts_one_cool_down_and_halves_the_cap_which_successes_raise_aga
     for _ in range(4):
         with limiter.held(first_come, tokens=lambda: 1) as outcome:
             outcome.succeeded = True
+    assert _leases_in_redis(redis_url, name) == 0  # the successes count as the leases go back
     assert 4.9 < float(client.get(cap_key)) < 5.0  # 1/4 + 1/4.25 + ...: about one more per cap successes
 
 
