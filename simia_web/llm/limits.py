@@ -291,7 +291,10 @@ class EndpointLimiter:
                     self._held.discard(lease.token)
                 held = list(self._held) if now >= renew_at else []
             for lease in lapsed:
-                self._lease_release(lease, "ok", 0)
+                try:
+                    self._lease_release(lease, "ok", 0)
+                except Exception:  # the lease expires on its own; a thread that stopped would lose every lease
+                    logger.exception("endpoint limits %s: giving back a spare lease failed", self.key)
             if now < renew_at:
                 continue
             renew_at = now + self.limits.lease_seconds / 3
