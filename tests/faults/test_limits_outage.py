@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import redis
 
+from simia_web.llm import limits
 from simia_web.llm.limits import EndpointLimiter, EndpointLimits
 from simia_web.llm.slots import first_come
 
@@ -67,6 +68,7 @@ def test_a_lease_redis_could_not_take_back_is_given_back_when_it_answers_again(o
         return release(**kwargs)
 
     monkeypatch.setattr(limiter, "_release", release_once_unreachable)
+    monkeypatch.setattr(limits, "_LEASE_USES", 1)  # each lease goes back after its request, not kept spare
     _send(limiter, threading.Event())  # the answer goes to its caller; the lease stays in Redis for now
     leases = limiter._keys("leases")[0]
     assert limiter._redis.zcard(leases) == 1
