@@ -192,6 +192,7 @@ class EndpointLimiter:
             started = time.monotonic()
             try:
                 self._take_rates(tokens)
+                started = time.monotonic()  # the request's own time sizes the hold of its spare lease
                 yield outcome
             finally:
                 if lease is None:
