@@ -8,7 +8,7 @@ import pytest
 
 from . import scenarios
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("faults")]
 
 
 def _report(capsys, name: str, figures: dict) -> None:
