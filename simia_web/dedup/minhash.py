@@ -14,7 +14,8 @@ the index is a table with an index on the key and a lookup is one indexed IN que
 
 import hashlib
 
-from datasketch import LeanMinHash, MinHash, MinHashLSH
+import numpy as np
+from datasketch import MinHash, MinHashLSH
 
 from simia_web.formats.rules import NEAR_DUPLICATE_THRESHOLD, shingles
 
@@ -27,39 +28,47 @@ RECALL_WEIGHTS = (0.05, 0.95)  # (false positive, false negative) weights of the
 _BANDING = MinHashLSH(threshold=THRESHOLD, num_perm=NUM_PERM, weights=RECALL_WEIGHTS)
 BANDS, ROWS = _BANDING.b, _BANDING.r
 _PERMUTATIONS = MinHash(num_perm=NUM_PERM, seed=SEED, scheme=SCHEME).permutations  # made once, shared
+# A signature is its hash values and nothing else (seed, scheme and size are the constants above), stored as
+# little-endian uint32: reading one back is a view on the bytes, where a datasketch LeanMinHash would be parsed
+# value by value, and a write compares a new text with several stored signatures.
+_STORED = np.dtype("<u4")
+SIGNATURE_BYTES = NUM_PERM * _STORED.itemsize
 
 
-def signature(text: str) -> LeanMinHash | None:
-    """The text's MinHash, or None for a text without words (nothing to compare)."""
+def signature(text: str) -> np.ndarray | None:
+    """The text's MinHash values (one per permutation), or None for a text without words (nothing to compare)."""
     tokens = shingles(text)
     if not tokens:
         return None
     minhash = MinHash(num_perm=NUM_PERM, seed=SEED, permutations=_PERMUTATIONS, scheme=SCHEME)
     minhash.update_batch([" ".join(token).encode() for token in tokens])
-    return LeanMinHash(minhash)
+    return minhash.hashvalues.astype(_STORED)
 
 
-def signature_bytes(minhash: LeanMinHash) -> bytes:
-    buffer = bytearray(minhash.bytesize())
-    minhash.serialize(buffer)
-    return bytes(buffer)
+def signature_bytes(values: np.ndarray) -> bytes:
+    return values.astype(_STORED, copy=False).tobytes()
 
 
-def signature_load(data) -> LeanMinHash:
-    return LeanMinHash.deserialize(bytes(data))
+def signature_load(data) -> np.ndarray:
+    if len(data) != SIGNATURE_BYTES:
+        raise ValueError(f"a stored signature holds {SIGNATURE_BYTES} bytes, not {len(data)}")
+    return np.frombuffer(data, dtype=_STORED)
 
 
-def band_keys(corpus: str, minhash: LeanMinHash) -> list[int]:
+def band_keys(corpus: str, values: np.ndarray) -> list[int]:
     """One signed 64-bit key per band: items of `corpus` sharing any key are candidates."""
+    raw = signature_bytes(values)
+    width = ROWS * _STORED.itemsize
     keys = []
     for band in range(BANDS):
         digest = hashlib.blake2b(digest_size=8)
         digest.update(f"{corpus}:{band}:".encode())
-        digest.update(minhash.hashvalues[band * ROWS : (band + 1) * ROWS].tobytes())
+        digest.update(raw[band * width : (band + 1) * width])
         keys.append(int.from_bytes(digest.digest(), "big", signed=True))
     return keys
 
 
-def similarity(a: LeanMinHash, b: LeanMinHash) -> float:
-    """The estimated Jaccard similarity of the two texts' shingle sets."""
-    return a.jaccard(b)
+def similarity(a: np.ndarray, b: np.ndarray) -> float:
+    """The estimated Jaccard similarity of the two texts' shingle sets: the share of permutations whose minimum
+    hash value they share (datasketch's MinHash.jaccard)."""
+    return np.count_nonzero(a == b) / NUM_PERM

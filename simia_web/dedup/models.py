@@ -14,7 +14,7 @@ from django.db.models import F, Q
 class Signature(models.Model):
     corpus = models.CharField(max_length=16)
     item_id = models.BigIntegerField()
-    minhash = models.BinaryField(help_text="The serialized datasketch LeanMinHash of the item's text.")
+    minhash = models.BinaryField(help_text="The MinHash values of the item's text (dedup.minhash.signature_bytes).")
     # The item's cluster, named by its representative's item_id (the representative's own row names itself);
     # null while the item is near-duplicate of no representative.
     cluster = models.BigIntegerField(null=True, blank=True)

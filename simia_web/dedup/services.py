@@ -11,7 +11,7 @@ import functools
 import heapq
 from collections.abc import Callable, Iterable
 
-from datasketch import MinHash
+import numpy as np
 from django.db import connection, transaction
 
 from simia_web.core.dispatch import task_send
@@ -256,7 +256,7 @@ def _clusters(corpus: str, buckets_of: dict[int, list[list[int]]]) -> dict[int, 
     the oldest candidate that is a representative or unclustered and near-duplicate of it (see _cluster_choice).
     Candidates are walked in id order and the walk stops at the first that qualifies, so a text copied thousands
     of times costs each copy a few comparisons, not thousands."""
-    minhashes: dict[int, MinHash] = {}
+    minhashes: dict[int, np.ndarray] = {}
     ids = sorted(buckets_of)
     for start in range(0, len(ids), CHUNK):
         rows = Signature.objects.filter(corpus=corpus, item_id__in=ids[start : start + CHUNK])

@@ -16,6 +16,7 @@ from simia_web.dedup import minhash
 from simia_web.dedup.models import Band, Signature
 from simia_web.dedup.selectors import near_duplicates
 from simia_web.dedup.services import index_rebuild, item_index
+from simia_web.formats.rules import shingles
 from tests.support.factories import TOOLS, conversation
 
 WORDS = [
@@ -242,3 +243,36 @@ def test_clusters_kept_as_items_are_written_equal_a_rebuild_of_the_same_items(db
     Band.objects.all().delete()
     index_rebuild(corpus=TRAJECTORIES)
     assert [cluster_of(t) for t in rows] == written
+
+
+@pytest.mark.django_db(transaction=True)
+def test_signatures_stored_by_datasketch_become_bare_values_and_back():
+    from datasketch import LeanMinHash, MinHash
+    from django.db.migrations.executor import MigrationExecutor
+
+    texts = {item_id: words(item_id, 40) for item_id in range(1, 6)}
+
+    def lean_bytes(text: str) -> bytes:  # how 0001's signatures were written
+        made = MinHash(num_perm=minhash.NUM_PERM, seed=minhash.SEED, scheme=minhash.SCHEME)
+        made.update_batch([" ".join(token).encode() for token in shingles(text)])
+        lean = LeanMinHash(made)
+        buffer = bytearray(lean.bytesize())
+        lean.serialize(buffer)
+        return bytes(buffer)
+
+    before, after = [("dedup", "0001_initial")], [("dedup", "0002_signature_raw_values")]
+    executor = MigrationExecutor(connection)
+    executor.migrate(before)
+    try:
+        old = executor.loader.project_state(before).apps.get_model("dedup", "Signature")
+        old.objects.bulk_create(old(corpus=TRAJECTORIES, item_id=i, minhash=lean_bytes(t)) for i, t in texts.items())
+        MigrationExecutor(connection).migrate(after)
+        stored = dict(Signature.objects.values_list("item_id", "minhash"))
+        assert {i: bytes(data) for i, data in stored.items()} == {
+            i: minhash.signature_bytes(minhash.signature(t)) for i, t in texts.items()
+        }
+        MigrationExecutor(connection).migrate(before)
+        back = dict(old.objects.values_list("item_id", "minhash"))
+        assert {i: bytes(data) for i, data in back.items()} == {i: lean_bytes(t) for i, t in texts.items()}
+    finally:
+        MigrationExecutor(connection).migrate(MigrationExecutor(connection).loader.graph.leaf_nodes())
