@@ -10,8 +10,8 @@ PYTHON ?= $(shell for p in python3.13 python3.12 python3 $(wildcard $(HOME)/.pye
 	$$p -c 'import sys; sys.exit(sys.version_info < (3, 12))' >/dev/null 2>&1 && { echo $$p; break; }; done)
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/simia
 TEST_BROKER_URL ?= redis://127.0.0.1:6379/14
-# Test processes (pytest-xdist), one a core: worker N uses Redis database 14 + N. The fault suite's own servers
-# listen on fixed ports, so its tests share one worker (the "faults" group).
+# Test processes (pytest-xdist), one a core: worker N uses Redis database 14 + N and its share of the fixed ports
+# (tests/support/parallel.py).
 TEST_WORKERS ?= 2
 # The trainer client's integration tests run verifiers and TRL in a venv of their own: verifiers needs openai<3
 # (the app pins 3) and TRL needs torch, whose CPU wheel on this machine's find-links is built for CPython 3.11.
@@ -71,7 +71,7 @@ test: install trainer-venv chromium fault-servers
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy
 	DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) $(VENV)/bin/pytest -p no:cacheprovider \
-		-n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+		-n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 bench: install
 	DATABASE_URL=postgres://postgres@127.0.0.1:5432/simia_bench CELERY_BROKER_URL=redis://127.0.0.1:6379/13 \

@@ -15,9 +15,10 @@ from django.conf import settings
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import _database_url
+from tests.support.parallel import worker_ports
 
 ROOT = Path(__file__).resolve().parents[2]
-PORTS = range(16400, 16500)
+PORTS = worker_ports(range(16400, 16500))
 METRICS_TOKEN = "web-server-metrics-token"
 
 
@@ -29,7 +30,7 @@ def _free_port() -> int:
             except OSError:
                 continue
             return port
-    raise RuntimeError("no free port in 16400-16499")
+    raise RuntimeError(f"no free port in {PORTS.start}-{PORTS.stop - 1}")
 
 
 @pytest.fixture(scope="module")

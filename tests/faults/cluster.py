@@ -23,10 +23,11 @@ from pathlib import Path
 import psycopg
 
 from tests.support.llm_stub import AnswerGate, StubLLM
+from tests.support.parallel import worker_ports
 from tests.support.processes import ROOT, WorkerProcess
 from tests.support.scripts import pipeline_responder
 
-PORTS = range(16300, 16400)
+PORTS = worker_ports(range(16300, 16400))
 USERNAME, PASSWORD = "ops", "fault-suite-password-9"
 TASKS = 15  # a job's units: its tasks x 2 rollouts
 

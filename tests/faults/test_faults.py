@@ -8,7 +8,7 @@ import pytest
 
 from . import scenarios
 
-pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("faults")]
+pytestmark = pytest.mark.integration
 
 
 def _report(capsys, name: str, figures: dict) -> None:

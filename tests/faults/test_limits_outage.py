@@ -16,7 +16,7 @@ from simia_web.llm.slots import first_come
 
 from .cluster import Redis
 
-pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("faults")]
+pytestmark = pytest.mark.integration
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Gives each pytest-xdist worker a Redis database and a var folder of its own.
+"""Gives each pytest-xdist worker a Redis database, a var folder and a share of the fixed ports of its own.
 
 Loaded with -p (see pyproject.toml), so it runs before pytest-django sets Django up: the settings read
 CELERY_BROKER_URL (the broker, and through it the throttle counts and the endpoint limits) and SIMIA_VAR_DIR
@@ -31,6 +31,17 @@ def _isolate(worker_id: str) -> None:
         os.environ["CELERY_BROKER_URL"] = _own_broker(broker, worker)
     var = Path(os.environ.get("SIMIA_VAR_DIR", Path(__file__).resolve().parents[2] / "var"))
     os.environ["SIMIA_VAR_DIR"] = str(var / f"test-{worker_id}")
+
+
+def worker_ports(ports: range) -> range:
+    """This process's share of a range of fixed ports. A test that restarts a server frees its port for a moment;
+    a test in another process probing the same range could take it then."""
+    worker_id = os.environ.get("PYTEST_XDIST_WORKER")
+    if not worker_id:
+        return ports
+    share = len(ports) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])
+    start = ports.start + int(worker_id.removeprefix("gw")) * share
+    return range(start, start + share)
 
 
 if worker_id := os.environ.get("PYTEST_XDIST_WORKER"):  # set in a worker before it loads any plugin
