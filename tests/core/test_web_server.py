@@ -15,28 +15,17 @@ from django.conf import settings
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import _database_url
-from tests.support.parallel import worker_ports
+from tests.support.parallel import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
-PORTS = worker_ports(range(16400, 16500))
+PORTS = range(16400, 16500)
 METRICS_TOKEN = "web-server-metrics-token"
-
-
-def _free_port() -> int:
-    for port in PORTS:
-        with socket.socket() as probe:
-            try:
-                probe.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError(f"no free port in {PORTS.start}-{PORTS.stop - 1}")
 
 
 @pytest.fixture(scope="module")
 def server(django_db_setup, tmp_path_factory):
     """`gunicorn -c gunicorn.conf.py simia_web.wsgi` with two workers on the test database and broker."""
-    port = _free_port()
+    port = free_port(PORTS)
     scratch = tmp_path_factory.mktemp("server-tmp")
     env = {
         **os.environ,

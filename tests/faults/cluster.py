@@ -23,11 +23,11 @@ from pathlib import Path
 import psycopg
 
 from tests.support.llm_stub import AnswerGate, StubLLM
-from tests.support.parallel import worker_ports
+from tests.support.parallel import free_port
 from tests.support.processes import ROOT, WorkerProcess
 from tests.support.scripts import pipeline_responder
 
-PORTS = worker_ports(range(16300, 16400))
+PORTS = range(16300, 16400)
 USERNAME, PASSWORD = "ops", "fault-suite-password-9"
 TASKS = 15  # a job's units: its tasks x 2 rollouts
 
@@ -39,21 +39,6 @@ def servers_missing() -> str | None:
     if not shutil.which("redis-server"):
         return "redis-server is not installed"
     return None
-
-
-_handed_out: set[int] = set()
-
-
-def free_port() -> int:
-    """A port of the range nothing listens on, and not handed out before (its server may not have started)."""
-    for port in PORTS:
-        if port in _handed_out:
-            continue
-        with socket.socket() as probe, suppress(OSError):
-            probe.bind(("127.0.0.1", port))
-            _handed_out.add(port)
-            return port
-    raise RuntimeError(f"no free port in {PORTS.start}-{PORTS.stop - 1}")
 
 
 def wait_until(predicate, *, timeout: float, interval: float = 0.2, what: str):
@@ -70,7 +55,7 @@ class Postgres:
 
     def __init__(self, root: Path):
         self.bin = Path(sorted(glob.glob("/usr/lib/postgresql/*/bin"))[-1])
-        self.root, self.data, self.port = root, root / "data", free_port()
+        self.root, self.data, self.port = root, root / "data", free_port(PORTS)
         self.user = "postgres" if os.geteuid() == 0 else None
         root.mkdir(exist_ok=True)
         if self.user:
@@ -107,7 +92,7 @@ class Redis:
     """A Redis without persistence: killed and started again, it comes back empty (the broker's queue is gone)."""
 
     def __init__(self, root: Path):
-        self.root, self.port, self.proc = root, free_port(), None
+        self.root, self.port, self.proc = root, free_port(PORTS), None
 
     def start(self) -> None:
         command = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]

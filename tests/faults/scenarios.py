@@ -11,9 +11,10 @@ import time
 
 import httpx
 
+from tests.support.parallel import free_port
 from tests.support.processes import ROOT
 
-from .cluster import PASSWORD, USERNAME, FaultRun, csrf_token, free_port, wait_until
+from .cluster import PASSWORD, PORTS, USERNAME, FaultRun, csrf_token, wait_until
 
 DOWN_SECONDS = 7.0  # how long a server stays down: longer than a unit lease (3 heartbeats of 2 s here)
 
@@ -140,7 +141,7 @@ class _Web:
 
 
 def _web(run: FaultRun) -> _Web:
-    port = free_port()
+    port = free_port(PORTS)
     gunicorn = [sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py", "simia_web.wsgi", "-w", "2"]
     gunicorn += ["-b", f"127.0.0.1:{port}"]  # the production command: threads sharing a pool of connections
     server = subprocess.Popen([*gunicorn, "--log-level", "warning"], cwd=ROOT, env=run.env)
