@@ -32,15 +32,6 @@ def rated_items() -> QuerySet[Trajectory]:
     return Trajectory.objects.filter(Exists(current_ratings().filter(trajectory=OuterRef("pk")))).order_by("id")
 
 
-def trajectory_ratings(trajectory: Trajectory) -> list[CriterionRating]:
-    """Every rating of the trajectory, newest text first, with its annotator and message labels."""
-    return list(
-        trajectory.ratings.select_related("annotator")
-        .prefetch_related("message_labels")
-        .order_by("-trajectory_version", "annotator__username")
-    )
-
-
 def annotator_rating(trajectory: Trajectory, annotator) -> CriterionRating | None:
     """The annotator's rating of the trajectory's current text, its message labels fetched with it."""
     ratings = current_ratings().filter(trajectory=trajectory, annotator=annotator)

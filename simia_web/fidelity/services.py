@@ -15,7 +15,7 @@ from simia_web.catalog.models import Domain
 from simia_web.catalog.references import ReferenceConfig, reference_for
 from simia_web.curation.models import Trajectory
 from simia_web.jobs.models import Job
-from simia_web.jobs.services import job_create, job_queue
+from simia_web.jobs.services import job_create
 
 from .compare import METHOD, METHOD_STATEMENT
 from .models import FidelityCall, FidelityRun, FidelityTrajectory, Outcome
@@ -25,11 +25,6 @@ from .selectors import replayable_trajectories
 FIDELITY = "fidelity"
 MATCHING = (Outcome.EQUAL, Outcome.EQUIVALENT)
 COMPARED = (Outcome.EQUAL, Outcome.EQUIVALENT, Outcome.DIFFERENT)
-
-
-def fidelity_queue(*, actor=None, **params) -> Job:
-    """Queue a fidelity run (parameters: fidelity.job_kinds.FidelityJobSerializer)."""
-    return job_queue(kind=FIDELITY, params=params, actor=actor)
 
 
 def fidelity_job_create(*, domain: str, limit: int | None = None, actor=None) -> Job:
