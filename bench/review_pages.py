@@ -32,13 +32,13 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(BENCH))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "simia_web.settings")
 
+from _pages_common import curator_session, database_ensure, web_server  # noqa: E402  (bench/ is on the path now)
+
 WARM_UP = 3
 SERVER = {"SIMIA_WEB_WORKERS": "2", "SIMIA_WEB_THREADS": "8"}
 
 
 def django_setup():
-    from web_load import database_ensure
-
     database_ensure(os.environ["DATABASE_URL"])
     import django
 
@@ -49,19 +49,6 @@ def django_setup():
     if connection.vendor != "postgresql":
         sys.exit("This benchmark needs PostgreSQL: set DATABASE_URL=postgres://...")
     call_command("migrate", verbosity=0)
-
-
-def curator_session(user) -> str:
-    """A signed-in session of `user` (its cookie value), as the login page would make it."""
-    from django.conf import settings
-    from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
-    from django.contrib.sessions.backends.db import SessionStore
-
-    session = SessionStore()
-    session.update({SESSION_KEY: str(user.pk), BACKEND_SESSION_KEY: settings.AUTHENTICATION_BACKENDS[-1]})
-    session[HASH_SESSION_KEY] = user.get_session_auth_hash()
-    session.create()
-    return session.session_key
 
 
 def pages(client) -> list[tuple[str, str]]:
@@ -152,7 +139,6 @@ def timed(surveys: list[dict], databases: list[str], repeats: int) -> None:
     request, so each page's medians at every size are taken under the same load of the machine. Fills each page's
     median_ms and p95_ms."""
     import httpx
-    from web_load import web_server
 
     os.environ.update(SERVER)
     servers, clients = [], []

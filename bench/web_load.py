@@ -20,7 +20,6 @@ import asyncio
 import json
 import os
 import random
-import shlex
 import statistics
 import subprocess
 import sys
@@ -32,21 +31,14 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "simia_web.settings")
 
+from _pages_common import curator_session, database_ensure, web_server  # noqa: E402  (bench/ is on the path now)
+
 # The RL domains: the scripted shop (two orders), or the same APIs over τ² retail's world state (1.3 MB).
 RL_DOMAINS = {"shop": "shop_rl", "retail": "retail_rl"}
 # τ² retail's database, beside the checkout (../shared) or a worktree of it (../../shared).
 TAU2_RETAIL = next(
     (path for path in (base / "shared/data/tau2/retail/db.json" for base in ROOT.parents) if path.exists()), None
 )
-
-
-def database_ensure(url: str) -> None:
-    import psycopg
-
-    server, name = url.rsplit("/", 1)
-    with psycopg.connect(f"{server}/postgres", autocommit=True) as connection:
-        if not connection.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone():
-            connection.execute(f'CREATE DATABASE "{name}"')
 
 
 def setup(rows: int, rl_state: str) -> dict:
@@ -59,7 +51,6 @@ def setup(rows: int, rl_state: str) -> dict:
 
     call_command("migrate", verbosity=0)
     import review_data
-    from review_pages import curator_session
 
     review_data.load(rows)
     from simia_web.accounts.models import User
@@ -107,31 +98,6 @@ def llm_server(latency: float) -> tuple[subprocess.Popen, str]:
         defaults={"base_url": url, "model": "stub", "is_default": True, "max_concurrency": 256, "timeout_seconds": 30},
     )
     return stub, url
-
-
-def web_server(arguments: str, port: int) -> subprocess.Popen:
-    env = {
-        **os.environ,
-        "SIMIA_BIND": f"127.0.0.1:{port}",
-        # One account plays every client here: its per-user rate would otherwise stop the run, not the server.
-        "SIMIA_THROTTLE_USER": "1000000/minute",
-        "SIMIA_ENV_MAX_LIVE_SESSIONS": "100000",
-    }
-    # gunicorn reads ./gunicorn.conf.py unless told otherwise ("-k sync -w 4" overrides its choices).
-    command = [sys.executable, "-m", "gunicorn", *shlex.split(arguments), "simia_web.wsgi"]
-    log = open(os.environ.get("SIMIA_BENCH_SERVER_LOG", os.devnull), "w")  # noqa: SIM115 (the server holds it)
-    server = subprocess.Popen(command, cwd=ROOT, env=env, stderr=log, start_new_session=True)
-    import httpx
-
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            httpx.get(f"http://127.0.0.1:{port}/accounts/login/", timeout=5)
-            return server
-        except httpx.TransportError:
-            time.sleep(0.3)
-    server.terminate()
-    raise SystemExit("the web server did not start")
 
 
 class Connection:
