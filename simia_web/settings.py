@@ -65,6 +65,7 @@ INSTALLED_APPS = [
     "simia_web.operations",
     "simia_web.fidelity",
     "simia_web.calibration",
+    "simia_web.audits",
 ]
 
 MIDDLEWARE = [

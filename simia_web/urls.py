@@ -17,6 +17,7 @@ APPS = [
     "operations",
     "fidelity",
     "calibration",
+    "audits",
 ]
 
 urlpatterns = [

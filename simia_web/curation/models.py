@@ -281,6 +281,10 @@ class Review(models.Model):
     # Part of a bulk action: shown apart, and not counted as an individual judgement in agreement.
     bulk = models.BooleanField(default=False)
     batch = models.UUIDField(null=True, blank=True, db_index=True, help_text="The bulk action it was part of.")
+    # The audit (audits.Audit, named by id: that app sits above this one) whose estimate a bulk acceptance rests on.
+    audit = models.PositiveBigIntegerField(
+        null=True, blank=True, help_text="The audit whose estimate this (bulk) decision rests on."
+    )
     undone_at = models.DateTimeField(null=True, blank=True)
     undone_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="undone_reviews"
@@ -295,7 +299,9 @@ class Review(models.Model):
         ordering = ["-id"]
         indexes = [
             # The decision that stands on a trajectory (at most one).
-            models.Index(fields=["trajectory"], name="review_standing", condition=STANDING)
+            models.Index(fields=["trajectory"], name="review_standing", condition=STANDING),
+            # The decisions resting on an audit (few reviews do).
+            models.Index(fields=["audit", "trajectory"], name="review_audit", condition=Q(audit__isnull=False)),
         ]
 
     def __str__(self):

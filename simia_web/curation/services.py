@@ -7,13 +7,14 @@ accepted only while its current text is the one a person accepted.
 """
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Exists, F, OuterRef, Q
+from django.db.models import Exists, F, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from simia_web.core.errors import HeldByOther, ValidationFailed
@@ -518,13 +519,20 @@ def _bulk_reason(decision: str, reason: str) -> str:
 
 @transaction.atomic
 def reviews_bulk(
-    *, trajectories, reviewer, decision: str, reason: str = "", batch: uuid.UUID | None = None
+    *,
+    trajectories,
+    reviewer,
+    decision: str,
+    reason: str = "",
+    batch: uuid.UUID | None = None,
+    audit: int | None = None,
 ) -> BulkOutcome:
     """Accept or reject every trajectory of a queryset at its current version, each as its next version.
 
     Never touches items another annotator holds, items a person already decided individually, or (when
     accepting) empty and errored ones; the outcome counts each group so the page can say so, and names the
     batch its undo takes back (`batch`: one named by a bulk decision job, whose parts are calls of this).
+    `audit` names the audit whose estimate the decision rests on, on every review written.
     """
     reason = _bulk_reason(decision, reason)
     outcome, rows = _bulk_split(trajectories, reviewer, decision, lock=True)
@@ -552,10 +560,13 @@ def reviews_bulk(
             based_on_version=version,
             bulk=True,
             batch=outcome.batch,
+            audit=audit,
         )
         for pk, version, _ in rows
     )
-    _audit_bulk(reviewer, "trajectory.status", [(pk, previous, status) for pk, _, previous in rows], reason=reason)
+    evidence = {"audit": audit} if audit is not None else {}
+    changes = [(pk, previous, status) for pk, _, previous in rows]
+    _audit_bulk(reviewer, "trajectory.status", changes, reason=reason, **evidence)
     change.record()
     return outcome
 
@@ -668,12 +679,47 @@ def trajectories_assign(*, trajectories, assignee, actor) -> int:
 BULK_JOB_KIND = "bulk-decision"
 
 
-def reviews_bulk_queue(*, query: str, reviewer, decision: str, reason: str = "") -> Job:
+def reviews_bulk_queue(
+    *,
+    query: str = "",
+    reviewer,
+    decision: str,
+    reason: str = "",
+    selection: dict | None = None,
+    audit: int | None = None,
+) -> Job:
     """Queue a bulk decision over the queue that `query` (the queue page's filter parameters) selects, as a job: it
-    decides the items in ranges of ids, each range as reviews_bulk would, with the filter as it stands then."""
+    decides the items in ranges of ids, each range as reviews_bulk would, with the filter as it stands then.
+
+    `selection` ({"name": ..., and its parameters}) names the items through a selection another app registered
+    (bulk_selection_register) instead of the queue's filter; `audit` names the audit every decision rests on."""
     reason = _bulk_reason(decision, reason)
+    if selection is not None and selection.get("name") not in BULK_SELECTIONS:
+        raise ReviewError(f"There is no bulk selection named {selection.get('name')!r}.", field="selection")
     params = {"query": query, "decision": decision, "reason": reason, "reviewer": reviewer.pk}
+    if selection is not None:
+        params["selection"] = selection
+    if audit is not None:
+        params["audit"] = audit
     return job_create(kind=BULK_JOB_KIND, params={**params, "batch": str(uuid.uuid4())}, actor=reviewer)
+
+
+@dataclass(frozen=True)
+class BulkSelection:
+    """Items of a bulk decision named otherwise than by the queue's filter (an audit's frozen population): `bounds`
+    gives the lowest and highest id (None: no items) and `trajectories` the items with ids in [low, high), each
+    called with the selection's parameters."""
+
+    bounds: Callable[[dict], tuple[int, int] | None]
+    trajectories: Callable[[dict, int, int], QuerySet]
+
+
+# Registered by the apps above curation, which it never imports: {name: selection}.
+BULK_SELECTIONS: dict[str, BulkSelection] = {}
+
+
+def bulk_selection_register(name: str, selection: BulkSelection) -> None:
+    BULK_SELECTIONS[name] = selection
 
 
 # ---------------------------------------------------------------- editor drafts

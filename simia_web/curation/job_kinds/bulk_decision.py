@@ -1,8 +1,10 @@
 """The "bulk-decision" job kind: accept or reject every item of a filtered queue, too many for one request.
 
-The job keeps the queue page's filter, not a list of ids; its units are ranges of ids, each deciding the items of
-its range that match the filter when it runs, as reviews_bulk does (held items, items a person decided one by one
-and, when accepting, empty ones are left and counted), under one batch. Its progress is the units done.
+The job keeps the queue page's filter (or names a selection another app registered, such as an audit's frozen
+population: curation.services.bulk_selection_register), not a list of ids; its units are ranges of ids, each
+deciding the items of its range that match the filter when it runs, as reviews_bulk does (held items, items a
+person decided one by one and, when accepting, empty ones are left and counted), under one batch. Its progress is
+the units done.
 """
 
 from types import SimpleNamespace
@@ -13,7 +15,7 @@ from django.http import QueryDict
 
 from simia_web.accounts.models import User
 from simia_web.curation.selectors.queue import queue_filterset, queue_selection
-from simia_web.curation.services import BULK_JOB_KIND, reviews_bulk
+from simia_web.curation.services import BULK_JOB_KIND, BULK_SELECTIONS, reviews_bulk
 from simia_web.jobs.kinds import JobKind, UnitPlan, job_kind_register
 from simia_web.jobs.models import JobUnit, UnitStatus
 
@@ -29,6 +31,26 @@ def _selection(job):
     return reviewer, queue_selection(filterset.qs)
 
 
+def _bounds(job) -> tuple[int, int] | None:
+    chosen = job.params.get("selection")
+    if chosen:  # named by another app (an audit's population): it knows its bounds
+        return BULK_SELECTIONS[chosen["name"]].bounds(chosen)
+    _, selection = _selection(job)
+    bounds = selection.aggregate(low=Min("pk"), high=Max("pk"))
+    return None if bounds["low"] is None else (bounds["low"], bounds["high"])
+
+
+def _range(job, low: int, high: int):
+    """(reviewer, the items of ids in [low, high))."""
+    chosen = job.params.get("selection")
+    if chosen:
+        return User.objects.get(pk=job.params["reviewer"]), BULK_SELECTIONS[chosen["name"]].trajectories(
+            chosen, low, high
+        )
+    reviewer, selection = _selection(job)
+    return reviewer, selection.filter(pk__gte=low, pk__lt=high)
+
+
 @job_kind_register
 class BulkDecisionKind(JobKind):
     kind = BULK_JOB_KIND
@@ -39,24 +61,25 @@ class BulkDecisionKind(JobKind):
     def plan(self, job, stage):
         if stage is not None:
             return None
-        _, selection = _selection(job)
-        bounds = selection.aggregate(low=Min("pk"), high=Max("pk"))
-        if bounds["low"] is None:
+        bounds = _bounds(job)
+        if bounds is None:
             return None
+        low, high = bounds
         return DECIDE, [
             UnitPlan(DECIDE, f"ids:{start}", {"from": start, "to": start + IDS_PER_UNIT})
-            for start in range(bounds["low"], bounds["high"] + 1, IDS_PER_UNIT)
+            for start in range(low, high + 1, IDS_PER_UNIT)
         ]
 
     def run(self, job, unit):
         def write():
-            reviewer, selection = _selection(job)
+            reviewer, selection = _range(job, unit.params["from"], unit.params["to"])
             outcome = reviews_bulk(
-                trajectories=selection.filter(pk__gte=unit.params["from"], pk__lt=unit.params["to"]),
+                trajectories=selection,
                 reviewer=reviewer,
                 decision=job.params["decision"],
                 reason=job.params["reason"],
                 batch=UUID(job.params["batch"]),
+                audit=job.params.get("audit"),
             )
             return {name: getattr(outcome, name) for name in COUNTS}
 

@@ -1,0 +1,150 @@
+"""An audit's population read once, at the freeze, as arrays: the members' ids and text versions, and what predicts
+a person's rejection of each (the judge's score, confidence and verdict, the spread of its criterion scores, rule
+violations, near-duplicates), with the judge's per-criterion verdicts and configurations.
+
+Three reads whatever the size: the members' rows (id order), their verdicts (one pass, the latest non-failed per
+member kept), and the near-duplicate clusters' members. Nothing is read per member.
+"""
+
+import warnings
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+from django.db.models import FloatField, Func, QuerySet
+
+from simia_web.curation.duplicates import TRAJECTORIES
+from simia_web.curation.models import JudgeVerdict
+from simia_web.dedup.models import Signature
+from simia_web.simulation.judge import CRITERIA, PASS_THRESHOLD
+
+# Rows fetched per round trip while the population streams in.
+CHUNK = 20_000
+
+
+class JsonNumber(Func):
+    """A number stored under `key` of a JSON object column, or NULL when it is missing or not a number (a verdict's
+    per-criterion score: a malformed one must not fail the read)."""
+
+    output_field = FloatField()
+
+    def __init__(self, column: str, key: str):
+        if not key.isidentifier():
+            raise ValueError(f"not a criterion name: {key!r}")
+        super().__init__(column, template="")
+        self.key = key
+
+    def as_postgresql(self, compiler, connection, **extra_context):
+        sql, params = compiler.compile(self.source_expressions[0])
+        return (
+            f"(CASE WHEN jsonb_typeof({sql} -> %s) = 'number' THEN ({sql} ->> %s)::double precision END)",
+            [*params, self.key, *params, self.key],
+        )
+
+    def as_sqlite(self, compiler, connection, **extra_context):
+        sql, params = compiler.compile(self.source_expressions[0])
+        path = f'$."{self.key}"'
+        return (
+            f"(CASE WHEN json_type({sql}, %s) IN ('integer', 'real') THEN json_extract({sql}, %s) END)",
+            [*params, path, *params, path],
+        )
+
+
+@dataclass
+class Population:
+    """The members in id order; float arrays hold NaN where there is nothing (no verdict, no score)."""
+
+    ids: np.ndarray  # int64
+    text_versions: np.ndarray  # int32
+    judge_score: np.ndarray
+    judge_confidence: np.ndarray
+    judge_failed: np.ndarray  # 1.0 failed, 0.0 passed, NaN no verdict
+    violations: np.ndarray  # int64: unfixed rule violations
+    has_duplicates: np.ndarray  # bool: in a near-duplicate cluster
+    criterion_spread: np.ndarray  # max minus min of the latest verdict's criterion scores
+    criterion_failed: dict[str, np.ndarray] = field(default_factory=dict)  # 1.0 below the pass threshold, NaN none
+    judges: Counter = field(default_factory=Counter)  # (model, profile) of the members' latest verdicts
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+def _float(values) -> np.ndarray:
+    return np.array([np.nan if v is None else v for v in values], dtype=np.float64)
+
+
+def _members(queryset: QuerySet):
+    rows = queryset.order_by("pk").values_list(
+        "pk", "text_version", "judge_score", "judge_confidence", "judge_passed", "violation_count"
+    )
+    columns: list[list] = [[], [], [], [], [], []]
+    for row in rows.iterator(chunk_size=CHUNK):
+        for column, value in zip(columns, row, strict=True):
+            column.append(value)
+    ids = np.array(columns[0], dtype=np.int64)
+    failed = np.array([np.nan if p is None else float(not p) for p in columns[4]], dtype=np.float64)
+    return (
+        ids,
+        np.array(columns[1], dtype=np.int32),
+        _float(columns[2]),
+        _float(columns[3]),
+        failed,
+        np.array(columns[5], dtype=np.int64),
+    )
+
+
+def _verdicts(queryset: QuerySet, ids: np.ndarray):
+    """The latest verdict that did not fail of each member: its criterion scores (one column each, NaN where
+    missing) and its (model, profile)."""
+    scores = {c: JsonNumber("scores", c) for c in CRITERIA}
+    rows = (
+        JudgeVerdict.objects.filter(trajectory__in=queryset.order_by().values("pk"), error="")
+        .annotate(**{f"c_{c}": expression for c, expression in scores.items()})
+        .order_by("trajectory_id", "id")
+        .values_list("trajectory_id", "model", "profile__name", *(f"c_{c}" for c in CRITERIA))
+    )
+    latest: dict[int, tuple] = {}
+    for row in rows.iterator(chunk_size=CHUNK):
+        latest[row[0]] = row  # id order within a member: the last one stays
+    n = len(ids)
+    criteria = np.full((len(CRITERIA), n), np.nan)
+    judges: Counter = Counter()
+    if latest:
+        where = np.searchsorted(ids, np.fromiter(latest, dtype=np.int64, count=len(latest)))
+        values = np.array(
+            [[np.nan if v is None else v for v in row[3:]] for row in latest.values()], dtype=np.float64
+        ).reshape(len(latest), len(CRITERIA))
+        criteria[:, where] = values.T
+        judges = Counter((row[1] or "", row[2] or "") for row in latest.values())
+    return criteria, judges
+
+
+def _clustered(ids: np.ndarray) -> np.ndarray:
+    if not len(ids):
+        return np.zeros(0, dtype=bool)
+    clustered = Signature.objects.filter(
+        corpus=TRAJECTORIES, cluster__isnull=False, item_id__gte=int(ids[0]), item_id__lte=int(ids[-1])
+    ).values_list("item_id", flat=True)
+    return np.isin(ids, np.fromiter(clustered.iterator(chunk_size=CHUNK), dtype=np.int64))
+
+
+def population_read(queryset: QuerySet) -> Population:
+    """The members of `queryset` (trajectories) as they are now."""
+    ids, text_versions, score, confidence, failed, violations = _members(queryset)
+    criteria, judges = _verdicts(queryset, ids) if len(ids) else (np.full((len(CRITERIA), 0), np.nan), Counter())
+    with warnings.catch_warnings():  # members without criterion scores get NaN, without a warning each
+        warnings.simplefilter("ignore", RuntimeWarning)
+        spread = np.nanmax(criteria, axis=0) - np.nanmin(criteria, axis=0) if len(ids) else np.zeros(0)
+    below = np.where(np.isnan(criteria), np.nan, (criteria < PASS_THRESHOLD).astype(np.float64))
+    return Population(
+        ids=ids,
+        text_versions=text_versions,
+        judge_score=score,
+        judge_confidence=confidence,
+        judge_failed=failed,
+        violations=violations,
+        has_duplicates=_clustered(ids),
+        criterion_spread=spread,
+        criterion_failed={c: below[i] for i, c in enumerate(CRITERIA)},
+        judges=judges,
+    )

@@ -1,0 +1,207 @@
+"""Audit services: the frozen population, reproducible draws, refusals of bad input, decisions counted (an edited
+member included), and accepting the rest at the ceiling through the bulk path."""
+
+import numpy as np
+import pytest
+
+from simia_web.audits.models import Acceptance, Audit, AuditItem
+from simia_web.audits.selectors import audit_estimate, audit_queue
+from simia_web.audits.services import audit_accept_rest, audit_claim_next, audit_create
+from simia_web.core.errors import ValidationFailed
+from simia_web.curation.models import Decision, Review, Trajectory, TrajectoryStatus
+from simia_web.curation.services import review_decide, review_undo, trajectory_edit
+from tests.support.factories import conversation, make_trajectory, verdict
+
+pytestmark = pytest.mark.django_db
+
+
+def population(n: int = 30, *, domain: str = "shop", failing_every: int = 5) -> list[Trajectory]:
+    """`n` trajectories waiting for review, every `failing_every`-th failed by the judge."""
+    return [
+        make_trajectory(
+            domain,
+            judge=verdict(passed=i % failing_every != 0, score=0.3 if i % failing_every == 0 else 0.9, confidence=0.8),
+        )
+        for i in range(n)
+    ]
+
+
+def decide(audit: Audit, user, *, reject_every: int = 0, count: int | None = None) -> list[Review]:
+    """Decide the audit's items through its stream, as a person would: claim, then accept or reject."""
+    made = []
+    for i in range(count if count is not None else audit.sample_size):
+        claimed = audit_claim_next(audit=audit, user=user)
+        if claimed is None:
+            break
+        trajectory = Trajectory.objects.get(pk=claimed.pk)
+        rejected = bool(reject_every) and i % reject_every == 0
+        made.append(
+            review_decide(
+                trajectory=trajectory,
+                reviewer=user,
+                decision=Decision.REJECT if rejected else Decision.ACCEPT,
+                expected_version=trajectory.version,
+                reason="wrong" if rejected else "",
+            )
+        )
+    return made
+
+
+def test_the_population_is_frozen_and_later_writes_change_neither_it_nor_the_probabilities(users):
+    members = population(20)
+    audit = audit_create(filters={"domain": "shop"}, sample_size=5, strategy="active", seed=3, actor=users["curator"])
+    frozen = audit.members
+    ids, inclusion = frozen.array("ids").copy(), frozen.array("inclusion").copy()
+    assert audit.population == 20 and sorted(ids.tolist()) == sorted(t.pk for t in members)
+    assert (inclusion > 0).all() and inclusion.sum() == pytest.approx(5)
+    items = list(AuditItem.objects.filter(audit=audit).values_list("trajectory_id", "inclusion_probability"))
+
+    # More trajectories arrive and a member is judged again: the audit's population and draw stay as they were.
+    population(10)
+    Trajectory.objects.filter(pk=members[0].pk).update(judge_score=0.01, judge_passed=False)
+    audit = Audit.objects.get(pk=audit.pk)
+    assert audit.population == 20
+    assert np.array_equal(audit.members.array("ids"), ids)
+    assert np.array_equal(audit.members.array("inclusion"), inclusion)
+    assert list(AuditItem.objects.filter(audit=audit).values_list("trajectory_id", "inclusion_probability")) == items
+
+
+@pytest.mark.parametrize("strategy", ["uniform", "active"])
+def test_a_draw_is_reproducible_from_its_seed(users, strategy):
+    population(40)
+    curator = users["curator"]
+
+    def drawn(seed):
+        audit = audit_create(filters={}, sample_size=8, strategy=strategy, seed=seed, actor=curator)
+        return list(audit.items.order_by("position").values_list("trajectory_id", "inclusion_probability"))
+
+    assert drawn(11) == drawn(11)
+    assert drawn(11) != drawn(12)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "field", "words"),
+    [
+        ({"filters": {"colour": "red"}}, "filters", "unknown filter colour"),
+        ({"filters": {"mine": "true"}}, "filters", "unknown filter mine"),
+        ({"filters": {"min_score": "high"}}, "filters.min_score", "number"),
+        ({"filters": {"domain": "nowhere"}}, "filters", "population is empty"),
+        ({"sample_size": 0}, "sample_size", "at least 1"),
+        ({"sample_size": 11}, "sample_size", "larger than the population (10"),
+        ({"sample_size": "many"}, "sample_size", "whole number"),
+        ({"strategy": "greedy"}, "strategy", "unknown strategy"),
+        ({"seed": -1}, "seed", "at least 0"),
+    ],
+)
+def test_bad_input_is_refused_naming_the_field(users, arguments, field, words):
+    population(10)
+    given = {"filters": {}, "sample_size": 3, "strategy": "uniform", "seed": 1, **arguments}
+    with pytest.raises(ValidationFailed) as refused:
+        audit_create(**given, actor=users["curator"])
+    assert refused.value.field == field and words in refused.value.detail
+    assert not Audit.objects.exists()
+
+
+def test_the_stream_gives_items_out_in_the_draw_order_and_skips_decided_ones(users):
+    population(12)
+    audit = audit_create(filters={}, sample_size=6, strategy="uniform", seed=5, actor=users["curator"])
+    order = list(audit.items.order_by("position").values_list("trajectory_id", flat=True))
+    annotator = users["annotator"]
+    first = audit_claim_next(audit=audit, user=annotator)
+    assert first.pk == order[0]
+    assert audit_claim_next(audit=audit, user=users["admin"]).pk == order[1]  # the first is held
+    assert audit_claim_next(audit=audit, user=annotator, after_position=0).pk == order[2]  # skipped ahead
+    decide(audit, annotator, count=6)
+    assert not audit_queue(audit).exists() or audit_queue(audit).count() == 1  # the admin still holds one
+
+
+def test_decisions_count_and_the_estimate_appears_with_the_first(users):
+    population(30)
+    audit = audit_create(filters={}, sample_size=20, strategy="uniform", seed=2, actor=users["curator"])
+    empty = audit_estimate(audit)
+    assert empty.estimate is None and empty.human_only is None and empty.counted == 0
+    decide(audit, users["annotator"], reject_every=4, count=12)
+    estimate = audit_estimate(audit, trace=True)
+    assert estimate.counted == 12 and estimate.rejected == 3
+    assert estimate.human_only.error_rate == pytest.approx(3 / 12)
+    assert estimate.human_only.low < 0.25 < estimate.human_only.high
+    assert estimate.estimate is not None and estimate.needed > 0
+    assert estimate.trace[-1]["k"] == 12 and estimate.trace[0]["k"] == 1
+
+
+def test_an_undone_decision_no_longer_counts_and_bulk_decisions_never_do(users):
+    population(10)
+    audit = audit_create(filters={}, sample_size=4, strategy="uniform", seed=1, actor=users["curator"])
+    [review] = decide(audit, users["annotator"], reject_every=1, count=1)
+    assert audit_estimate(audit).counted == 1
+    review_undo(review=review, actor=users["annotator"])
+    assert audit_estimate(audit).counted == 0
+
+
+def test_a_member_edited_after_the_freeze_is_reported_and_its_decision_counts_for_the_text_decided(users):
+    population(6)
+    audit = audit_create(filters={}, sample_size=3, strategy="uniform", seed=9, actor=users["curator"])
+    first = audit.items.get(position=0).trajectory
+    edited = trajectory_edit(
+        trajectory=first,
+        editor=users["admin"],
+        messages=conversation("Please cancel order W1 now.", "Done: W1 is cancelled."),
+        expected_version=first.version,
+    )
+    from simia_web.curation.services import trajectory_release
+
+    trajectory_release(trajectory_id=first.pk, user=users["admin"])
+    state = audit_estimate(audit)
+    assert [item.trajectory_id for item in state.edited] == [first.pk]
+    review_decide(
+        trajectory=edited,
+        reviewer=users["annotator"],
+        decision=Decision.REJECT,
+        expected_version=edited.version,
+        reason="still wrong",
+    )
+    state = audit_estimate(audit)
+    [item] = state.decided
+    assert item.edited and item.decided_text_version == edited.text_version and item.label == 1
+    # A fix the decision makes itself is not an edit of what was decided (and counts as not acceptable as frozen).
+    second = Trajectory.objects.get(pk=audit.items.get(position=1).trajectory_id)
+    review_decide(
+        trajectory=second,
+        reviewer=users["annotator"],
+        decision=Decision.FIX_ACCEPT,
+        expected_version=second.version,
+        messages=conversation("Please cancel order W1.", "Fixed answer."),
+    )
+    fixed = next(item for item in audit_estimate(audit).decided if item.trajectory_id == second.pk)
+    assert not fixed.edited and fixed.label == 1
+
+
+def test_accepting_the_rest_is_refused_above_the_ceiling_and_done_at_it(users):
+    population(40, failing_every=100)
+    curator = users["curator"]
+    audit = audit_create(filters={}, sample_size=25, strategy="uniform", seed=4, actor=curator)
+    decide(audit, users["annotator"], count=25)
+    high = audit_estimate(audit).headline.high
+    with pytest.raises(ValidationFailed) as refused:
+        audit_accept_rest(audit=audit, max_error_rate=high - 0.001, actor=curator)
+    assert refused.value.field == "max_error_rate"
+    assert f"{high:.1%}" in refused.value.detail and f"{high - 0.001:.1%}" in refused.value.detail
+    assert not Acceptance.objects.exists()
+
+    # One member is edited after the freeze: the rest is accepted without it.
+    rest = audit_estimate(audit).items
+    undecided = [item.trajectory_id for item in rest if item.decision is None]
+    outside = Trajectory.objects.exclude(pk__in=audit.items.values("trajectory_id")).first()
+    trajectory_edit(
+        trajectory=outside,
+        editor=users["admin"],
+        messages=conversation("Cancel W1, please.", "W1 is cancelled."),
+        expected_version=outside.version,
+    )
+    acceptance = audit_accept_rest(audit=audit, max_error_rate=high, actor=curator)
+    assert acceptance.accepted == 40 - 25 - 1 - len(undecided)
+    accepted = Review.objects.filter(audit=audit.pk)
+    assert accepted.count() == acceptance.accepted and all(r.bulk for r in accepted)
+    assert f"audit {audit.pk}" in accepted.first().reason
+    outside.refresh_from_db()
+    assert outside.status != TrajectoryStatus.ACCEPTED
