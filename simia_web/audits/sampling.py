@@ -44,7 +44,7 @@ import numpy as np
 STRATEGIES = ("uniform", "active")
 
 # The share of each active inclusion probability that is uniform: π_i ≥ UNIFORM_SHARE · n / N for every member.
-UNIFORM_SHARE = 0.2
+UNIFORM_SHARE = 0.5
 
 # The rejection risk model's weights (logit scale), see `rejection_risk`.
 PASS_THRESHOLD = 0.7  # the judge's pass threshold (simulation.judge.PASS_THRESHOLD; repeated to stay Django-free)
