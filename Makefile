@@ -73,6 +73,13 @@ test: install trainer-venv chromium fault-servers
 	DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) $(VENV)/bin/pytest -p no:cacheprovider \
 		-n $(TEST_WORKERS) $(PYTEST_ARGS)
 
+# The reference in docs/ as a site in site/ (mkdocs.yml): --strict fails on a broken link or anchor. Part of `make test`.
+.PHONY: docs
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
+
+test: docs
+
 bench: install
 	DATABASE_URL=postgres://postgres@127.0.0.1:5432/simia_bench CELERY_BROKER_URL=redis://127.0.0.1:6379/13 \
 		$(PY) bench/rollout_throughput.py
