@@ -35,7 +35,8 @@ evaluated by Matei & Tillé 2005, J. Official Statistics 21), on the linearised 
 
 Under `uniform` it is exactly the textbook (1 − k/N) s²/k of simple random sampling without replacement, finite
 population correction included; at k = N it is 0 (a census). For the prediction-powered estimate it is multiplied
-by (k − 1)/(k − 2) for the λ fitted on the same items.
+by (k − 1)/(k − 2) for the λ fitted on the same items, and kept above the variance of residuals of size 1 on one
+item in k + 1: a judge that agreed with people on every decided item does not make the interval a point.
 
 The interval: a Wilson score interval on the effective sample size n* = θ̂(1 − θ̂)/V̂ (Kish's design effect; Korn &
 Graubard 1998, "Confidence intervals for proportions with small expected number of positive counts estimated from
@@ -104,7 +105,9 @@ def wilson(rate: float, effective_size: float, z: float) -> tuple[float, float]:
     n = effective_size
     centre = (rate + z * z / (2 * n)) / (1 + z * z / n)
     half = z / (1 + z * z / n) * math.sqrt(max(rate * (1 - rate), 0.0) / n + z * z / (4 * n * n))
-    return max(0.0, centre - half), min(1.0, centre + half)
+    low = 0.0 if rate <= 0.0 else max(0.0, centre - half)  # exact ends where rounding would leave 1e-16
+    high = 1.0 if rate >= 1.0 else min(1.0, centre + half)
+    return low, high
 
 
 def _wilson_size(rate: float, half_width: float, z: float) -> float:
@@ -161,7 +164,9 @@ def _design(pi_k: np.ndarray):
 
 
 def _fit(y: np.ndarray, pi_k: np.ndarray, f: np.ndarray | None, prediction_mean: float, lam: float | None) -> _Fit:
-    """The Hájek (λ = 0) or prediction-powered estimate and its variance. `lam=None` tunes λ."""
+    """The Hájek (λ = 0) or prediction-powered estimate and its variance. `lam=None` tunes λ. With λ ≠ 0 the
+    variance is at least that of residuals of size 1 on one item in k + 1 (one disagreement more than seen), so a
+    judge that agreed with people on every decided item still leaves a width."""
     k = y.shape[0]
     weights, form = _design(pi_k)
     total = float(weights.sum())
@@ -189,6 +194,9 @@ def _fit(y: np.ndarray, pi_k: np.ndarray, f: np.ndarray | None, prediction_mean:
     variance = max(form(residual, residual), 0.0) / (total * total)
     if lam_used != 0.0 and k > 2:
         variance *= (k - 1) / (k - 2)
+    if lam_used != 0.0 and not census:
+        unseen = 1.0 / (k + 1)
+        variance = max(variance, unseen * (1 - unseen) * float(((1.0 - pi_k) * weights * weights).sum()) / total**2)
     return _Fit(estimate, variance, finite, k, census, False, lam_used)
 
 
