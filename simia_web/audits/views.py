@@ -1,0 +1,304 @@
+"""Pages of audits: the list and the form that creates one, an audit's figures, its stream of items (the review
+queue's keyboard flow, holds and version checks, with the judge hidden until an item is decided when the audit is
+blind), and accepting the rest on its evidence."""
+
+from django.conf import settings
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+from django_htmx.http import HttpResponseClientRedirect
+
+from simia_web.accounts.permissions import role_required
+from simia_web.catalog.selectors import domain_names
+from simia_web.core.clipping import message_href, message_page, shown_in_full
+from simia_web.core.errors import HeldByOther, ValidationFailed
+from simia_web.curation.models import Decision, Review, Trajectory
+from simia_web.curation.selectors.conversation import chat_items
+from simia_web.curation.selectors.trajectory import (
+    draft_for,
+    reservation_holder,
+    review_standing,
+    standing_review,
+    trajectory_detail_queryset,
+    verdicts_split,
+)
+from simia_web.curation.services import ReviewError, review_decide, review_undo, trajectory_release
+from simia_web.curation.versions import StaleVersion
+
+from .forms import AuditForm, CeilingForm
+from .models import Audit, AuditItem
+from .plot import interval_plot
+from .selectors import (
+    EDITED_SHOWN,
+    HALF_WIDTH,
+    acceptances,
+    accepted_on_evidence,
+    audit_estimate,
+    audit_neighbours,
+    audits_list,
+    item_decision,
+)
+from .services import audit_accept_rest, audit_blind_set, audit_claim_next, audit_create
+
+PAGE_SIZE = 50
+# A refused decision: the card says why, with this status (htmx swaps it too, see static/js/review.js).
+CONFLICT = 409
+
+
+def _int(value):
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+@role_required("annotator")
+def audit_list(request):
+    """Every audit, newest first; curators and admins create one here."""
+    curator = request.user.has_role("curator")
+    form = AuditForm(request.POST or None, domains=domain_names()) if curator else None
+    if request.method == "POST":
+        if form is None:
+            raise PermissionDenied("Creating an audit needs the curator role.")
+        if form.is_valid():
+            data = form.cleaned_data
+            try:
+                audit = audit_create(
+                    filters=form.filters(),
+                    sample_size=data["sample_size"],
+                    strategy=data["strategy"],
+                    seed=data["seed"],
+                    blind=data["blind"],
+                    actor=request.user,
+                )
+            except ValidationFailed as exc:
+                form.add_error(None, f"{exc.field.replace('_', ' ')}: {exc.detail}")
+            else:
+                messages.success(
+                    request, f"Audit {audit.pk}: {audit.sample_size} of {audit.population} trajectories drawn."
+                )
+                return redirect("audit-detail", pk=audit.pk)
+    page = Paginator(audits_list(), PAGE_SIZE).get_page(request.GET.get("page"))
+    status = 400 if form is not None and form.errors else 200
+    return render(request, "audits/list.html", {"page": page, "form": form, "query": ""}, status=status)
+
+
+@role_required("annotator")
+def audit_detail(request, pk: int):
+    audit = get_object_or_404(Audit.objects.select_related("created_by"), pk=pk)
+    figures = audit_estimate(audit, trace=True)
+    edited = figures.edited
+    context = {
+        "audit": audit,
+        "figures": figures,
+        "plot": interval_plot(figures.trace, figures.judge_only),
+        "per_criterion": sorted(figures.per_criterion.items()),
+        "edited": edited[:EDITED_SHOWN],
+        "more_edited": max(len(edited) - EDITED_SHOWN, 0),
+        "undecided": audit.sample_size - figures.counted,
+        "half_width": HALF_WIDTH,
+        "acceptances": acceptances(audit)[:10],
+        "accepted_count": accepted_on_evidence(audit.pk).count(),
+        "ceiling_form": CeilingForm() if request.user.has_role("curator") else None,
+        "judge_failed_share": audit.judge_failed / audit.population,
+    }
+    return render(request, "audits/detail.html", context)
+
+
+def _item_url(audit_id: int, trajectory_id: int, *, stream: bool = False) -> str:
+    url = reverse("audit-item", args=[audit_id, trajectory_id])
+    return f"{url}?stream=1" if stream else url
+
+
+@role_required("annotator")
+@require_POST
+def audit_next(request, pk: int):
+    """The audit's stream: claim the next item in the sample's order that no decision counts for and nobody else
+    holds (after `after`, the position skipped, when skipping) and open it."""
+    audit = get_object_or_404(Audit, pk=pk)
+    claimed = audit_claim_next(audit=audit, user=request.user, after_position=_int(request.POST.get("after")))
+    if claimed is None:
+        messages.info(request, "Nothing left to decide in this audit: every item is decided or held by someone.")
+        target = reverse("audit-detail", args=[pk])
+    else:
+        target = _item_url(pk, claimed.pk, stream=True)
+    return HttpResponseClientRedirect(target) if request.htmx else redirect(target)
+
+
+def _item_context(request, audit: Audit, item: AuditItem, trajectory: Trajectory, **extra) -> dict:
+    decision = item_decision(audit, trajectory.pk)
+    # Blind: the judge stays hidden until a person's decision counts for the item, so it does not anchor one.
+    revealed = not audit.blind or decision is not None
+    verdict, failed_verdicts, older_verdicts = (
+        verdicts_split(list(trajectory.verdicts.all())) if revealed else (None, [], [])
+    )
+    cited = set(verdict.cited_messages or []) if verdict else set()
+    holder = reservation_holder(trajectory, request.user)
+    page = message_page(request, trajectory.messages or [])
+    params = request.GET.copy()
+    for name in ("page", "full"):
+        params.pop(name, None)
+    page_query = params.urlencode()
+    reviews = list(trajectory.reviews.all())
+    standing = standing_review(reviews)
+    previous_id, next_id = audit_neighbours(audit, item.position)
+    undo_id = request.session.pop("audit_undo_review", None)
+    context = {
+        "audit": audit,
+        "item": item,
+        "t": trajectory,
+        "decision": decision,
+        "revealed": revealed,
+        "page": page,
+        "page_query": page_query,
+        "items": chat_items(
+            trajectory, cited, start=max(page.start_index() - 1, 0), stop=page.end_index(), full=shown_in_full(request)
+        ),
+        "cited_links": [(i, message_href(page_query, i)) for i in sorted(i for i in cited if isinstance(i, int))],
+        "verdict": verdict,
+        "verdict_stale": verdict is not None and verdict.trajectory_version < trajectory.text_version,
+        "verdict_scores": sorted((verdict.scores or {}).items()) if verdict else [],
+        "failed_verdicts": failed_verdicts,
+        "older_verdicts": older_verdicts,
+        "violations": list(trajectory.violations.all()),
+        "reviews": reviews,
+        "undoable_id": standing.pk if standing else None,
+        "holder": holder,
+        "stream": request.GET.get("stream") == "1" and holder is None,
+        "edited": trajectory.text_version != item.text_version,
+        "previous_id": previous_id,
+        "next_id": next_id,
+        "reservation_seconds": settings.SIMIA_RESERVATION_SECONDS,
+        "last_review": review_standing(undo_id) if undo_id else None,
+        "draft": draft_for(trajectory, request.user),
+    }
+    context.update(extra)
+    return context
+
+
+def _item(pk: int, trajectory_id: int) -> tuple[Audit, AuditItem]:
+    item = get_object_or_404(AuditItem.objects.select_related("audit"), audit_id=pk, trajectory_id=trajectory_id)
+    return item.audit, item
+
+
+@role_required("annotator")
+def audit_item(request, pk: int, trajectory_id: int):
+    """One sampled item. Viewing never holds it: the stream (`stream=1`, reached through audit_next) does."""
+    audit, item = _item(pk, trajectory_id)
+    trajectory = get_object_or_404(trajectory_detail_queryset(), pk=trajectory_id)
+    return render(request, "audits/item.html", _item_context(request, audit, item, trajectory))
+
+
+@role_required("annotator")
+@require_POST
+def audit_item_decide(request, pk: int, trajectory_id: int):
+    """Accept or reject the version read, as on the review page (the same service); fix and accept opens the
+    editor. In the stream the next item is claimed."""
+    audit, item = _item(pk, trajectory_id)
+    decision = request.POST.get("decision", "")
+    stream = request.GET.get("stream") == "1"
+    if decision == Decision.FIX_ACCEPT:
+        return redirect(f"{reverse('trajectory-edit', args=[trajectory_id])}{'?stream=1' if stream else ''}")
+    trajectory = get_object_or_404(Trajectory, pk=trajectory_id)
+    try:
+        review = review_decide(
+            trajectory=trajectory,
+            reviewer=request.user,
+            decision=decision,
+            expected_version=_int(request.POST.get("version")) or -1,
+            reason=request.POST.get("reason", ""),
+        )
+    except (StaleVersion, HeldByOther, ReviewError) as exc:
+        trajectory = get_object_or_404(trajectory_detail_queryset(), pk=trajectory_id)
+        context = _item_context(
+            request,
+            audit,
+            item,
+            trajectory,
+            conflict=exc if isinstance(exc, StaleVersion) else None,
+            edit_error=None if isinstance(exc, StaleVersion) else str(exc),
+            posted_reason=request.POST.get("reason", ""),
+        )
+        template = "audits/_decision.html" if request.htmx else "audits/item.html"
+        return render(
+            request, template, context, status=CONFLICT if isinstance(exc, (StaleVersion, HeldByOther)) else 400
+        )
+    label = dict(Decision.choices)[review.decision].lower()
+    messages.success(request, f"Trajectory {trajectory_id}: {label} (counts for audit {audit.pk}).")
+    request.session["audit_undo_review"] = review.pk
+    target = _item_url(pk, trajectory_id)
+    if stream:
+        claimed = audit_claim_next(audit=audit, user=request.user, after_position=item.position)
+        if claimed is None:
+            messages.info(request, "That was the last free item of this audit.")
+            target = reverse("audit-detail", args=[pk])
+        else:
+            target = _item_url(pk, claimed.pk, stream=True)
+    return HttpResponseClientRedirect(target) if request.htmx else redirect(target)
+
+
+@role_required("annotator")
+@require_POST
+def audit_item_release(request, pk: int, trajectory_id: int):
+    """Let go of the item (the Release button): back to the audit's page."""
+    _item(pk, trajectory_id)
+    trajectory_release(trajectory_id=trajectory_id, user=request.user)
+    messages.info(request, f"Trajectory {trajectory_id} released.")
+    return redirect("audit-detail", pk=pk)
+
+
+@role_required("annotator")
+@require_POST
+def audit_undo(request, pk: int, review_id: int):
+    """Take back a decision (the toast's Undo): the person holds the item again, in the audit's stream."""
+    review = get_object_or_404(Review, pk=review_id)
+    _item(pk, review.trajectory_id)
+    try:
+        review_undo(review=review, actor=request.user)
+    except (StaleVersion, HeldByOther, ReviewError) as exc:
+        messages.error(request, f"Not undone: {exc}")
+        return redirect(_item_url(pk, review.trajectory_id))
+    messages.success(request, f"Undone: trajectory {review.trajectory_id} waits for your decision again.")
+    return redirect(_item_url(pk, review.trajectory_id, stream=True))
+
+
+@role_required("curator")
+@require_POST
+def audit_accept_rest_view(request, pk: int):
+    audit = get_object_or_404(Audit, pk=pk)
+    form = CeilingForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "Not accepted: give the ceiling as a percentage between 0 and 100.")
+        return redirect("audit-detail", pk=pk)
+    try:
+        acceptance = audit_accept_rest(audit=audit, max_error_rate=form.share(), actor=request.user)
+    except ValidationFailed as exc:
+        messages.error(request, f"Not accepted. {exc.detail}")
+        return redirect("audit-detail", pk=pk)
+    if acceptance.job_id:
+        messages.success(request, f"Accepting the rest of audit {pk} on its evidence runs as job {acceptance.job_id}.")
+        return redirect("job-detail", pk=acceptance.job_id)
+    messages.success(
+        request,
+        f"{acceptance.accepted} trajector{'y' if acceptance.accepted == 1 else 'ies'} accepted on the evidence of "
+        f"audit {pk} (upper bound {acceptance.high:.1%}, ceiling {acceptance.max_error_rate:.1%}).",
+    )
+    return redirect("audit-detail", pk=pk)
+
+
+@role_required("curator")
+@require_POST
+def audit_blind(request, pk: int):
+    audit = get_object_or_404(Audit, pk=pk)
+    blind = request.POST.get("blind") == "1"
+    audit_blind_set(audit=audit, blind=blind, actor=request.user)
+    messages.success(
+        request,
+        f"Audit {pk} is blind: the judge stays hidden until an item is decided."
+        if blind
+        else f"Audit {pk} shows the judge on every item.",
+    )
+    return redirect("audit-detail", pk=pk)
