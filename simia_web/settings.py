@@ -340,6 +340,9 @@ CELERY_BROKER_CONNECTION_MAX_RETRIES = None
 # whose lease has run out for three periods, and whose message is not in the broker, is sent again by
 # the job watchdog, which one worker of the cluster runs each period (see jobs.watchdog).
 SIMIA_UNIT_HEARTBEAT_SECONDS = float(os.environ.get("SIMIA_UNIT_HEARTBEAT_SECONDS", "5"))
+# A unit leased this long by a worker that has not started it (a wedged process) is taken back by the watchdog and
+# sent again; longer than any unit waits in a healthy worker for a free thread or process.
+SIMIA_UNIT_STALL_SECONDS = float(os.environ.get("SIMIA_UNIT_STALL_SECONDS", "180"))
 
 # REST throttles (simia_web.core.throttling) count here, for every web process and machine: SIMIA_CACHE_URL, else the
 # broker's Redis; without Redis each process counts on its own. The login lockout counts in the database.

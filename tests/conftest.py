@@ -1,4 +1,6 @@
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -112,8 +114,8 @@ def celery_worker(transactional_db, settings):
     }
     workers = []
 
-    def start(concurrency: int = 8, **extra_env):
-        worker = WorkerProcess({**env, **extra_env}, concurrency).start()
+    def start(concurrency: int | None = 8, pool: str | None = "threads", **extra_env):
+        worker = WorkerProcess({**env, **extra_env}, concurrency, pool=pool).start()
         workers.append(worker)
         return worker
 
@@ -121,6 +123,35 @@ def celery_worker(transactional_db, settings):
     yield start
     for worker in workers:
         worker.stop()
+
+
+def manage(env, *args, timeout=180):
+    """Run `manage.py` in a process of its own with `env`, as an operator's shell would."""
+    return subprocess.run(
+        [sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
+    )
+
+
+@pytest.fixture
+def embedded_env(tmp_path):
+    """The zero-configuration default: SQLite file and filesystem broker, in a scratch folder, with a scripted LLM.
+    `start_worker(concurrency, pool)` starts a worker on it (threads unless said; pool None: Celery's default)."""
+    stub = StubLLM(responder=pipeline_responder()).start()
+    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "CELERY_BROKER_URL"}}
+    env.update(
+        SIMIA_VAR_DIR=str(tmp_path), OPENAI_BASE_URL=stub.url, SIMIA_MODEL="stub-model", SIMIA_LLM_BACKOFF_BASE="0.01"
+    )
+    assert manage(env, "migrate", "--noinput").returncode == 0
+    workers = []
+
+    def start_worker(concurrency: int | None = 4, pool: str | None = "threads", **extra_env):
+        workers.append(WorkerProcess({**env, **extra_env}, concurrency=concurrency, pool=pool).start())
+        return workers[-1]
+
+    yield {"env": env, "stub": stub, "start_worker": start_worker}
+    for worker in workers:
+        worker.stop()
+    stub.stop()
 
 
 def wait_for(predicate, timeout: float = 60, interval: float = 0.2, message: str = "condition"):

@@ -12,6 +12,12 @@ transaction for the whole run (an export reads through one), in which its own wr
 end. The heartbeat writes what changed since its last beat on its own connection, in one statement for all
 of the process's units, after renewing their leases.
 
+Every Celery pool works the same way. With threads or solo, the process that takes a message runs its unit.
+With prefork, the parent takes messages and leases their units, and a child process runs each one: the child's
+claim takes the lease over from its parent (unit_rows.unit_claim_for_run), its own heartbeat renews it while it
+runs, and the parent lets go of units ended or run elsewhere (it sees no task end: Celery's task_postrun fires in
+the child). A forked child starts with none of its parent's units, threads or lock.
+
 Each worker process also runs a watchdog thread, which takes the cluster's watchdog turn each beat
 (jobs.services.jobs_heal); apart from the heartbeat, so that a broker slow to answer never delays a
 renewal. After a database outage (failures, or waits for a connection longer than a beat) the
@@ -47,6 +53,23 @@ _running: set[int] = set()
 _threads: dict[str, threading.Thread] = {}
 _progress: dict[int, dict] = {}  # the latest progress each unit running here reported
 _progress_unwritten: set[int] = set()  # units whose latest progress the heartbeat has yet to write
+_parent = ""  # in a prefork pool's child: the parent process, as a lease names it
+
+
+def _forked() -> None:
+    """A forked process holds nothing of its parent's: units, threads (they do not survive a fork), a lock another
+    thread may have held at the fork."""
+    global _lock, _parent
+    _lock = threading.Lock()
+    _received.clear()
+    _running.clear()
+    _threads.clear()
+    _progress.clear()
+    _progress_unwritten.clear()
+    _parent = ""
+
+
+os.register_at_fork(after_in_child=_forked)
 
 
 @functools.cache
@@ -57,6 +80,18 @@ def _hostname() -> str:
 def lease_holder() -> str:
     """This process, as a unit's lease names it."""
     return f"{_hostname()}:{os.getpid()}"
+
+
+def pool_child_start() -> None:
+    """In a prefork pool's child process: claim units whose leases the parent took, and renew them while they run."""
+    global _parent
+    _parent = f"{_hostname()}:{os.getppid()}"
+    heartbeat_start()
+
+
+def parent_holder() -> str:
+    """The pool's parent process when this is a prefork child ("" otherwise): a lease it holds passes to this one."""
+    return _parent
 
 
 def lease_seconds() -> float:
@@ -73,7 +108,21 @@ def unit_let_go(unit_id: int) -> None:
         if _received[unit_id] > 1:
             _received[unit_id] -= 1
         else:
-            del _received[unit_id]
+            _received.pop(unit_id, None)  # let go already: the heartbeat saw it ended or run elsewhere
+
+
+def _units_gone_let_go() -> None:
+    """Let go of units this process took messages for and does not run, once they ended or another process runs
+    them: a prefork parent learns of no task end, and its children's claims take its leases over."""
+    with _lock:
+        waiting = [unit_id for unit_id in _received if unit_id not in _running]
+    if not waiting:
+        return
+    gone = unit_rows.units_gone_elsewhere(waiting, holder=lease_holder())
+    with _lock:
+        for unit_id in gone:
+            if unit_id not in _running:
+                _received.pop(unit_id, None)
 
 
 @contextmanager
@@ -150,9 +199,11 @@ def _beat_forever() -> None:
 
 def beat() -> None:
     """Renew the leases of the units this process holds, then write the progress its units reported: one
-    statement for all of them, and one more when some unit's progress changed."""
+    statement for all of them, one more when some unit's progress changed, and one more when it holds units it
+    does not run (to let go of those ended or run elsewhere)."""
     try:
         db_connection_check()
+        _units_gone_let_go()
         if held := held_units():
             unit_rows.units_lease_renew(held, holder=lease_holder(), lease_seconds=lease_seconds())
         _progress_write()

@@ -53,7 +53,9 @@ class JobUnit(models.Model):
     While pending, a unit's message is in the broker, or held by a worker, or lost. `dispatched_at` says
     when it was last sent; a worker holding it (running it, or with it queued for its threads) keeps a
     lease on it, renewed by that worker's heartbeat (see jobs.watchdog), and only the lease's holder may
-    start it while the lease lasts.
+    start it while the lease lasts (or a process of the pool it forked, see jobs.leases). A lease the watchdog took
+    back from a holder that kept it without starting the unit names that holder in `lease_taken_from`, whose
+    heartbeat then renews it no more (a run of it may still claim it, as any worker's may).
 
     `progress` is how far a long unit's run has got, as it reported it (see jobs.leases.unit_progress):
     {"done", "total", "what", "doing"}, written by its worker's heartbeat; {} for a unit that reports none.
@@ -72,6 +74,7 @@ class JobUnit(models.Model):
     dispatched_at = models.DateTimeField(null=True, blank=True)
     lease_holder = models.CharField(max_length=200, blank=True)
     lease_until = models.DateTimeField(null=True, blank=True)
+    lease_taken_from = models.CharField(max_length=200, blank=True)
     progress = models.JSONField(default=dict, blank=True)
 
     class Meta:

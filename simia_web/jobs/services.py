@@ -24,7 +24,7 @@ from simia_web.llm.services import llm_calls_held, llm_calls_write, llm_job_fini
 from . import leases, unit_rows
 from .kinds import job_kind_for, job_kinds_queueable
 from .models import Job, JobStatus, JobUnit, UnitStatus, WatchdogTurn
-from .signals import job_ended
+from .signals import job_ended, unit_leases_taken_back
 
 logger = logging.getLogger(__name__)
 
@@ -198,7 +198,9 @@ class _UnitRun:
         unit_id = self.unit_id
         db_connection_check()  # the thread may have been idle through a database restart
         holder, lease = leases.lease_holder(), leases.lease_seconds()
-        unit = unit_rows.unit_claim_for_run(unit_id, holder=holder, lease_seconds=lease, new_attempt=not self.claimed)
+        unit = unit_rows.unit_claim_for_run(
+            unit_id, holder=holder, lease_seconds=lease, new_attempt=not self.claimed, parent=leases.parent_holder()
+        )
         if unit is None:
             return  # gone, ended, its job no longer running, or another worker holds it: running it, or about to
         self.claimed = True
@@ -330,7 +332,7 @@ def jobs_heal() -> int:
     """Send again the messages the broker lost; the watchdog's look, one worker's a beat. Returns messages sent.
 
     A pending unit of a running job's current stage is in the broker, held by a worker (which renews
-    its lease, see jobs.leases), or lost. Two rules tell which, without reading the broker's queue:
+    its lease, see jobs.leases), or lost. Three rules tell which, without reading the broker's queue:
 
     - a unit whose lease ran out was taken from the queue by a worker that is gone (killed, its machine
       lost): its message is lost with it;
@@ -339,7 +341,10 @@ def jobs_heal() -> int:
       taken, and a worker that takes one leases its unit within a beat (the probe's return is trusted
       a beat and a half after it; were a lease later still, the second message would find the unit
       held, or be the one that runs it). A unit queued behind thousands of others is behind every probe
-      that came back, and is left where it is.
+      that came back, and is left where it is;
+    - a unit leased but not started for SIMIA_UNIT_STALL_SECONDS since it was sent is stuck with a process that
+      renews leases but runs nothing (wedged): its lease is taken back, its holder renews it no more, and it is sent
+      again for any worker, that one included, to run.
 
     Each look sends a probe when some unit is unheld (one message a beat for the cluster). A queued job
     whose start message was lost is started by the second rule; a running job whose stage has no pending
@@ -353,8 +358,9 @@ def jobs_heal() -> int:
     now = timezone.now()
     passed = _probe_passed(turn.probes, trusted_before=now - timedelta(seconds=_PROBE_TRUSTED_AFTER * period))
     lost, unheld = [], False
-    for job in Job.objects.filter(status=JobStatus.RUNNING).only("id", "stage"):
+    for job in Job.objects.filter(status=JobStatus.RUNNING).only("id", "kind", "stage"):
         lost += unit_rows.units_lease_lapsed(job.pk, job.stage, now)
+        lost += _stalled_leases_take_back(job, now)
         never_held = unit_rows.units_never_held(job.pk, job.stage)
         if passed is not None:
             sent_before_it = never_held.filter(Q(dispatched_at__isnull=True) | Q(dispatched_at__lt=passed))
@@ -374,6 +380,23 @@ def jobs_heal() -> int:
     if lost or unstarted:
         logger.warning("watchdog: sent again %d units and %d job starts, lost", len(lost), len(unstarted))
     return len(lost) + len(unstarted)
+
+
+def _stalled_leases_take_back(job: Job, now) -> list[int]:
+    """Take back the leases of the job's units held unstarted too long (see jobs_heal); their ids, to send again."""
+    stalled = unit_rows.units_lease_stalled(job.pk, job.stage, now, stall_seconds=settings.SIMIA_UNIT_STALL_SECONDS)
+    if not stalled or not unit_rows.units_lease_take_back(stalled):
+        return []
+    for unit_id, holder in stalled:
+        logger.warning(
+            "watchdog: unit %s of job %s was leased by %s for over %.0f s without starting; taken back and sent again",
+            unit_id,
+            job.pk,
+            holder,
+            settings.SIMIA_UNIT_STALL_SECONDS,
+        )
+    unit_leases_taken_back.send(sender=Job, job=job, units=[unit_id for unit_id, _ in stalled])
+    return [unit_id for unit_id, _ in stalled]
 
 
 def _probe_passed(probes: list, *, trusted_before):

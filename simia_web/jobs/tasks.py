@@ -1,7 +1,7 @@
 from pathlib import Path
 
 from celery import shared_task
-from celery.signals import task_postrun, task_received, task_revoked, worker_ready
+from celery.signals import celeryd_init, task_postrun, task_received, task_revoked, worker_process_init, worker_ready
 from django.conf import settings
 
 from simia_web.core.outages import through_outages
@@ -29,6 +29,26 @@ def queue_probe(sent_at: float) -> None:
     through_outages(lambda: services.queue_probe_seen(sent_at=sent_at), what="the watchdog's probe")
 
 
+# Pools whose monkey-patching turns threads into greenlets: the database driver, the lease heartbeat and the
+# endpoint limits' threads are not written for them.
+UNSUPPORTED_POOLS = ("gevent", "eventlet")
+
+
+class UnsupportedPool(SystemExit):
+    """Ends `celery worker` at start, its message on stderr (an exception a signal receiver raises is only logged)."""
+
+
+@celeryd_init.connect
+def _refuse_unsupported_pools(options=None, **_kwargs):
+    pool = (options or {}).get("pool_cls")
+    name = getattr(pool, "__module__", str(pool or "")).rpartition(".")[2]
+    if name in UNSUPPORTED_POOLS:
+        raise UnsupportedPool(
+            f"The {name} pool is not supported: start the worker with the default prefork pool, or --pool threads "
+            "(many LLM calls at once) or --pool solo. See docs/deployment.md."
+        )
+
+
 # A unit's message, once this worker has it, is held here until its task ends: the heartbeat keeps its lease.
 
 
@@ -48,6 +68,11 @@ def _on_task_postrun(task=None, args=None, **_kwargs):
 def _on_task_revoked(request=None, **_kwargs):
     if request is not None and request.name == unit_execute.name and request.args:
         leases.unit_let_go(request.args[0])
+
+
+@worker_process_init.connect
+def _on_pool_process_init(**_kwargs):
+    leases.pool_child_start()
 
 
 @worker_ready.connect

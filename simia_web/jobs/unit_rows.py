@@ -43,7 +43,8 @@ class _Statements:
         self.unit_fields = {name: _field(JobUnit, name.removesuffix("_id")) for name in _UNIT_FIELDS}
         self.job_fields = {name: _field(Job, name) for name in _JOB_FIELDS}
         u = {name: column(field) for name, field in self.unit_fields.items()}
-        others = ("attempts", "started_at", "finished_at", "lease_holder", "lease_until", "error", "result")
+        others = ("attempts", "started_at", "finished_at", "lease_holder", "lease_until", "lease_taken_from")
+        others += ("error", "result")
         u |= {name: column(_field(JobUnit, name)) for name in others}
         j = {name: column(field) for name, field in self.job_fields.items()} | {"id": column(_field(Job, "id"))}
         quote = connection.ops.quote_name
@@ -52,12 +53,13 @@ class _Statements:
         # The job's columns by subqueries: SQLite's RETURNING names only the updated table's.
         returned = [f"{unit_table}.{u[name]}" for name in _UNIT_FIELDS]
         returned += [f"(SELECT {j[name]} {job_of_unit})" for name in _JOB_FIELDS]
-        # Pending, its job running, and no other worker holding it: no holder, this one, or a lease run out.
+        # Pending, its job running, and no other worker holding it: no holder, this one, the pool's parent process
+        # that took its message for it, or a lease run out.
         self.claim = (
             f"UPDATE {unit_table} SET {u['attempts']} = {u['attempts']} + %s, {u['started_at']} = %s, "
-            f"{u['lease_holder']} = %s, {u['lease_until']} = %s "
+            f"{u['lease_holder']} = %s, {u['lease_until']} = %s, {u['lease_taken_from']} = '' "
             f"WHERE {u['id']} = %s AND {u['status']} = %s "
-            f"AND ({u['lease_holder']} IN ('', %s) OR {u['lease_until']} < %s) "
+            f"AND ({u['lease_holder']} IN ('', %s, %s) OR {u['lease_until']} < %s) "
             f"AND EXISTS (SELECT 1 {job_of_unit} AND {j['status']} = %s) "
             f"RETURNING {', '.join(returned)}"
         )
@@ -94,9 +96,12 @@ def _sql() -> _Statements:
     return _statements(connection.vendor)
 
 
-def unit_claim_for_run(unit_id: int, *, holder: str, lease_seconds: float, new_attempt: bool = True) -> JobUnit | None:
+def unit_claim_for_run(
+    unit_id: int, *, holder: str, lease_seconds: float, new_attempt: bool = True, parent: str = ""
+) -> JobUnit | None:
     """Mark a pending unit of a running job started by `holder`, unless another worker holds it, and return it
     with its job (only the fields a run reads); None when it is not to be run here (gone, ended, or held).
+    A lease of `parent` (the pool's parent process, which took the unit's message) passes to `holder`.
 
     A run interrupted by an outage and started again claims without counting an attempt: the attempt
     was the outage's, not the unit's.
@@ -105,7 +110,8 @@ def unit_claim_for_run(unit_id: int, *, holder: str, lease_seconds: float, new_a
     now = timezone.now()
     lease_until = sql.time_field.get_db_prep_value(now + timedelta(seconds=lease_seconds), connection)
     now = sql.time_field.get_db_prep_value(now, connection)
-    params = [int(new_attempt), now, holder, lease_until, unit_id, UnitStatus.PENDING.value, holder, now]
+    params = [int(new_attempt), now, holder, lease_until, unit_id, UnitStatus.PENDING.value, holder, parent or holder]
+    params.append(now)
     params.append(JobStatus.RUNNING.value)
     with connection.cursor() as cursor:
         cursor.execute(sql.claim, params)
@@ -149,10 +155,42 @@ def _free_for(holder: str, now):
 
 
 def units_lease_renew(unit_ids: list[int], *, holder: str, lease_seconds: float) -> int:
-    """Extend (or take) the leases of pending units `holder` holds, where no other worker holds them."""
+    """Extend (or take) the leases of pending units `holder` holds, where no other worker holds them and the
+    watchdog did not take the lease back from `holder` (see units_lease_take_back)."""
     now = timezone.now()
     held = JobUnit.objects.filter(_free_for(holder, now), pk__in=unit_ids, status=UnitStatus.PENDING)
+    held = held.exclude(lease_taken_from=holder)
     return held.update(lease_holder=holder, lease_until=now + timedelta(seconds=lease_seconds))
+
+
+def units_gone_elsewhere(unit_ids: list[int], *, holder: str) -> list[int]:
+    """Of the units `holder` took messages for, those it need hold no longer: ended, or run by another process
+    under a live lease (a pool's child, to which the parent's lease passed when it claimed the unit)."""
+    now = timezone.now()
+    units = JobUnit.objects.filter(pk__in=unit_ids)
+    elsewhere = Q(lease_until__gte=now) & ~Q(lease_holder__in=("", holder))
+    return list(units.filter(~Q(status=UnitStatus.PENDING) | elsewhere).values_list("id", flat=True))
+
+
+def units_lease_stalled(job_id: int, stage: str, now, *, stall_seconds: float) -> list[tuple[int, str]]:
+    """The stage's pending units under a live lease that nobody has started since their message was last sent,
+    `stall_seconds` ago or more: (id, holder). A holder alive enough to renew but unable to start them (a wedged
+    process, a pool whose processes never take them) would otherwise keep them forever."""
+    pending = JobUnit.objects.filter(job_id=job_id, stage=stage, status=UnitStatus.PENDING, lease_until__gte=now)
+    unstarted = Q(started_at__isnull=True) | Q(started_at__lt=F("dispatched_at"))
+    sent_before = now - timedelta(seconds=stall_seconds)
+    stalled = pending.exclude(lease_holder="").filter(unstarted, dispatched_at__lt=sent_before)
+    return list(stalled.values_list("id", "lease_holder"))
+
+
+def units_lease_take_back(stalled: list[tuple[int, str]]) -> int:
+    """Clear the leases of stalled units, each where its holder still holds it, noting whom it was taken from."""
+    if not stalled:
+        return 0
+    still_held = functools.reduce(operator.or_, (Q(pk=unit_id, lease_holder=holder) for unit_id, holder in stalled))
+    held = JobUnit.objects.filter(still_held, status=UnitStatus.PENDING)
+    # Both SETs read the row as it was (SQL's UPDATE semantics, PostgreSQL's and SQLite's alike).
+    return held.update(lease_taken_from=F("lease_holder"), lease_holder="", lease_until=None)
 
 
 def units_progress_write(progress: dict[int, dict], *, holder: str) -> int:

@@ -28,6 +28,7 @@ LLM_TOKENS = "llm_tokens"
 LLM_LATENCY_BUCKET = "llm_latency_bucket"
 LLM_LATENCY_MS = "llm_latency_ms"
 WEBHOOK_ATTEMPTS = "webhook_attempts"
+UNIT_LEASES_TAKEN_BACK = "job_unit_leases_taken_back"
 
 
 def series_key(metric: str, **labels: str) -> tuple[str, str]:

@@ -51,6 +51,11 @@ STORED_COUNTERS = {
         ("profile", "stage", "reason"),
     ),
     counters.LLM_TOKENS: ("llm_tokens", "Tokens sent (in) and received (out).", ("profile", "stage", "direction")),
+    counters.UNIT_LEASES_TAKEN_BACK: (
+        "job_unit_leases_taken_back",
+        "Units the watchdog took back from a worker that leased them and did not start them (a wedged process).",
+        ("kind",),
+    ),
     counters.WEBHOOK_ATTEMPTS: (
         "webhook_attempts",
         "Webhook delivery attempts, by event and outcome (delivered, retried, failed).",

@@ -5,6 +5,7 @@ with it or not at all.
 """
 
 import functools
+from collections import Counter
 
 from django.db import transaction
 from django.dispatch import receiver
@@ -16,7 +17,7 @@ from simia_web.exports.models import Snapshot
 from simia_web.exports.signals import snapshot_ready
 from simia_web.jobs.models import JobStatus
 from simia_web.jobs.selectors import job_progress
-from simia_web.jobs.signals import job_ended
+from simia_web.jobs.signals import job_ended, unit_leases_taken_back
 from simia_web.llm.signals import llm_call_invalidated, llm_calls_recorded
 
 from . import counters
@@ -49,6 +50,12 @@ def _job_ended(sender, job, **kwargs):
     units = job.summary["units"] if "units" in job.summary else _units_by_status(job)
     counters.job_end_count(job, units)
     webhook_event_emit(event=JOB_EVENTS[job.status], data=job_payload(job, units))
+
+
+@receiver(unit_leases_taken_back, dispatch_uid="operations-unit-leases-taken-back")
+def _unit_leases_taken_back(sender, job, units, **kwargs):
+    series = counters.series_key(counters.UNIT_LEASES_TAKEN_BACK, kind=job.kind)
+    counters.metric_counts_add(Counter({series: len(units)}))
 
 
 @receiver(snapshot_ready, dispatch_uid="operations-snapshot-ready")

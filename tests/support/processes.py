@@ -8,12 +8,17 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 class WorkerProcess:
-    """A real `celery worker` process (threads pool) with the given environment."""
+    """A real `celery worker` process with the given environment, started as an operator would: with a pool
+    (threads unless said; None starts it with no pool option, Celery's default prefork) and a concurrency
+    (None: Celery's default, a process per CPU)."""
 
-    def __init__(self, env: dict, concurrency: int = 8, hostname: str = "worker@%h"):
+    def __init__(
+        self, env: dict, concurrency: int | None = 8, hostname: str = "worker@%h", pool: str | None = "threads"
+    ):
         self.env = env
         self.concurrency = concurrency
         self.hostname = hostname
+        self.pool = pool
         self.proc = None
 
     @property
@@ -29,10 +34,8 @@ class WorkerProcess:
                 "-A",
                 "simia_web",
                 "worker",
-                "--pool",
-                "threads",
-                "--concurrency",
-                str(self.concurrency),
+                *(["--pool", self.pool] if self.pool else []),
+                *(["--concurrency", str(self.concurrency)] if self.concurrency else []),
                 "--hostname",
                 self.hostname,
                 "--loglevel",
@@ -53,4 +56,10 @@ class WorkerProcess:
             self.proc.wait(timeout=30)
 
     def stop(self):
-        self.kill(signal.SIGTERM)
+        """A warm shutdown, as an operator's SIGTERM to the worker gives; a worker that outlasts it is killed."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.kill()

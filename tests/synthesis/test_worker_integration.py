@@ -1,18 +1,14 @@
 """Jobs through real Celery workers: Redis + PostgreSQL, the embedded default, and a killed worker."""
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
 from simia_web.curation.models import Trajectory
 from simia_web.jobs.models import Job, JobStatus, JobUnit, UnitStatus
 from simia_web.synthesis.services import synthesis_queue
-from tests.conftest import ROOT, WorkerProcess, wait_for
-from tests.support.llm_stub import Reply, StubLLM
-from tests.support.scripts import pipeline_responder
+from tests.conftest import manage, wait_for
+from tests.support.llm_stub import Reply
 
 pytestmark = pytest.mark.integration
 
@@ -54,41 +50,14 @@ def test_killed_worker_loses_and_duplicates_nothing(celery_worker, llm_stub, set
     assert set(trajectories.values_list("unit_id", flat=True)) == set(planned.values_list("id", flat=True))
 
 
-def _manage(env, *args, timeout=180):
-    return subprocess.run(
-        [sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
-    )
-
-
-@pytest.fixture
-def embedded_env(tmp_path):
-    """The zero-configuration default: SQLite file and filesystem broker, in a scratch folder."""
-    stub = StubLLM(responder=pipeline_responder()).start()
-    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "CELERY_BROKER_URL"}}
-    env.update(
-        SIMIA_VAR_DIR=str(tmp_path), OPENAI_BASE_URL=stub.url, SIMIA_MODEL="stub-model", SIMIA_LLM_BACKOFF_BASE="0.01"
-    )
-    assert _manage(env, "migrate", "--noinput").returncode == 0
-    workers = []
-
-    def start_worker():
-        workers.append(WorkerProcess(env, concurrency=4).start())
-        return workers[-1]
-
-    yield {"env": env, "stub": stub, "start_worker": start_worker}
-    for worker in workers:
-        worker.stop()
-    stub.stop()
-
-
 def test_embedded_default_runs_a_job_end_to_end(embedded_env):
     env = embedded_env["env"]
     embedded_env["start_worker"]()
     params = ("--param", "domains=shop", "--param", "apis=3", "--param", "tasks=2", "--param", "rollouts=2")
-    result = _manage(env, "queue", "synthesize", *params, "--wait")
+    result = manage(env, "queue", "synthesize", *params, "--wait")
     assert result.returncode == 0, result.stderr + result.stdout
     assert "succeeded" in result.stdout and '"judged_pass": 4' in result.stdout
-    stats = json.loads(_manage(env, "stats", "--json").stdout)
+    stats = json.loads(manage(env, "stats", "--json").stdout)
     assert stats["trajectories"] == {"judged_pass": 4}
     assert stats["jobs"] == {"succeeded": 1} and stats["domains"] == 1 and stats["apis"] == 2
 
@@ -98,16 +67,16 @@ def test_embedded_worker_killed_mid_job_recovers_on_restart(embedded_env):
     stub.latency = 0.3
     worker = embedded_env["start_worker"]()
     params = ("--param", "domains=shop", "--param", "apis=3", "--param", "tasks=4", "--param", "rollouts=2")
-    assert _manage(env, "queue", "synthesize", *params).returncode == 0
+    assert manage(env, "queue", "synthesize", *params).returncode == 0
 
     def trajectories():
-        return json.loads(_manage(env, "stats", "--json").stdout)["trajectories"].get("judged_pass", 0)
+        return json.loads(manage(env, "stats", "--json").stdout)["trajectories"].get("judged_pass", 0)
 
     wait_for(lambda: trajectories() >= 1, timeout=120, interval=0.5, message="first trajectories")
     worker.kill()
     embedded_env["start_worker"]()  # recovers the killed worker's units on start
     wait_for(
-        lambda: json.loads(_manage(env, "stats", "--json").stdout)["jobs"] == {"succeeded": 1},
+        lambda: json.loads(manage(env, "stats", "--json").stdout)["jobs"] == {"succeeded": 1},
         timeout=180,
         interval=1,
         message="the job to finish after the restart",
@@ -120,7 +89,7 @@ def test_wait_exits_non_zero_when_the_job_fails(embedded_env):
     embedded_env["stub"].responder = lambda request: Reply(status=401, error_message="bad key")
     embedded_env["start_worker"]()
     params = ("--param", "domains=shop", "--param", "apis=3", "--param", "tasks=2")
-    result = _manage(env, "queue", "synthesize", *params, "--wait")
+    result = manage(env, "queue", "synthesize", *params, "--wait")
     assert result.returncode != 0
     assert "failed" in result.stdout + result.stderr
 
