@@ -52,6 +52,11 @@ class SnapshotHubSerializer(serializers.Serializer):
     at = serializers.DateTimeField()
 
 
+class SnapshotCertificationSerializer(serializers.Serializer):
+    audit = serializers.IntegerField()
+    max_error_rate = serializers.FloatField()
+
+
 class SnapshotOptionsSerializer(serializers.Serializer):
     shard_rows = serializers.IntegerField(
         required=False, min_value=1, help_text="Parquet: rows per shard at most (default SIMIA_EXPORT_SHARD_ROWS)."
@@ -93,6 +98,7 @@ class SnapshotSerializer(serializers.ModelSerializer):
     )
     options = SnapshotOptionsSerializer(read_only=True)
     hub = serializers.SerializerMethodField()
+    audit = serializers.SerializerMethodField()
 
     class Meta:
         model = Snapshot
@@ -117,6 +123,7 @@ class SnapshotSerializer(serializers.ModelSerializer):
             "download_url",
             "files",
             "hub",
+            "audit",
         ]
 
     def _url(self, path: str) -> str:
@@ -144,6 +151,12 @@ class SnapshotSerializer(serializers.ModelSerializer):
             for entry in (snapshot.files if snapshot.is_built else [])
         ]
 
+    @extend_schema_field(SnapshotCertificationSerializer(allow_null=True))
+    def get_audit(self, snapshot) -> dict | None:
+        """The audit certifying the snapshot and the ceiling on its upper bound, when asked (the figures are in the
+        report's `audit` block)."""
+        return snapshot.options.get("certify") or None
+
     @extend_schema_field(SnapshotHubSerializer(allow_null=True))
     def get_hub(self, snapshot) -> dict | None:
         """Where the files were published, when `push_to_hub` was asked: pushed, skipped or failed, and why."""
@@ -166,6 +179,20 @@ class SnapshotCreateSerializer(serializers.Serializer):
         "min_score, max_score, violation, q). The status defaults to accepted; `all` takes every status.",
     )
     options = SnapshotOptionsSerializer(required=False)
+    audit = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        min_value=1,
+        help_text="Certify the snapshot by this audit: refused (400) while the audit's upper bound is above "
+        "`max_error_rate`; the report, the dataset card and the manifest carry the audit's block.",
+    )
+    max_error_rate = serializers.FloatField(
+        required=False,
+        allow_null=True,
+        min_value=0,
+        max_value=1,
+        help_text="The ceiling on the audit's upper bound (a share: 0.05 is 5%), given with `audit`.",
+    )
 
 
 class SnapshotViewSet(SelectorListMixin, mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
@@ -178,7 +205,16 @@ class SnapshotViewSet(SelectorListMixin, mixins.CreateModelMixin, viewsets.ReadO
     def get_queryset(self):
         return snapshots()
 
-    @extend_schema(request=SnapshotCreateSerializer, responses={202: SnapshotSerializer})
+    @extend_schema(
+        request=SnapshotCreateSerializer,
+        responses={
+            202: SnapshotSerializer,
+            400: OpenApiResponse(
+                description="A field is wrong, named: {field: [message]} (a certified snapshot whose audit's upper "
+                "bound is above `max_error_rate` is refused naming both)."
+            ),
+        },
+    )
     def create(self, request, *args, **kwargs):
         form = SnapshotCreateSerializer(data=request.data)
         form.is_valid(raise_exception=True)
@@ -187,6 +223,8 @@ class SnapshotViewSet(SelectorListMixin, mixins.CreateModelMixin, viewsets.ReadO
             filters=form.validated_data["filters"],
             options=form.validated_data.get("options"),
             actor=request.user,
+            audit=form.validated_data.get("audit"),
+            max_error_rate=form.validated_data.get("max_error_rate"),
         )
         return Response(self.get_serializer(snapshot).data, status=status.HTTP_202_ACCEPTED)
 

@@ -249,6 +249,39 @@ def _humans(facts: DatasetFacts, domains: dict) -> list[str]:
     return lines
 
 
+def _audit(card: CardInput) -> list[str]:
+    """The audit that certifies the snapshot (card.about["audit"], see exports.services.snapshot_certificate): what
+    its interval means in one sentence, both intervals, and what the estimate rests on."""
+    block = card.about.get("audit")
+    if not block:
+        return []
+    rows = [
+        [name, f"{i['error_rate']:.1%}", f"{i['low']:.1%} to {i['high']:.1%}", f"{i['confidence']:.0%}", i["method"]]
+        for name, i in (
+            ("estimate (judge corrected by people)", block["estimate"]),
+            ("people only", block["human_only"]),
+        )
+        if i
+    ]
+    judges = "; ".join(
+        f"{j['model'] or 'unknown model'}{' (' + j['profile'] + ')' if j['profile'] else ''} on {j['members']}"
+        for j in block["judge"]
+    )
+    filters = ", ".join(f"`{_cell(k)}={_cell(v)}`" for k, v in block["filters"].items()) or "none"
+    return [
+        "## Audit",
+        _cell(block["meaning"]),
+        f"Audit {block['id']} froze a population of {block['population']} trajectories (filters {filters}) and drew "
+        f"a {_cell(block['strategy'])} sample of {block['sample_size']} (seed {block['seed']}); people decided "
+        f"{block['audited']} of them ({block['rejected']} rejected or accepted only after a fix). "
+        f"{_records(block.get('records_accepted_on_evidence', 0))} here were accepted on this evidence; the "
+        f"snapshot was certified under a ceiling of {block['max_error_rate']:.1%} on the upper bound.",
+        _table(["interval", "error rate", "95% interval", "confidence", "method"], rows),
+        f"Judge configuration over the population: {_cell(judges) if judges else 'no verdicts'}. The judge alone "
+        f"predicts {block['judge_only']:.1%}.",
+    ]
+
+
 def _left_out(facts: DatasetFacts, card: CardInput) -> list[str]:
     lines = [
         "## Left out",
@@ -342,6 +375,7 @@ def card_write(folder: Path, facts: DatasetFacts, card: CardInput) -> list[FileD
         f"# {_cell(heading)}",
         f"{facts.records} tool-calling conversations ({card.format} format) exported by Simia Web with the filters "
         f"{filters}. Every record passed the strict conversation check and the format's validator.",
+        *_audit(card),
         "## Loading",
         _loading(card),
         *_contents(facts, domains),

@@ -14,12 +14,18 @@ from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import connection, transaction
 from django.utils import timezone
 
+from simia_web.audits.models import Audit
+from simia_web.audits.selectors import accepted_on_evidence, audit_certificate
+from simia_web.audits.services import audit_ceiling_check
+from simia_web.core.errors import ValidationFailed
 from simia_web.core.services import audit_record
 from simia_web.jobs.services import job_create
 
@@ -27,7 +33,7 @@ from .files import FileDigest, HashingWriter, Shards, data_sha256, digest_of, fi
 from .formats import EXTENSIONS, SHARDED, WRITERS
 from .hub import hub_push
 from .models import ExportFormat, FileKind, Snapshot
-from .records import ExportStats, Manifest
+from .records import ExportStats, Lines, Manifest
 from .selectors import export_deduplicated, export_filters_clean, export_options_clean, export_queryset
 from .signals import snapshot_ready
 
@@ -108,6 +114,52 @@ def _report(*, format: str, filters: dict, label: str, stats: ExportStats, files
     }
 
 
+class CertifiedManifest(Manifest):
+    """The manifest of a snapshot an audit certifies: each line also names the audit (`audit`) and says whether the
+    record's decision rests on its evidence (`accepted_on_audit_evidence`: a decision "accept the rest" wrote);
+    `on_evidence` counts those records."""
+
+    def __init__(self, stream, path: Path, *, audit: int, evidence: np.ndarray):
+        super().__init__(stream, path)
+        self.evidence, self.on_evidence = evidence, 0
+        self.audit = str(audit).encode()
+        self.lines = _SuffixedLines(stream, self)
+        self.suffix = b"}"
+
+    def add(self, row: dict, record: bytes) -> None:
+        decision = (row["decision"] or {}).get("id")
+        found = decision is not None and _holds(self.evidence, decision)
+        self.on_evidence += found
+        self.suffix = b',"audit":' + self.audit + b',"accepted_on_audit_evidence":' + (b"true}" if found else b"false}")
+        super().add(row, record)
+
+
+class _SuffixedLines(Lines):
+    """A manifest's lines with its current suffix in place of each line's closing brace (a line is one JSON object)."""
+
+    def __init__(self, stream, manifest: CertifiedManifest):
+        super().__init__(stream)
+        self.manifest = manifest
+
+    def add(self, line: bytes) -> None:
+        super().add(line[:-1] + self.manifest.suffix)
+
+
+def _holds(sorted_ids: np.ndarray, value: int) -> bool:
+    at = int(np.searchsorted(sorted_ids, value))
+    return at < len(sorted_ids) and int(sorted_ids[at]) == value
+
+
+def _manifest(stream, path: Path, about: dict) -> Manifest:
+    """The manifest writer: a certified one when an audit certifies the export (`about["audit"]`)."""
+    audit = about.get("audit")
+    if not audit:
+        return Manifest(stream, path)
+    ids = accepted_on_evidence(audit["id"]).order_by("id").values_list("id", flat=True)
+    evidence = np.fromiter(ids.iterator(chunk_size=20_000), dtype=np.int64)
+    return CertifiedManifest(stream, path, audit=audit["id"], evidence=evidence)
+
+
 def _write_data(*, format: str, queryset, folder: Path, names: dict, stats, manifest: Manifest, options):
     """The data file (or Parquet shards) through the format's writer; returns their digests."""
     if format in SHARDED:
@@ -157,7 +209,7 @@ def _export_into(
     try:
         with _read_transaction(), open(manifest_path, "wb") as manifest_file:
             manifest_stream = HashingWriter(manifest_file)
-            manifest = Manifest(manifest_stream, manifest_path)
+            manifest = _manifest(manifest_stream, manifest_path, about)
             queryset = export_queryset(filters)
             if options.dedup:
                 queryset, dedup = export_deduplicated(queryset, options.dedup)
@@ -182,6 +234,8 @@ def _export_into(
                 # (read committed), so trajectories changed in between can make the count off: the end says what was.
                 progress(stats.handled, stats.handled)
             file_synced(manifest_file)
+        if isinstance(manifest, CertifiedManifest):
+            about["audit"]["records_accepted_on_evidence"] = manifest.on_evidence
         manifest_digest = FileDigest(
             names[FileKind.MANIFEST], FileKind.MANIFEST, manifest_stream.bytes, manifest_stream.sha256.hexdigest()
         )
@@ -241,12 +295,59 @@ def export_write(*, format: str, filters: dict, path: Path, options: ExportOptio
     return result
 
 
-def snapshot_create(*, format: str, filters: dict | None, options: dict | None = None, actor=None) -> Snapshot:
-    """Record the request and queue the job that builds it (and publishes it when options ask)."""
+def _certification(audit_id, max_error_rate) -> dict | None:
+    """What a certified snapshot asks for ({"audit", "max_error_rate"}), checked: the audit exists and its upper
+    bound is at or below the ceiling now (a 400 naming the field otherwise)."""
+    if audit_id is None and max_error_rate is None:
+        return None
+    if audit_id is None:
+        raise ValidationFailed("a ceiling needs the audit it holds (`audit`)", "audit")
+    if max_error_rate is None:
+        raise ValidationFailed("certifying by an audit needs a ceiling (`max_error_rate`)", "max_error_rate")
+    audit = Audit.objects.filter(pk=audit_id).first()
+    if audit is None:
+        raise ValidationFailed(f"there is no audit {audit_id}", "audit")
+    checked = audit_ceiling_check(audit=audit, max_error_rate=max_error_rate)
+    return {"audit": audit.pk, "max_error_rate": checked["ceiling"]}
+
+
+def snapshot_certificate(certification: dict) -> dict:
+    """The audit block of a certified snapshot as it stands when built: the audit's figures (audit_certificate),
+    the ceiling, and the sentence saying what the interval means. Refused (a ValidationFailed) when the upper bound
+    has risen above the ceiling since the request."""
+    audit = Audit.objects.get(pk=certification["audit"])
+    checked = audit_ceiling_check(audit=audit, max_error_rate=certification["max_error_rate"])
+    block = audit_certificate(audit=audit, estimate=checked["estimate"])
+    interval = checked["estimate"].headline
+    block["max_error_rate"] = checked["ceiling"]
+    block["meaning"] = (
+        f"If a person decided every one of the {audit.population} trajectories of audit {audit.pk}'s population as "
+        f"they stood when it was frozen, the share they would reject (or accept only after a fix) would lie between "
+        f"{interval.low:.1%} and {interval.high:.1%} with {interval.confidence:.0%} confidence, an estimate from "
+        f"{block['audited']} decisions made by people on a random sample and the judge's scores over the rest."
+    )
+    return block
+
+
+def snapshot_create(
+    *,
+    format: str,
+    filters: dict | None,
+    options: dict | None = None,
+    actor=None,
+    audit: int | None = None,
+    max_error_rate: float | None = None,
+) -> Snapshot:
+    """Record the request and queue the job that builds it (and publishes it when options ask). With `audit` and
+    `max_error_rate` the snapshot is certified by the audit: refused while its upper bound is above the ceiling, and
+    its report, card and manifest carry the audit's block."""
     if format not in ExportFormat.values:
         raise ValidationError({"format": f"choose from {', '.join(ExportFormat.values)}"})
     cleaned = export_filters_clean(filters)
     chosen = export_options_clean(options)
+    certification = _certification(audit, max_error_rate)
+    if certification is not None:
+        chosen["certify"] = certification
     actor = actor if getattr(actor, "pk", None) else None
     with transaction.atomic():
         job = job_create(kind=EXPORT, params={"format": format, "filters": cleaned, "options": chosen}, actor=actor)
@@ -339,8 +440,13 @@ def snapshot_build(*, snapshot: Snapshot, progress: ExportProgress | None = None
     exports_dir.mkdir(parents=True, exist_ok=True)
     temp = exports_dir / _snapshot_temp_pattern(snapshot).replace("*", uuid.uuid4().hex)
     temp.mkdir()
-    about = {"snapshot": snapshot.pk, "requested_by": snapshot.created_by.username if snapshot.created_by else None}
+    about: dict[str, Any] = {
+        "snapshot": snapshot.pk,
+        "requested_by": snapshot.created_by.username if snapshot.created_by else None,
+    }
     try:
+        if snapshot.options.get("certify"):
+            about["audit"] = snapshot_certificate(snapshot.options["certify"])
         result = _export_into(
             format=snapshot.format,
             filters=snapshot.filters,

@@ -162,3 +162,61 @@ def test_accept_rest_is_refused_above_the_ceiling_and_accepts_at_it(as_role):
     assert not Review.objects.filter(audit=audit_id).exclude(trajectory__status=TrajectoryStatus.ACCEPTED).exists()
     refused = post(curator, f"{API}/{audit_id}/accept-rest/", {"max_error_rate": "lots"})
     assert refused.status_code == 400 and "max_error_rate" in refused.json()
+
+
+@pytest.fixture
+def built_in_process(eager, settings, tmp_path):
+    """Jobs run in-process (a snapshot's build, a bulk decision), writing files in a scratch folder."""
+    settings.EXPORTS_DIR = tmp_path / "exports"
+    return settings.EXPORTS_DIR
+
+
+def _file(exports_dir, snapshot: dict, kind: str) -> bytes:
+    from simia_web.exports.models import Snapshot
+
+    entry = Snapshot.objects.get(pk=snapshot["id"]).file_entry(kind)
+    return (exports_dir / entry["path"]).read_bytes()
+
+
+def test_a_certified_snapshot_is_refused_above_the_ceiling_and_carries_the_audit_block(as_role, built_in_process):
+    population(20)
+    curator = as_role("curator")
+    audit_id = create(curator, sample_size=15, filters={}).json()["id"]
+    annotator = as_role("annotator")
+    for item in annotator.get(f"{API}/{audit_id}/items/?page_size=50").json()["results"]:
+        post(annotator, f"/api/v1/trajectories/{item['id']}/reviews/", {"decision": "accept", "version": 1})
+    high = curator.get(f"{API}/{audit_id}/").json()["estimate"]["high"]
+    assert post(curator, f"{API}/{audit_id}/accept-rest/", {"max_error_rate": high}).status_code == 201
+
+    snapshot = {"format": "openai", "filters": {"status": "accepted"}, "audit": audit_id}
+    refused = post(curator, "/api/v1/snapshots/", {**snapshot, "max_error_rate": round(high - 0.01, 4)})
+    assert refused.status_code == 400
+    message = refused.json()["max_error_rate"][0]
+    assert f"{high:.1%}" in message and f"{high - 0.01:.1%}" in message
+    assert post(curator, "/api/v1/snapshots/", {**snapshot}).json() == {
+        "max_error_rate": ["certifying by an audit needs a ceiling (`max_error_rate`)"]
+    }
+    assert "audit" in post(curator, "/api/v1/snapshots/", {**snapshot, "audit": 999, "max_error_rate": 1}).json()
+
+    created = post(curator, "/api/v1/snapshots/", {**snapshot, "max_error_rate": high})
+    assert created.status_code == 202, created.json()
+    built = curator.get(f"/api/v1/snapshots/{created.json()['id']}/").json()
+    assert built["status"] == "succeeded" and built["count"] == 20
+    assert built["audit"] == {"audit": audit_id, "max_error_rate": pytest.approx(high)}
+
+    report = json.loads(_file(built_in_process, built, "report"))
+    block = report["audit"]
+    assert block["id"] == audit_id and block["population"] == 20 and block["strategy"] == "uniform"
+    assert block["audited"] == 15 and block["records_accepted_on_evidence"] == 5
+    assert block["max_error_rate"] == pytest.approx(high)
+    for name in ("estimate", "human_only"):
+        assert set(block[name]) == INTERVAL_KEYS and block[name]["confidence"] == 0.95
+    assert block["judge"] and block["judge"][0]["model"] == "stub-model"
+
+    card = _file(built_in_process, built, "card").decode()
+    assert "## Audit" in card and "with 95% confidence" in card and f"Audit {audit_id} froze a population" in card
+
+    lines = [json.loads(line) for line in _file(built_in_process, built, "manifest").splitlines()]
+    assert len(lines) == 20 and all(line["audit"] == audit_id for line in lines)
+    assert sum(line["accepted_on_audit_evidence"] for line in lines) == 5
+    assert {"trajectory_id", "decision_id", "sha256"} <= set(lines[0])

@@ -205,3 +205,28 @@ def test_accepting_the_rest_is_refused_above_the_ceiling_and_done_at_it(users):
     assert f"audit {audit.pk}" in accepted.first().reason
     outside.refresh_from_db()
     assert outside.status != TrajectoryStatus.ACCEPTED
+
+
+def test_a_large_rest_is_accepted_by_a_bulk_decision_job_naming_the_audit(eager, users, monkeypatch):
+    from simia_web.audits import services
+    from simia_web.curation.job_kinds import bulk_decision
+    from simia_web.jobs.models import JobStatus
+
+    monkeypatch.setattr(services, "ACCEPT_IN_REQUEST_MAX", 10)  # this population counts as a large one
+    monkeypatch.setattr(bulk_decision, "IDS_PER_UNIT", 7)  # and its job has several units
+    members = population(30, failing_every=100)
+    curator = users["curator"]
+    audit = audit_create(filters={}, sample_size=12, strategy="active", seed=8, actor=curator)
+    decide(audit, users["annotator"], count=12)
+    held = Trajectory.objects.exclude(pk__in=audit.items.values("trajectory_id")).first()
+    from simia_web.curation.services import trajectory_reserve
+
+    trajectory_reserve(trajectory=held, user=users["admin"])  # someone is reading it: left as it is
+    acceptance = audit_accept_rest(audit=audit, max_error_rate=1.0, actor=curator)
+    job = acceptance.job
+    job.refresh_from_db()
+    assert job.kind == "bulk-decision" and job.status == JobStatus.SUCCEEDED, job.error
+    assert job.summary["changed"] == 30 - 12 - 1 and job.summary["held"] == 1
+    accepted = Review.objects.filter(audit=audit.pk)
+    assert accepted.count() == 17 and {str(r.batch) for r in accepted} == {str(acceptance.batch)}
+    assert Trajectory.objects.filter(pk__in=[m.pk for m in members], status=TrajectoryStatus.ACCEPTED).count() == 29
