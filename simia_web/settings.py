@@ -290,6 +290,7 @@ SPECTACULAR_SETTINGS = {
         "SeedFormatEnum": "simia_web.catalog.models.SeedFormat",
         "JobStatusEnum": "simia_web.jobs.models.JobStatus",
         "ExportFormatEnum": "simia_web.exports.models.ExportFormat",
+        "AuditStrategyEnum": "simia_web.audits.models.Strategy",
     },
 }
 
