@@ -179,6 +179,7 @@ def test_units_queued_behind_others_are_not_sent_again(job, watchdog):
 def test_held_units_are_not_sent_again_and_a_dead_workers_are(job, watchdog):
     alive, dead = _units(job, 2, sent_ago=600)
     _lease(alive, "alive:1", 15)
+    JobUnit.objects.filter(pk=alive.pk).update(started_at=timezone.now())  # running there
     _lease(dead, "killed:2", -1)
     assert watchdog() == [dead.pk]  # taken from the queue by a worker that stopped renewing: lost with it
 
@@ -221,3 +222,59 @@ def test_a_stage_left_without_pending_units_is_moved_on_and_a_lost_start_is_sent
     watchdog(probes_back=((30, 20),))
     assert advanced == [{"job_id": finished.pk, "stage": "rollout"}]
     assert watchdog.started == [queued.pk]
+
+
+def test_a_unit_leased_and_never_started_is_taken_back_logged_counted_and_sent_again(job, watchdog, settings, caplog):
+    from simia_web.operations.selectors import metric_counts
+
+    settings.SIMIA_UNIT_STALL_SECONDS = 120
+    wedged, running, waiting = _units(job, 3, sent_ago=600)
+    JobUnit.objects.filter(pk=waiting.pk).update(dispatched_at=timezone.now() - timedelta(seconds=60))
+    JobUnit.objects.filter(pk=running.pk).update(started_at=timezone.now() - timedelta(seconds=300))
+    for unit in (wedged, running, waiting):
+        _lease(unit, "wedged:7", 15)
+    with caplog.at_level("WARNING", logger="simia_web.jobs.services"):
+        assert watchdog() == [wedged.pk]  # running: started; waiting: within the setting
+    assert "wedged:7" in caplog.text and f"unit {wedged.pk}" in caplog.text
+    wedged.refresh_from_db()
+    assert (wedged.lease_holder, wedged.lease_until, wedged.lease_taken_from) == ("", None, "wedged:7")
+    counted = dict((labels["kind"], n) for labels, n in metric_counts()["job_unit_leases_taken_back"])
+    assert counted == {"rollout": 1}
+
+
+def test_a_lease_taken_back_is_renewed_no_more_by_its_holder_but_any_worker_may_run_the_unit(job):
+    unit = _units(job, 1, sent_ago=600)[0]
+    JobUnit.objects.filter(pk=unit.pk).update(lease_taken_from="wedged:7")
+    assert unit_rows.units_lease_renew([unit.pk], holder="wedged:7", lease_seconds=15) == 0
+    assert unit_rows.units_lease_renew([unit.pk], holder="other:8", lease_seconds=15) == 1
+    JobUnit.objects.filter(pk=unit.pk).update(lease_holder="", lease_until=None)
+    claimed = unit_rows.unit_claim_for_run(unit.pk, holder="wedged:7", lease_seconds=15)
+    assert claimed is not None
+    unit.refresh_from_db()
+    assert (unit.lease_holder, unit.lease_taken_from, unit.attempts) == ("wedged:7", "", 1)
+
+
+def test_a_pool_process_takes_over_the_lease_its_parent_took_and_no_one_elses(job):
+    unit = _units(job, 1, sent_ago=1)[0]
+    _lease(unit, "host:100", 15)  # the prefork parent that took the message
+    assert unit_rows.unit_claim_for_run(unit.pk, holder="host:200", lease_seconds=15, parent="host:999") is None
+    assert unit_rows.unit_claim_for_run(unit.pk, holder="host:101", lease_seconds=15, parent="host:100") is not None
+    unit.refresh_from_db()
+    assert unit.lease_holder == "host:101"
+
+
+def test_a_parent_lets_go_of_units_its_children_run_or_that_ended_and_keeps_those_still_waiting(job):
+    waiting, in_child, ended = _units(job, 3, sent_ago=1)
+    _lease(in_child, "child:2", 15)
+    JobUnit.objects.filter(pk=ended.pk).update(status=UnitStatus.DONE)
+    for unit in (waiting, in_child, ended):
+        leases.unit_received(unit.pk)
+    try:
+        leases.beat()
+        assert leases.held_units() == [waiting.pk]
+    finally:
+        for unit in (waiting, in_child, ended):
+            leases.unit_let_go(unit.pk)  # Celery's task_postrun, where it fires in this process: harmless twice
+    assert leases.held_units() == []
+    waiting.refresh_from_db()
+    assert waiting.lease_holder == leases.lease_holder()

@@ -63,3 +63,57 @@ def test_every_pool_finishes_every_unit_once_on_postgres_and_redis(
     assert set(units.values_list("status", "attempts")) == {(UnitStatus.DONE, 1)}
     trajectories = Trajectory.objects.filter(job=job)
     assert trajectories.count() == trajectories.values("unit_id").distinct().count() == 6
+
+
+def test_a_wedged_pool_process_loses_its_units_to_another_worker_within_the_stall_setting(
+    celery_worker, llm_stub, settings
+):
+    """A prefork worker whose one process stops (SIGSTOP: alive, running nothing) while its parent renews the leases
+    of the messages it took: the watchdog takes those back after SIMIA_UNIT_STALL_SECONDS and another worker runs
+    them, each unit once."""
+    import psutil
+
+    from simia_web.operations.selectors import metric_counts
+
+    if not settings.CELERY_BROKER_URL.startswith("redis://") or settings.DATABASES["default"]["ENGINE"].endswith(
+        "sqlite3"
+    ):
+        pytest.skip("needs Redis and PostgreSQL (make test sets both)")
+    llm_stub.latency = LATENCY
+    stall = {**BEATS, "SIMIA_UNIT_STALL_SECONDS": "4"}
+    wedged = celery_worker(concurrency=1, pool="prefork", **stall)
+    job = synthesis_queue(domains=["shop"], apis=3, tasks=4, rollouts=2)
+    wait_for(lambda: Trajectory.objects.filter(job=job).exists(), timeout=120, message="a first trajectory")
+    for child in psutil.Process(wedged.pid).children():
+        child.suspend()
+    try:
+        celery_worker(concurrency=4, pool="threads", **stall)
+
+        def ended():
+            job.refresh_from_db()
+            return not job.is_active
+
+        wait_for(ended, timeout=90, message="the job to finish on the other worker")
+        assert job.status == JobStatus.SUCCEEDED, job.error
+        rollouts = JobUnit.objects.filter(job=job, stage="rollout")
+        assert rollouts.count() == rollouts.filter(status=UnitStatus.DONE).count() == 8
+        trajectories = Trajectory.objects.filter(job=job)
+        assert trajectories.count() == trajectories.values("unit_id").distinct().count() == 8
+        taken_back = sum(n for _labels, n in metric_counts().get("job_unit_leases_taken_back", []))
+        assert taken_back >= 1
+    finally:
+        wedged.kill()
+
+
+@pytest.mark.parametrize("name", ["gevent", "eventlet"])
+def test_greenlet_pools_are_refused_at_start_with_what_to_use(name):
+    from celery.signals import celeryd_init
+
+    from simia_web.jobs.tasks import UnsupportedPool
+
+    pool = type("TaskPool", (), {"__module__": f"celery.concurrency.{name}"})
+    with pytest.raises(UnsupportedPool, match=f"The {name} pool is not supported.*--pool threads"):
+        celeryd_init.send(sender="worker@test", instance=None, conf=None, options={"pool_cls": pool})
+    for supported in ("prefork", "threads", "solo"):
+        pool = type("TaskPool", (), {"__module__": f"celery.concurrency.{supported}"})
+        celeryd_init.send(sender="worker@test", instance=None, conf=None, options={"pool_cls": pool})
