@@ -99,7 +99,7 @@ def audit_detail(request, pk: int):
         "edited": edited[:EDITED_SHOWN],
         "more_edited": max(len(edited) - EDITED_SHOWN, 0),
         "undecided": audit.sample_size - figures.counted,
-        "half_width": HALF_WIDTH,
+        "half_width_points": f"{100 * HALF_WIDTH:g}",
         "acceptances": acceptances(audit)[:10],
         "accepted_count": accepted_on_evidence(audit.pk).count(),
         "ceiling_form": CeilingForm() if request.user.has_role("curator") else None,

@@ -220,3 +220,28 @@ def test_a_certified_snapshot_is_refused_above_the_ceiling_and_carries_the_audit
     assert len(lines) == 20 and all(line["audit"] == audit_id for line in lines)
     assert sum(line["accepted_on_audit_evidence"] for line in lines) == 5
     assert {"trajectory_id", "decision_id", "sha256"} <= set(lines[0])
+
+
+def test_criterion_ratings_of_decided_items_give_per_criterion_figures(as_role, users):
+    from simia_web.calibration.services import rating_save
+
+    population(12)
+    curator = as_role("curator")
+    audit_id = create(curator, sample_size=6).json()["id"]
+    annotator = as_role("annotator")
+    items = annotator.get(f"{API}/{audit_id}/items/").json()["results"]
+    for i, item in enumerate(items[:4]):
+        grade = 0.2 if i == 0 else 0.9  # one of the four fails the criterion in a person's eyes
+        rating_save(
+            trajectory_id=item["id"], annotator=users["annotator"], text_version=1, scores={"task_completed": grade}
+        )
+        post(annotator, f"/api/v1/trajectories/{item['id']}/reviews/", {"decision": "accept", "version": 1})
+    # A rating of an item nobody decided does not count.
+    rating_save(
+        trajectory_id=items[5]["id"], annotator=users["annotator"], text_version=1, scores={"policy_followed": 0.1}
+    )
+    figures = annotator.get(f"{API}/{audit_id}/").json()["per_criterion"]
+    assert set(figures) == {"task_completed"}
+    row = figures["task_completed"]
+    assert row["rated"] == 4 and row["human_only"]["error_rate"] == pytest.approx(0.25)
+    assert set(row["estimate"]) == INTERVAL_KEYS and 0 <= row["judge_only"] <= 1
