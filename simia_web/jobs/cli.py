@@ -21,22 +21,38 @@ from .selectors import job_progress, job_summary
 STRUCTURED = (serializers.DictField, serializers.JSONField)
 
 
-def job_wait(job: Job, stdout, poll: float = 0.5) -> Job:
-    """Block until the job ends, drawing progress; raise CommandError when it failed or was cancelled (one
+# Between two progress lines when the output is not a terminal (a log file, CI): a line a frame would flood it.
+LOG_LINE_SECONDS = 10.0
+
+
+def job_wait(job: Job, stdout, poll: float = 0.5, progress_to=None) -> Job:
+    """Block until the job ends, showing progress; raise CommandError when it failed or was cancelled (one
     that finished with errors says what they were, on stderr).
 
-    The bar goes to the terminal's stderr, redrawn in place (Django's output wrapper would end each redraw
-    with a newline); the summary goes to `stdout`."""
-    bar = tqdm(total=0, unit="unit", file=sys.stderr, dynamic_ncols=True, desc=f"job {job.pk}")
+    Progress goes to stderr (`progress_to`): on a terminal, a bar redrawn in place (Django's output wrapper would
+    end each redraw with a newline); elsewhere, a line about every LOG_LINE_SECONDS and when the job ends. The
+    summary goes to `stdout`."""
+    progress_to = progress_to or sys.stderr
+    on_terminal = progress_to.isatty()
+    bar = tqdm(
+        total=0, unit="unit", file=progress_to, dynamic_ncols=True, desc=f"job {job.pk}", disable=not on_terminal
+    )
+    next_line = 0.0
     while True:
         job.refresh_from_db()
         progress = job_progress(job)
         total = sum(s["total"] for s in progress.values())
         finished = sum(s["done"] + s["errored"] + s["failed"] + s["cancelled"] for s in progress.values())
-        bar.total = max(total, 1)
-        bar.n = finished
-        bar.set_postfix_str(f"{job.status} {job.stage}".strip())
-        bar.refresh()
+        state = f"{job.status} {job.stage}".strip()
+        if on_terminal:
+            bar.total = max(total, 1)
+            bar.n = finished
+            bar.set_postfix_str(state)
+            bar.refresh()
+        elif time.monotonic() >= next_line or not job.is_active:
+            progress_to.write(f"job {job.pk}: {state}, {finished}/{total} units\n")
+            progress_to.flush()
+            next_line = time.monotonic() + LOG_LINE_SECONDS
         if not job.is_active:
             break
         time.sleep(poll)

@@ -72,3 +72,27 @@ def test_the_queue_command_takes_each_kinds_parameters_from_its_serializer():
         "domains": ["a", "b"],
         "profiles": {"judge": 3},
     }
+
+
+def test_waiting_writes_a_progress_line_about_every_ten_seconds_when_not_on_a_terminal(db, monkeypatch):
+    """A 4-minute wait into a log is some 25 lines, not a thousand carriage-return frames."""
+    from simia_web.jobs import cli
+    from simia_web.jobs.models import Job, JobStatus
+
+    job = Job.objects.create(kind="rollout", status=JobStatus.RUNNING, stage="rollout")
+    clock = {"now": 0.0}
+
+    def sleep(seconds):
+        clock["now"] += seconds
+        if clock["now"] >= 240:
+            Job.objects.filter(pk=job.pk).update(status=JobStatus.SUCCEEDED)
+
+    monkeypatch.setattr(cli.time, "monotonic", lambda: clock["now"])
+    monkeypatch.setattr(cli.time, "sleep", sleep)
+    log, summary = StringIO(), StringIO()
+    cli.job_wait(job, summary, progress_to=log)
+    lines = log.getvalue().splitlines()
+    assert 24 <= len(lines) <= 26 and "\r" not in log.getvalue()
+    assert lines[0] == f"job {job.pk}: running rollout, 0/0 units"
+    assert lines[-1] == f"job {job.pk}: succeeded rollout, 0/0 units"
+    assert f"Job {job.pk} succeeded." in summary.getvalue()
