@@ -359,6 +359,9 @@ OPENAI_API_KEY_ENV = "OPENAI_API_KEY"
 SIMIA_ALLOWED_KEY_ENVS = env_list("SIMIA_ALLOWED_KEY_ENVS", "")
 # Endpoint profiles may not point at link-local or cloud metadata addresses (169.254.169.254, fe80::/10) unless on.
 SIMIA_ALLOW_LINK_LOCAL_ENDPOINTS = env_bool("SIMIA_ALLOW_LINK_LOCAL_ENDPOINTS", False)
+# The secret API keys stored on endpoint profiles are encrypted under (empty: SECRET_KEY); changing it makes them
+# unreadable, so that each must be entered again (simia_web/llm/keys.py).
+SIMIA_SECRET_KEY_ENCRYPTION = os.environ.get("SIMIA_SECRET_KEY_ENCRYPTION", "")
 SIMIA_MODEL = os.environ.get("SIMIA_MODEL", "gpt-4o-mini")
 SIMIA_LLM_MAX_ATTEMPTS = int(os.environ.get("SIMIA_LLM_MAX_ATTEMPTS", "4"))
 SIMIA_LLM_BACKOFF_BASE = float(os.environ.get("SIMIA_LLM_BACKOFF_BASE", "0.5"))
@@ -406,6 +409,9 @@ SIMIA_WEBHOOK_MAX_ATTEMPTS = int(os.environ.get("SIMIA_WEBHOOK_MAX_ATTEMPTS", "8
 SIMIA_WEBHOOK_BACKOFF_SECONDS = float(os.environ.get("SIMIA_WEBHOOK_BACKOFF_SECONDS", "10"))
 SIMIA_WEBHOOK_BACKOFF_MAX_SECONDS = float(os.environ.get("SIMIA_WEBHOOK_BACKOFF_MAX_SECONDS", "900"))
 SIMIA_WEBHOOK_TIMEOUT_SECONDS = float(os.environ.get("SIMIA_WEBHOOK_TIMEOUT_SECONDS", "10"))
+# A pending delivery whose attempt is overdue by this much lost its message (a broker outage): the watchdog sends it
+# again.
+SIMIA_WEBHOOK_SWEEP_SECONDS = float(os.environ.get("SIMIA_WEBHOOK_SWEEP_SECONDS", "60"))
 # Shares of a job's trajectories reviewed (percent) that send a review.milestone event, once each per job.
 SIMIA_WEBHOOK_REVIEW_MILESTONES = sorted(
     {int(item) for item in env_list("SIMIA_WEBHOOK_REVIEW_MILESTONES", "25,50,75,100") if 0 < int(item) <= 100}

@@ -24,7 +24,7 @@ from simia_web.llm.services import llm_calls_held, llm_calls_write, llm_job_fini
 from . import leases, unit_rows
 from .kinds import job_kind_for, job_kinds_queueable
 from .models import Job, JobStatus, JobUnit, UnitStatus, WatchdogTurn
-from .signals import job_ended, unit_leases_taken_back
+from .signals import job_ended, unit_leases_taken_back, watchdog_looked
 
 logger = logging.getLogger(__name__)
 
@@ -379,6 +379,7 @@ def jobs_heal() -> int:
         task_send(JOB_START, (job_id,))
     if lost or unstarted:
         logger.warning("watchdog: sent again %d units and %d job starts, lost", len(lost), len(unstarted))
+    watchdog_looked.send(sender=Job, now=now)
     return len(lost) + len(unstarted)
 
 

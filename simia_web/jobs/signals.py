@@ -8,3 +8,7 @@ job_ended = Signal()
 
 # The watchdog took back the leases of `units` of `job`, held by `holders` without being started, and sent them again.
 unit_leases_taken_back = Signal()
+
+# The cluster's watchdog looked for lost work (one worker a beat, see jobs.services.jobs_heal): the layers above
+# look for their own lost messages then.
+watchdog_looked = Signal()

@@ -19,10 +19,24 @@ class WebhookSubscriptionSerializer(serializers.ModelSerializer):
         help_text="Signs every delivery: Simia-Signature: t=<unix>,v1=<hex HMAC-SHA256 of '<t>.' + body>",
     )
 
+    previous_secret_until = serializers.DateTimeField(
+        read_only=True, help_text="Until then, the secret before the last rotation signs every delivery too."
+    )
+
     class Meta:
         model = WebhookSubscription
-        fields = ["id", "name", "url", "events", "active", "secret", "created_by", "created_at", "updated_at"]
+        fields = ["id", "name", "url", "events", "active", "secret", "previous_secret_until"]
+        fields += ["created_by", "created_at", "updated_at"]
         read_only_fields = ["created_at", "updated_at"]
+
+
+class SecretRotationSerializer(serializers.Serializer):
+    overlap_hours = serializers.FloatField(
+        default=24,
+        min_value=0,
+        max_value=services.MAX_OVERLAP_HOURS,
+        help_text="How long the old secret keeps signing deliveries beside the new one.",
+    )
 
 
 class WebhookDeliverySerializer(serializers.ModelSerializer):
@@ -79,6 +93,17 @@ class WebhookSubscriptionViewSet(
         """Send a `ping` event to this subscription; its delivery is returned, and shows in the log."""
         delivery = services.webhook_test_send(subscription=self.get_object(), actor=request.user)
         return Response(WebhookDeliverySerializer(delivery).data, status=status.HTTP_202_ACCEPTED)
+
+    @extend_schema(request=SecretRotationSerializer, responses={200: WebhookSubscriptionSerializer})
+    @action(detail=True, methods=["post"], url_path="rotate-secret")
+    def rotate_secret(self, request, pk=None):
+        """A new signing secret; the old one also signs deliveries for `overlap_hours` (both v1 values are sent)."""
+        rotation = SecretRotationSerializer(data=request.data)
+        rotation.is_valid(raise_exception=True)
+        subscription = services.webhook_secret_rotate(
+            subscription=self.get_object(), actor=request.user, **rotation.validated_data
+        )
+        return Response(WebhookSubscriptionSerializer(subscription).data)
 
     @extend_schema(responses={200: WebhookDeliverySerializer(many=True)})
     @action(detail=True, methods=["get"])

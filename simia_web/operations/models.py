@@ -45,6 +45,9 @@ class WebhookSubscription(models.Model):
     name = models.CharField(max_length=100)
     url = models.URLField(max_length=500, help_text="Where events are POSTed (http or https).")
     secret = models.CharField(max_length=100, default=webhook_secret, help_text="Signs every delivery (HMAC-SHA256).")
+    # After a rotation, the secret before it also signs every delivery until `previous_secret_until`.
+    previous_secret = models.CharField(max_length=100, blank=True)
+    previous_secret_until = models.DateTimeField(null=True, blank=True)
     events = models.JSONField(default=list, help_text="The event types delivered here.")
     active = models.BooleanField(default=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)

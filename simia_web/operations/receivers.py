@@ -17,13 +17,13 @@ from simia_web.exports.models import Snapshot
 from simia_web.exports.signals import snapshot_ready
 from simia_web.jobs.models import JobStatus
 from simia_web.jobs.selectors import job_progress
-from simia_web.jobs.signals import job_ended, unit_leases_taken_back
+from simia_web.jobs.signals import job_ended, unit_leases_taken_back, watchdog_looked
 from simia_web.llm.signals import llm_call_invalidated, llm_calls_recorded
 
 from . import counters
 from .models import WebhookEvent, WebhookSubscription
 from .payloads import job_payload, snapshot_payload
-from .services import webhook_event_emit
+from .services import webhook_deliveries_sweep, webhook_event_emit
 
 REVIEW_MILESTONES_CHECK = "simia_web.operations.tasks.review_milestones_check"  # by name: it imports the services
 
@@ -56,6 +56,11 @@ def _job_ended(sender, job, **kwargs):
 def _unit_leases_taken_back(sender, job, units, **kwargs):
     series = counters.series_key(counters.UNIT_LEASES_TAKEN_BACK, kind=job.kind)
     counters.metric_counts_add(Counter({series: len(units)}))
+
+
+@receiver(watchdog_looked, dispatch_uid="operations-webhook-sweep")
+def _watchdog_looked(sender, now, **kwargs):
+    webhook_deliveries_sweep(now=now)
 
 
 @receiver(snapshot_ready, dispatch_uid="operations-snapshot-ready")

@@ -27,7 +27,15 @@ from simia_web.curation.models import Trajectory, TrajectoryStatus
 from simia_web.llm.validation import url_address_problem
 
 from .counters import webhook_attempt_count
-from .models import PING, DeliveryStatus, ReviewMilestone, WebhookDelivery, WebhookEvent, WebhookSubscription
+from .models import (
+    PING,
+    DeliveryStatus,
+    ReviewMilestone,
+    WebhookDelivery,
+    WebhookEvent,
+    WebhookSubscription,
+    webhook_secret,
+)
 from .signing import SIGNATURE_HEADER, signature_header
 
 logger = logging.getLogger(__name__)
@@ -38,6 +46,8 @@ ERROR_KEPT = 500
 # An error that starts so is the URL's own: trying again cannot help.
 REFUSED = "refused:"
 WEBHOOK_DELIVER = "simia_web.operations.tasks.webhook_deliver"  # by name: that module imports this one
+MAX_OVERLAP_HOURS = 24 * 30
+SWEEP_BATCH = 500  # deliveries sent again per look; the rest at the next
 
 
 def webhook_subscription_validate(*, url: str, events: list) -> None:
@@ -95,7 +105,7 @@ def _envelope(event: str, data: dict) -> dict:
 
 def _deliveries_send(deliveries: list[WebhookDelivery]) -> None:
     for delivery in deliveries:
-        # With the broker away the delivery stays pending in the log (sent again with "Retry").
+        # With the broker away the delivery stays pending in the log: the watchdog sends it again (see the sweep).
         transaction.on_commit(functools.partial(task_send, WEBHOOK_DELIVER, (delivery.pk, 1)), robust=True)
 
 
@@ -161,7 +171,7 @@ def _post(delivery: WebhookDelivery) -> tuple[int | None, str]:
         "User-Agent": "Simia-Webhooks/1",
         "Simia-Event": delivery.event,
         "Simia-Delivery": str(delivery.pk),
-        SIGNATURE_HEADER: signature_header(subscription.secret, body, int(time.time())),
+        SIGNATURE_HEADER: signature_header(subscription.secret, body, int(time.time()), *_overlapping(subscription)),
     }
     try:
         with (
@@ -173,6 +183,48 @@ def _post(delivery: WebhookDelivery) -> tuple[int | None, str]:
             return response.status_code, f"HTTP {response.status_code}: {_answer_head(response)}"
     except httpx2.HTTPError as exc:
         return None, f"{type(exc).__name__}: {exc}"[:ERROR_KEPT]
+
+
+def _overlapping(subscription: WebhookSubscription) -> list[str]:
+    """The secret a rotation replaced, while its overlap lasts."""
+    until = subscription.previous_secret_until
+    return [subscription.previous_secret] if subscription.previous_secret and until and until > timezone.now() else []
+
+
+def webhook_secret_rotate(*, subscription: WebhookSubscription, actor, overlap_hours: float) -> WebhookSubscription:
+    """Give the subscription a new secret; the old one signs every delivery too for `overlap_hours` (0: not at all),
+    so the receiver can switch without refusing a delivery."""
+    if not 0 <= overlap_hours <= MAX_OVERLAP_HOURS:
+        raise ValidationError({"overlap_hours": f"must be between 0 and {MAX_OVERLAP_HOURS}"})
+    with transaction.atomic():
+        locked = WebhookSubscription.objects.select_for_update().get(pk=subscription.pk)
+        locked.previous_secret, locked.secret = locked.secret, webhook_secret()
+        locked.previous_secret_until = timezone.now() + timedelta(hours=overlap_hours)
+        locked.save(update_fields=["secret", "previous_secret", "previous_secret_until", "updated_at"])
+        data = {"overlap_until": locked.previous_secret_until.isoformat()}
+        audit_record(actor=actor, action="webhook.rotate_secret", target=locked, data=data)
+    return locked
+
+
+def webhook_deliveries_sweep(*, now=None) -> int:
+    """Send again the deliveries whose message a broker outage lost (the watchdog's look, as for job units); returns
+    how many. A pending delivery is stuck when its first attempt, its next attempt, or the recording of an attempt
+    in flight is overdue by SIMIA_WEBHOOK_SWEEP_SECONDS. A message that was only late finds its attempt taken."""
+    now = now or timezone.now()
+    overdue = now - timedelta(seconds=settings.SIMIA_WEBHOOK_SWEEP_SECONDS)
+    in_flight_overdue = overdue - timedelta(seconds=settings.SIMIA_WEBHOOK_TIMEOUT_SECONDS)
+    stuck = WebhookDelivery.objects.filter(status=DeliveryStatus.PENDING).filter(
+        Q(attempts=0, created_at__lt=overdue)
+        | Q(attempts__gt=0, next_attempt_at__lt=overdue)
+        | Q(attempts__gt=0, next_attempt_at__isnull=True, last_attempt_at__lt=in_flight_overdue)
+    )
+    sent = 0
+    for delivery_id, attempts in stuck.order_by("id").values_list("id", "attempts")[:SWEEP_BATCH]:
+        task_send(WEBHOOK_DELIVER, (delivery_id, attempts + 1))
+        sent += 1
+    if sent:
+        logger.warning("watchdog: sent %d webhook deliveries again, their messages lost", sent)
+    return sent
 
 
 def _answer_head(response) -> str:

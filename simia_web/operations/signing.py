@@ -2,6 +2,10 @@
 
 A receiver recomputes v1 over the raw body it received, compares it in constant time and refuses a timestamp
 further than a few minutes from its clock (a replayed delivery). Each attempt is signed afresh.
+
+While a rotated secret's overlap lasts, the header carries one v1 per secret, the new one first
+(`t=...,v1=<new>,v1=<old>`): a receiver that still holds the old secret accepts a delivery when any v1 matches,
+and can switch to the new one at any moment of the overlap.
 """
 
 import hashlib
@@ -15,5 +19,5 @@ def signature(secret: str, body: bytes, timestamp: int) -> str:
     return hmac.new(secret.encode(), signed, hashlib.sha256).hexdigest()
 
 
-def signature_header(secret: str, body: bytes, timestamp: int) -> str:
-    return f"t={timestamp},v1={signature(secret, body, timestamp)}"
+def signature_header(secret: str, body: bytes, timestamp: int, *older: str) -> str:
+    return ",".join([f"t={timestamp}", *(f"v1={signature(key, body, timestamp)}" for key in (secret, *older))])

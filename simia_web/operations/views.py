@@ -8,6 +8,7 @@ from django.contrib import messages
 from django.core.exceptions import ValidationError
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 from prometheus_client import CONTENT_TYPE_LATEST
 
@@ -108,7 +109,7 @@ def webhook_detail(request, pk: int):
         else:
             messages.success(request, "Saved.")
             return redirect("webhook-detail", pk=subscription.pk)
-    context = {"form": form, **_log_context(subscription, request.GET.get("before"))}
+    context = {"form": form, "now": timezone.now(), **_log_context(subscription, request.GET.get("before"))}
     return render(request, "operations/webhook_detail.html", context, status=400 if form.errors else 200)
 
 
@@ -139,6 +140,20 @@ def webhook_delivery_retry(request, pk: int):
     if request.htmx:
         return render(request, "operations/_deliveries.html", _log_context(delivery.subscription, None))
     return redirect("webhook-detail", pk=delivery.subscription_id)
+
+
+@role_required(ADMIN)
+@require_POST
+def webhook_secret_rotate(request, pk: int):
+    subscription = get_object_or_404(selectors.subscription_list(), pk=pk)
+    try:
+        overlap = float(request.POST.get("overlap_hours", "24"))
+        services.webhook_secret_rotate(subscription=subscription, actor=request.user, overlap_hours=overlap)
+    except (ValueError, ValidationError):
+        messages.error(request, f"Overlap: give a number of hours from 0 to {services.MAX_OVERLAP_HOURS}.")
+    else:
+        messages.success(request, "New signing secret: the old one signs deliveries too until the overlap ends.")
+    return redirect("webhook-detail", pk=subscription.pk)
 
 
 @role_required(ADMIN)
