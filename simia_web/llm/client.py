@@ -13,7 +13,6 @@ is retried once with more room, or reported as truncated, never resent unchanged
 """
 
 import logging
-import os
 import random
 import re
 import time
@@ -44,6 +43,7 @@ from .budget import (
 )
 from .capabilities import profile_context_window
 from .endpoints import PER_REQUEST_DROPPED_HEADERS, endpoint_client
+from .keys import profile_api_key
 from .models import EndpointProfile, LLMCall, StructuredMode, ToolMode
 from .selectors import profile_findings, profile_for_stage
 from .services import (
@@ -119,7 +119,7 @@ _RETRY_AFTER_CAP = 30.0
 
 
 def _redact_key(text: str, profile: EndpointProfile) -> str:
-    api_key = os.environ.get(profile.api_key_env, "")
+    api_key = profile_api_key(profile)
     return text.replace(api_key, "[redacted]") if len(api_key) >= 8 else text
 
 

@@ -7,11 +7,11 @@ import threading
 
 import openai
 
+from .keys import profile_api_key
 from .limits import endpoint_limiter
 from .models import EndpointProfile
 from .services import llm_slot_rank
 from .transport import LimitedTransport
-from .validation import api_key_read
 
 _thread_clients = threading.local()  # .clients: {client key: (openai.OpenAI, chat completions URL)}
 
@@ -43,7 +43,7 @@ def endpoint_client(profile: EndpointProfile) -> tuple[openai.OpenAI, str]:
     polls every idle connection on each request, and on a busy worker each of those steps waits for
     the GIL while holding the pool lock and a slot, which cost a sixth of the endpoint's capacity.
     """
-    api_key = api_key_read(profile.api_key_env) or "not-needed"
+    api_key = profile_api_key(profile) or "not-needed"
     limits = (profile.max_concurrency, profile.requests_per_minute, profile.tokens_per_minute)
     key = (profile.pk, profile.base_url, api_key, profile.timeout_seconds, limits)
     clients = _thread_clients.__dict__.setdefault("clients", {})

@@ -32,11 +32,23 @@ class Stage(models.TextChoices):
 
 
 class EndpointProfile(models.Model):
-    """An OpenAI-compatible endpoint. The API key is read from an environment variable, never stored."""
+    """An OpenAI-compatible endpoint. Its API key is stored encrypted (llm.keys), or read from the environment
+    variable it names."""
 
     name = models.CharField(max_length=80, unique=True)
     base_url = models.URLField(max_length=300, blank=True, help_text="Empty means the OpenAI default.")
-    api_key_env = models.CharField(max_length=80, default="OPENAI_API_KEY")
+    api_key_env = models.CharField(
+        max_length=80,
+        default="OPENAI_API_KEY",
+        help_text="The environment variable holding the API key on the web and worker machines, when no key is "
+        "stored on the profile.",
+    )
+    api_key_encrypted = models.TextField(
+        blank=True,
+        default="",
+        help_text="The API key, encrypted with a key derived from SIMIA_SECRET_KEY_ENCRYPTION (or SECRET_KEY); "
+        "empty: the key is read from the variable named in api_key_env.",
+    )
     model = models.CharField(max_length=120)
     temperature = models.FloatField(default=0.7)
     max_tokens = models.PositiveIntegerField(

@@ -82,3 +82,31 @@ def profile_findings(profile: EndpointProfile) -> dict:
 def llm_calls_with_profile() -> QuerySet[LLMCall]:
     """LLM calls with their profile and job, as the call viewer shows them."""
     return LLMCall.objects.select_related("profile", "job")
+
+
+# -- the LLM endpoints page and the first steps ----------------------------------------------------------
+
+
+def profile_probe_passed(profile: EndpointProfile) -> bool:
+    """Whether the last 'Test' of the profile's endpoint, as it is used now, got an answer to a completion."""
+    found = profile_findings(profile)
+    return bool(found.get("checked_at")) and any(
+        probe.get("status") == 200 and not str(probe.get("name", "")).startswith("/")
+        for probe in found.get("evidence") or []
+    )
+
+
+def profiles_as_used() -> list[EndpointProfile]:
+    """Every profile (a handful), the default first, each with the base URL, model and key variable this machine
+    uses for it: a profile that follows the environment shows the environment's, not the values it was made with."""
+    return [profile_as_used_here(profile) for profile in EndpointProfile.objects.order_by("-is_default", "name")]
+
+
+def endpoint_connected() -> bool:
+    """Whether some profile's endpoint, as used now, passed its last test (the first step on the dashboard)."""
+    return any(profile_probe_passed(profile) for profile in profiles_as_used())
+
+
+def stage_routes() -> dict[str, int]:
+    """{stage: profile id} for the stages routed to a profile of their own."""
+    return dict(StageRoute.objects.values_list("stage", "profile_id"))

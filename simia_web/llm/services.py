@@ -12,11 +12,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
+from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from simia_web.core.rows import rows_insert
+from simia_web.core.services import audit_record
 
-from .models import EndpointProfile, LLMCall
+from .keys import api_key_encrypt
+from .models import EndpointProfile, LLMCall, Stage, StageRoute
 from .selectors import profile_endpoint, profile_findings
 from .signals import llm_call_invalidated, llm_calls_recorded
 from .slots import Rank, first_come
@@ -164,3 +167,53 @@ def profile_learned_store(*, profile: EndpointProfile, field: str, value: float)
     """Keep a figure learned in use (chars_per_token, tokens_per_second) for every process using the profile."""
     EndpointProfile.objects.filter(pk=profile.pk).update(**{field: value})
     setattr(profile, field, value)
+
+
+# -- profiles and stage routes, as admins set them on the LLM endpoints page -----------------------------
+
+
+@transaction.atomic
+def profile_save(*, profile: EndpointProfile, api_key: str | None, actor) -> EndpointProfile:
+    """Create or update a profile as a form built it; `api_key` is stored encrypted ("" removes the stored key,
+    None leaves it). A default profile takes the place of the one before it."""
+    created = profile.pk is None
+    if api_key is not None:
+        profile.api_key_encrypted = api_key_encrypt(api_key)
+    if profile.is_default:
+        EndpointProfile.objects.filter(is_default=True).exclude(pk=profile.pk).update(is_default=False)
+    profile.save()
+    key = "kept" if api_key is None else "stored" if api_key else "from the environment"
+    audit_record(
+        actor=actor,
+        action="llm.profile.create" if created else "llm.profile.update",
+        target=profile,
+        data={"name": profile.name, "model": profile.model, "key": key},
+    )
+    return profile
+
+
+@transaction.atomic
+def stage_routes_set(*, routes: dict[str, int | None], actor) -> list[str]:
+    """Route each stage to a profile (None: to the default profile); returns the stages whose route changed."""
+    current = {route.stage: route for route in StageRoute.objects.select_for_update()}
+    changed = []
+    for stage, profile_id in routes.items():
+        if stage not in Stage.values:
+            raise ValidationError({stage: f"no stage named {stage}"})
+        route = current.get(stage)
+        before = route.profile_id if route else None
+        if before == profile_id:
+            continue
+        if profile_id is None and route is not None:
+            data = {"stage": stage, "from": before, "to": None}
+            audit_record(actor=actor, action="llm.route", target=route, data=data)
+            route.delete()
+        elif profile_id is not None:
+            if not EndpointProfile.objects.filter(pk=profile_id).exists():
+                raise ValidationError({stage: f"no endpoint profile with id {profile_id}"})
+            route, _ = StageRoute.objects.update_or_create(stage=stage, defaults={"profile_id": profile_id})
+            audit_record(
+                actor=actor, action="llm.route", target=route, data={"stage": stage, "from": before, "to": profile_id}
+            )
+        changed.append(stage)
+    return changed

@@ -1,5 +1,7 @@
 """Scripted LLM behaviour for a whole domain-first job: valid APIs, tasks, agent turns, simulator, judge."""
 
+import json
+
 from simia_web.synthesis.generation import domain_design
 
 from .llm_stub import Reply, Request
@@ -100,6 +102,15 @@ def simulator_reply(request: Request) -> Reply:
     )
 
 
+def probe_reply(request: Request) -> Reply:
+    """What a capable model answers the capability probe: the weather tool called, the probe's schema followed."""
+    if request.body.get("tools"):
+        return Reply(tool_calls=[{"name": "get_weather", "arguments": {"city": "Paris"}}])
+    if '"colour"' in json.dumps(request.body):
+        return Reply(content={"colour": "teal", "count": 1})
+    return Reply(status=500, error_message="no script for this request")
+
+
 def pipeline_responder():
     def respond(request: Request) -> Reply:
         stage = request.stage
@@ -115,6 +126,8 @@ def pipeline_responder():
             return Reply(content=JUDGE_PASS)
         if stage == "user_simulator":
             return Reply(content={"message": "Thanks, that's all.", "done": True})
+        if not stage:  # the capability probe ("Test" on the LLM endpoints page) names no stage
+            return probe_reply(request)
         return Reply(status=500, error_message=f"no script for stage {stage!r}")
 
     return respond
