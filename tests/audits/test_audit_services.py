@@ -230,3 +230,31 @@ def test_a_large_rest_is_accepted_by_a_bulk_decision_job_naming_the_audit(eager,
     accepted = Review.objects.filter(audit=audit.pk)
     assert accepted.count() == 17 and {str(r.batch) for r in accepted} == {str(acceptance.batch)}
     assert Trajectory.objects.filter(pk__in=[m.pk for m in members], status=TrajectoryStatus.ACCEPTED).count() == 29
+
+
+def test_postgresql_reads_the_population_as_arrays_the_same_as_rows(users):
+    from django.db import connection
+
+    from simia_web.audits import population as read
+    from simia_web.audits.services import audit_population
+    from simia_web.curation.services import verdict_record
+
+    if connection.vendor != "postgresql":
+        pytest.skip("the arrays are PostgreSQL's")
+    members = population(9)
+    make_trajectory(violations=["unknown_tool"])  # no verdict
+    verdict_record(trajectory_id=members[0].pk, version=1, verdict={"error": "timed out", "passed": None})
+    verdict_record(
+        trajectory_id=members[1].pk,
+        version=1,
+        verdict={**verdict(passed=False, score=0.2), "scores": {"task_completed": 0.1, "policy_followed": "n/a"}},
+    )
+    queryset = audit_population({"status": "all"})
+    rows, arrays = read._members(queryset), read._members_arrays(queryset)
+    assert all(np.array_equal(a, b, equal_nan=True) for a, b in zip(rows, arrays, strict=True))
+    ids = rows[0]
+    (by_rows, judges), (by_arrays, _) = read._verdicts(queryset, ids), read._verdicts_arrays(queryset, ids)
+    assert np.array_equal(by_rows, by_arrays, equal_nan=True)
+    second = int(np.searchsorted(ids, members[1].pk))
+    assert by_arrays[0, second] == pytest.approx(0.1) and np.isnan(by_arrays[3, second])  # the latest verdict's
+    assert np.isnan(by_arrays[:, -1]).all() and judges
