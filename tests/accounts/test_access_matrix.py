@@ -101,6 +101,18 @@ ROUTES: dict[str, Route] = {
     "job-cancel": page({"POST": CURATOR}, pk="job"),
     "job-retry": page({"POST": CURATOR}, pk="job"),
     "llm-call": page({"GET": ADMIN}, pk="call"),  # and the owner of the RL session it served (tested below)
+    "llm-endpoints": page({"GET": ADMIN, "POST": ADMIN}),
+    "llm-endpoint-new": page({"GET": ADMIN, "POST": ADMIN}),
+    "llm-endpoint": page({"GET": ADMIN, "POST": ADMIN}, pk="profile"),
+    "llm-endpoint-test": page({"POST": ADMIN}, pk="profile"),
+    "llm-endpoint-probe": page({"GET": ADMIN}, pk="profile"),
+    # users: admins manage them; the link an invited user sets a password with is public (its token is the key)
+    "user-list": page({"GET": ADMIN}),
+    "user-new": page({"GET": ADMIN, "POST": ADMIN}),
+    "user-edit": page({"GET": ADMIN, "POST": ADMIN}, pk="person"),
+    "user-password": page({"POST": ADMIN}, pk="person"),
+    "password_reset_confirm": page({}),
+    "password_reset_complete": page({}),
     # operations: Prometheus reads /metrics with a bearer token or from an allowed address, never a session
     # (tests/operations/test_metrics.py); /healthz and /readyz are answered by a middleware, before any route
     "metrics": page({}),
@@ -109,6 +121,7 @@ ROUTES: dict[str, Route] = {
     "webhook-deliveries": page({"GET": ADMIN}, pk="webhook"),
     "webhook-test": page({"POST": ADMIN}, pk="webhook"),
     "webhook-delete": page({"POST": ADMIN}, pk="webhook"),
+    "webhook-secret-rotate": page({"POST": ADMIN}, pk="webhook"),
     "webhook-delivery-retry": page({"POST": ADMIN}, pk="delivery"),
     # API documentation
     "api-schema": api({"GET": ANNOTATOR}),
@@ -155,6 +168,7 @@ ROUTES: dict[str, Route] = {
     "api-webhook-list": api({"GET": ADMIN, "POST": ADMIN}),
     "api-webhook-detail": api({"GET": ADMIN, "PUT": ADMIN, "PATCH": ADMIN, "DELETE": ADMIN}, pk="webhook"),
     "api-webhook-test": api({"POST": ADMIN}, pk="webhook"),
+    "api-webhook-rotate-secret": api({"POST": ADMIN}, pk="webhook"),
     "api-webhook-deliveries": api({"GET": ADMIN}, pk="webhook"),
     "env-list": api({"GET": CURATOR, "POST": CURATOR}),
     "env-detail": api({"GET": CURATOR}, session_id="session"),
@@ -215,6 +229,11 @@ def test_api_routes_list_every_method_they_answer():
 
 @pytest.fixture
 def objects(db, users):
+    return route_objects(users)
+
+
+def route_objects(users: dict) -> dict:
+    """One object of each kind a route's URL names, by the key ROUTES' kwargs use (the route walk uses them too)."""
     job = make_job(status=JobStatus.RUNNING)
     t = make_trajectory(judge=verdict(), job=job)
     domain = t.domain
@@ -235,6 +254,7 @@ def objects(db, users):
         "call": LLMCall.objects.create(stage="judge", model="m", request_hash="x", request={"messages": []}, job=job),
         "snapshot": Snapshot.objects.create(format="openai", job=export_job, created_by=users[CURATOR]),
         "profile": EndpointProfile.objects.create(name="audit", model="m"),
+        "person": users[ANNOTATOR],
         "session": EnvSession.objects.create(domain=domain, task=task, created_by=users[CURATOR]),
         "kind": SimpleNamespace(pk="rollouts"),  # a job kind's queue page
         "webhook": webhook,
@@ -251,7 +271,7 @@ def objects(db, users):
     }
 
 
-def _url(name: str, route: Route, objects: dict) -> str:
+def route_url(name: str, route: Route, objects: dict) -> str:
     kwargs = {}
     for kwarg, key in route.kwargs.items():
         obj = objects[key]
@@ -273,7 +293,7 @@ def _send(client, method: str, url: str):
 @pytest.mark.parametrize("name,method,needs", CASES)
 def test_access(client, users, objects, name, method, needs):
     route = ROUTES[name]
-    url = _url(name, route, objects)
+    url = route_url(name, route, objects)
 
     response = _send(client, method, url)
     if route.kind == "page":
