@@ -3,7 +3,7 @@ their figures, the configuration in use and the best-calibrated one. Each is a b
 
 from collections.abc import Callable
 
-from django.db.models import Count, Exists, F, OuterRef, QuerySet, Sum
+from django.db.models import Count, Exists, F, Max, OuterRef, QuerySet, Sum
 
 from simia_web.curation.models import JudgeVerdict, Trajectory
 from simia_web.llm.models import EndpointProfile, Stage
@@ -105,14 +105,12 @@ def verdicts_against_people(*, ratings: str | None = None) -> dict:
 def _verdicts_against_people() -> dict:
     rows = current_rating_rows()
     items = sorted({item for item, _, _ in rows})
-    latest = (
-        JudgeVerdict.objects.filter(
-            trajectory_id__in=items, error="", trajectory_version__gte=F("trajectory__text_version")
-        )
-        .order_by("trajectory_id", "-id")
-        .distinct("trajectory_id")
-        .values_list("trajectory_id", "scores", "passed")
+    usable = JudgeVerdict.objects.filter(
+        trajectory_id__in=items, error="", trajectory_version__gte=F("trajectory__text_version")
     )
+    # The latest per item as a grouped subquery, which every backend runs (DISTINCT ON is PostgreSQL's alone).
+    latest_ids = usable.order_by().values("trajectory_id").annotate(latest=Max("id")).values("latest")
+    latest = JudgeVerdict.objects.filter(pk__in=latest_ids).values_list("trajectory_id", "scores", "passed")
     answers = {item: (scores or {}, passed) for item, scores, passed in latest}
     return figures.judge_against_people(answers, figures.human_consensus(rows))
 

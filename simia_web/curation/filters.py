@@ -102,6 +102,7 @@ class TrajectoryFilter(BoundedFilterSet):
         return qs.filter(assigned_to_id=user.pk) if value and user is not None else qs
 
     def filter_text(self, qs, name, value):
+        # Portable fallback: elsewhere the messages are cast to text and matched case-insensitively.
         if connections[qs.db].vendor == "postgresql":
             # The stored vector and its GIN index (migration 0007): a match reads no conversation.
             return qs.filter(search_vector=SearchQuery(value, config="simple"))

@@ -29,7 +29,7 @@ METADATA_HOSTS = frozenset({"metadata", "metadata.google.internal", "metadata.go
 METADATA_ADDRESSES = frozenset(map(ipaddress.ip_address, ("100.100.100.200", "fd00:ec2::254", "192.0.0.192")))
 
 
-def _addresses(host: str) -> set:
+def host_addresses(host: str) -> set:
     """The addresses `host` stands for: an address in any of its spellings (2852039166 is 169.254.169.254), or
     what the name resolves to here (nothing, when it does not resolve: the workers may see other names)."""
     try:
@@ -40,16 +40,19 @@ def _addresses(host: str) -> set:
     return {getattr(address, "ipv4_mapped", None) or address for address in addresses}
 
 
-def url_address_problem(url: str) -> str | None:
-    """Why a profile may not send to `url`'s host (a link-local or metadata address), or None."""
+def url_address_problem(url: str, addresses: set | None = None) -> str | None:
+    """What `url`'s host is when nothing may be sent there (a link-local or metadata address), worded to follow "must
+    not point at", or None. `addresses`: what the host resolved to, when the caller resolved it already."""
     host = (urlsplit(url).hostname or "").rstrip(".")
     if not host or settings.SIMIA_ALLOW_LINK_LOCAL_ENDPOINTS:
         return None
     if host in METADATA_HOSTS:
-        return f"{host} is a cloud metadata service"
-    for address in sorted(_addresses(host), key=str):
+        return f"{host}, a cloud metadata service"
+    for address in sorted(host_addresses(host) if addresses is None else addresses, key=str):
         if address.is_link_local or address in METADATA_ADDRESSES:
-            return f"{host} is a link-local or cloud metadata address ({address})"
+            if host == str(address):
+                return f"{host}, a link-local or cloud metadata address"
+            return f"{host}, which resolves to a link-local or cloud metadata address ({address})"
     return None
 
 

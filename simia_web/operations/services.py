@@ -11,6 +11,7 @@ import random
 import time
 import uuid
 from datetime import timedelta
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx2
 import orjson
@@ -24,7 +25,7 @@ from simia_web.core.dispatch import task_send
 from simia_web.core.outages import through_outages
 from simia_web.core.services import audit_record
 from simia_web.curation.models import Trajectory, TrajectoryStatus
-from simia_web.llm.validation import url_address_problem
+from simia_web.llm.validation import host_addresses, url_address_problem
 
 from .counters import webhook_attempt_count
 from .models import (
@@ -53,8 +54,11 @@ SWEEP_BATCH = 500  # deliveries sent again per look; the rest at the next
 def webhook_subscription_validate(*, url: str, events: list) -> None:
     """Raise a ValidationError naming the field when a subscription may not send to `url` or names unknown events."""
     errors = {}
+    host = urlsplit(url or "").hostname or ""
     if address := url_address_problem(url or ""):
         errors["url"] = f"must not point at {address} (SIMIA_ALLOW_LINK_LOCAL_ENDPOINTS allows it)"
+    elif host and not host_addresses(host):
+        errors["url"] = f"{host} does not resolve to an address here: check the host name"
     unknown = sorted(set(events) - set(WebhookEvent.values))
     if not events or unknown:
         errors["events"] = f"choose from {', '.join(WebhookEvent.values)}" + (
@@ -160,15 +164,37 @@ def _claim(delivery_id: int, attempt: int) -> WebhookDelivery | None:
     return WebhookDelivery.objects.select_related("subscription").get(pk=delivery_id)
 
 
+def _pinned(url: str) -> tuple[str, dict, str]:
+    """The URL with its host name resolved once and every address it resolves to checked (the name may point
+    elsewhere now than when the subscription was saved): (URL to the checked address, request extensions that keep
+    the name for TLS, refusal or ""). The request is sent to that address, with the name in its Host header and SNI, so
+    a second lookup cannot lead the connection somewhere unchecked."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    addresses = host_addresses(host)
+    if not addresses:
+        return url, {}, f"{REFUSED} {host} does not resolve to an address"
+    if problem := url_address_problem(url, addresses):
+        return url, {}, f"{REFUSED} must not point at {problem}"
+    address = sorted(addresses, key=lambda a: (a.version, str(a)))[0]  # IPv4 first, as most receivers listen
+    netloc = f"[{address}]" if address.version == 6 else str(address)
+    if parts.port:
+        netloc += f":{parts.port}"
+    pinned = urlunsplit((parts.scheme, netloc, parts.path, parts.query, ""))
+    return pinned, {"sni_hostname": host} if parts.scheme == "https" else {}, ""
+
+
 def _post(delivery: WebhookDelivery) -> tuple[int | None, str]:
-    """POST the signed payload; (status code or None, error or "")."""
+    """POST the signed payload to the address checked for it; (status code or None, error or "")."""
     subscription = delivery.subscription
-    if problem := url_address_problem(subscription.url):  # checked again: the name may resolve elsewhere now
-        return None, f"{REFUSED} {problem}"
+    target, extensions, refusal = _pinned(subscription.url)
+    if refusal:
+        return None, refusal
     body = orjson.dumps(delivery.payload)
     headers = {
         "Content-Type": "application/json",
         "User-Agent": "Simia-Webhooks/1",
+        "Host": urlsplit(subscription.url).netloc.rpartition("@")[2],
         "Simia-Event": delivery.event,
         "Simia-Delivery": str(delivery.pk),
         SIGNATURE_HEADER: signature_header(subscription.secret, body, int(time.time()), *_overlapping(subscription)),
@@ -176,7 +202,7 @@ def _post(delivery: WebhookDelivery) -> tuple[int | None, str]:
     try:
         with (
             httpx2.Client(timeout=settings.SIMIA_WEBHOOK_TIMEOUT_SECONDS, follow_redirects=False) as client,
-            client.stream("POST", subscription.url, content=body, headers=headers) as response,
+            client.stream("POST", target, content=body, headers=headers, extensions=extensions) as response,
         ):
             if 200 <= response.status_code < 300:
                 return response.status_code, ""

@@ -16,7 +16,7 @@ from simia_web.exports.services import snapshot_create
 from simia_web.jobs.models import JobStatus
 from simia_web.jobs.services import job_cancel
 from simia_web.operations.models import DeliveryStatus, WebhookDelivery, WebhookSubscription
-from simia_web.operations.services import webhook_subscription_create
+from simia_web.operations.services import webhook_subscription_create, webhook_test_send
 from simia_web.synthesis.services import synthesis_queue
 from tests.conftest import wait_for
 from tests.support.factories import make_job, make_trajectory, verdict
@@ -289,3 +289,72 @@ def test_deliveries_a_broker_outage_lost_are_swept_by_the_watchdog_and_delivered
     just_queued.refresh_from_db()
     assert (just_queued.status, just_queued.attempts) == (DeliveryStatus.PENDING, 0)
     assert len(receiver.received) == 3
+
+
+def test_a_refusal_reads_as_one_sentence_and_a_name_that_does_not_resolve_is_refused(client, users):
+    client.force_login(users["admin"])
+    refused = client.post(
+        "/api/v1/webhooks/",
+        {"name": "x", "url": "http://169.254.169.254/hook", "events": ["job.failed"]},
+        content_type="application/json",
+    )
+    assert refused.json()["url"] == [
+        "must not point at 169.254.169.254, a link-local or cloud metadata address "
+        "(SIMIA_ALLOW_LINK_LOCAL_ENDPOINTS allows it)"
+    ]
+    unresolved = client.post(
+        "/api/v1/webhooks/",
+        {"name": "x", "url": "http://no-such-host.invalid/hook", "events": ["job.failed"]},
+        content_type="application/json",
+    )
+    assert unresolved.status_code == 400
+    assert unresolved.json()["url"] == ["no-such-host.invalid does not resolve to an address here: check the host name"]
+
+
+@pytest.fixture
+def resolver(monkeypatch):
+    """Names resolved as the test says ({name: address}); other names as usual."""
+    import socket
+
+    names: dict[str, str] = {}
+    real = socket.getaddrinfo
+
+    def getaddrinfo(host, *args, **kwargs):
+        if host in names:
+            return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (names[host], 0))]
+        return real(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    return names
+
+
+def test_a_delivery_goes_to_the_address_checked_for_it_with_the_name_in_its_host_header(
+    users, receiver, eager_hooks, resolver
+):
+    resolver["hooks.example.test"] = "127.0.0.1"
+    port = receiver.url.split(":")[2].split("/")[0]
+    subscription = webhook_subscription_create(
+        name="ops", url=f"http://hooks.example.test:{port}/hooks/simia", events=["job.failed"], actor=users["admin"]
+    )
+    webhook_test_send(subscription=subscription, actor=users["admin"])
+    delivery = WebhookDelivery.objects.get()
+    assert delivery.status == DeliveryStatus.DELIVERED, delivery.error
+    assert receiver.received[-1].headers["Host"] == f"hooks.example.test:{port}"
+
+
+def test_a_name_that_resolves_to_a_metadata_address_at_send_time_is_refused_then(
+    users, receiver, eager_hooks, resolver
+):
+    resolver["hooks.example.test"] = "127.0.0.1"  # checked and saved while it pointed at the receiver
+    subscription = webhook_subscription_create(
+        name="ops", url="http://hooks.example.test/hook", events=["job.failed"], actor=users["admin"]
+    )
+    resolver["hooks.example.test"] = "169.254.169.254"  # then the name moved
+    webhook_test_send(subscription=subscription, actor=users["admin"])
+    delivery = WebhookDelivery.objects.get()
+    assert delivery.status == DeliveryStatus.FAILED and delivery.attempts == 1
+    assert delivery.error == (
+        "refused: must not point at hooks.example.test, which resolves to a link-local or cloud metadata address "
+        "(169.254.169.254)"
+    )
+    assert receiver.received == []
