@@ -17,7 +17,11 @@ from django.urls import URLPattern, URLResolver, get_resolver, reverse
 SKIPPED_NAMESPACES = {"admin"}
 SKIPPED_ROUTES = {"login", "logout", "metrics"}
 SAMPLES = {"integer": "1", "number": "0.5", "boolean": "true", "string": "a"}
-SAMPLE_FORMATS = {"date-time": "2026-01-01T00:00:00Z", "date": "2026-01-01", "uuid": "00000000-0000-4000-8000-000000000000"}
+SAMPLE_FORMATS = {
+    "date-time": "2026-01-01T00:00:00Z",
+    "date": "2026-01-01",
+    "uuid": "12345678-1234-4234-8234-1234567890ab",
+}
 
 
 def _patterns(resolver, namespace=None):
