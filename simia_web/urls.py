@@ -1,3 +1,5 @@
+"""The site's routes: the auth views, the API schema and docs, then each app's pages and REST endpoints."""
+
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path

@@ -1,3 +1,6 @@
+"""Judge calibration: annotators' criterion ratings and error labels, rating assignments, and calibration runs
+that replay the judge on rated items."""
+
 from django.conf import settings
 from django.db import models
 

@@ -1,3 +1,5 @@
+"""The audit trail: one event per state change, written in the transaction of the change."""
+
 from django.conf import settings
 from django.contrib.contenttypes.fields import GenericForeignKey
 from django.contrib.contenttypes.models import ContentType

@@ -1,3 +1,5 @@
+"""Simia-RL environment sessions: an episode served over HTTP, its limits, its steps and how it ended."""
+
 import uuid
 
 from django.conf import settings

@@ -1,3 +1,5 @@
+"""Fidelity runs: the simulator's answers to recorded calls set beside a real reference environment's, per call."""
+
 from django.conf import settings
 from django.db import models
 

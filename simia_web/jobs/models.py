@@ -1,3 +1,5 @@
+"""Jobs and their units: what was asked (kind, parameters), how far it got, and which worker holds each unit."""
+
 from django.conf import settings
 from django.db import models
 

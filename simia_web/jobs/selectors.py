@@ -1,3 +1,5 @@
+"""Reads of jobs: lists, one job's progress per stage, its outcome and summary, and its LLM calls and costs."""
+
 from collections import Counter, defaultdict
 from decimal import Decimal
 from itertools import chain

@@ -19,7 +19,7 @@ def trajectory_unit_result(trajectory: Trajectory, violations: list[Violation]) 
     return result
 
 
-class TrajectoryKind(JobKind):
+class TrajectoryJobKind(JobKind):
     result_template = "synthesis/_job_trajectories.html"
 
     def summary(self, job) -> dict:

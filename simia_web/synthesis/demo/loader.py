@@ -1,3 +1,6 @@
+"""The demo data `make run` loads: a domain with its APIs and tasks, and trajectories judged and reviewed, so
+every page has something to show on a fresh install."""
+
 import copy
 import json
 from pathlib import Path

@@ -11,7 +11,7 @@ from simia_web.jobs.parameters import CappedIntegerField, CappedListField
 from simia_web.synthesis.amplify import STRATEGIES, amplify_unit_run, seed_order
 from simia_web.synthesis.params import ROW_ID, JobParametersSerializer
 from simia_web.synthesis.services import AMPLIFY, amplification_job_create
-from simia_web.synthesis.trajectory_kinds import TrajectoryKind
+from simia_web.synthesis.trajectory_kinds import TrajectoryJobKind
 
 
 class AmplifyJobSerializer(JobParametersSerializer):
@@ -70,7 +70,7 @@ class AmplifyForm(JobParametersForm):
 
 
 @job_kind_register
-class AmplifyKind(TrajectoryKind):
+class AmplifyKind(TrajectoryJobKind):
     kind = AMPLIFY
     label = "Seed amplification"
     stages = ("amplify",)

@@ -11,7 +11,7 @@ from simia_web.synthesis.params import RolloutLimitsSerializer
 from simia_web.synthesis.rollout import rollout_unit_run, rollout_units
 from simia_web.synthesis.selectors import valid_task_count
 from simia_web.synthesis.services import ENVIRONMENTS, REFERENCE, ROLLOUT, SIMULATOR, rollout_job_create
-from simia_web.synthesis.trajectory_kinds import TrajectoryKind
+from simia_web.synthesis.trajectory_kinds import TrajectoryJobKind
 
 
 class RolloutJobSerializer(RolloutLimitsSerializer):
@@ -63,7 +63,7 @@ class RolloutForm(JobParametersForm):
 
 
 @job_kind_register
-class RolloutKind(TrajectoryKind):
+class RolloutKind(TrajectoryJobKind):
     kind = ROLLOUT
     label = "Rollouts on existing tasks"
     stages = ("rollout",)

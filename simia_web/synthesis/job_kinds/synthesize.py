@@ -26,7 +26,7 @@ from simia_web.synthesis.rollout import (
     rollout_units,
 )
 from simia_web.synthesis.services import SYNTHESIZE, synthesis_job_create
-from simia_web.synthesis.trajectory_kinds import TrajectoryKind
+from simia_web.synthesis.trajectory_kinds import TrajectoryJobKind
 
 
 class SynthesizeJobSerializer(RolloutLimitsSerializer):
@@ -89,7 +89,7 @@ def _provenance(unit, client, reply, prompt_version: str) -> dict:
 
 
 @job_kind_register
-class SynthesizeKind(TrajectoryKind):
+class SynthesizeKind(TrajectoryJobKind):
     kind = SYNTHESIZE
     label = "Synthesis (domains → APIs → tasks → rollouts)"
     stages = ("api_synthesis", "task_synthesis", "rollout")

@@ -1,3 +1,6 @@
+"""`manage.py fidelity DOMAIN`: set a domain's reference environment if asked, queue a fidelity run against it
+and wait for its figures."""
+
 import json
 
 from django.core.exceptions import PermissionDenied, ValidationError

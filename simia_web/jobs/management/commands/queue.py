@@ -1,3 +1,6 @@
+"""`manage.py queue KIND --param NAME=VALUE ... [--wait]`: queue a job of any registered kind, as the queue pages
+and `POST /api/v1/jobs/` do."""
+
 from argparse import RawDescriptionHelpFormatter
 
 from django.core.exceptions import ValidationError
