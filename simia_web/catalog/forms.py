@@ -4,7 +4,7 @@ from django import forms
 
 from simia_web.core.forms import GatedJSONField
 
-from .models import ApiKind
+from .models import ApiKind, Domain
 
 
 class PrettyJSONField(GatedJSONField):
@@ -64,3 +64,98 @@ class SeedEditForm(VersionedForm):
     def clean_tools(self):
         value = self.cleaned_data["tools"]
         return [] if value is None else value
+
+
+# --- Made by hand -----------------------------------------------------------------------------------------------
+
+
+class DomainChoiceField(forms.ModelChoiceField):
+    def __init__(self, **kwargs):
+        super().__init__(
+            Domain.objects.order_by("name").only("id", "name"),
+            to_field_name="name",
+            empty_label="Choose a domain",
+            **kwargs,
+        )
+
+
+class DomainCreateForm(forms.Form):
+    name = forms.SlugField(
+        max_length=80,
+        help_text="Lower-case letters, digits, - and _ (e.g. retail, flight-booking): used in addresses and exports.",
+        error_messages={"invalid": "Use only lower-case letters, digits, - and _, e.g. retail or flight-booking."},
+    )
+    description = forms.CharField(
+        required=False,
+        max_length=2000,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        help_text="What the domain is about, in a sentence or two: synthesis writes its APIs and tasks from it.",
+    )
+    policy = forms.CharField(
+        required=False,
+        max_length=100_000,
+        widget=forms.Textarea(attrs={"rows": 10}),
+        help_text="The rules the agent must follow, in Markdown (e.g. 'Refunds need the order id and a reason.'). "
+        "The agent and the judge read it.",
+    )
+
+
+EMPTY_PARAMETERS = {"type": "object", "properties": {}, "required": []}
+
+
+class ApiCreateForm(forms.Form):
+    domain = DomainChoiceField(help_text="The domain the API belongs to.")
+    name = forms.CharField(
+        max_length=64,
+        help_text="snake_case, as the agent calls it: a lower-case letter, then letters, digits or _ (e.g. "
+        "get_order).",
+    )
+    description = forms.CharField(
+        required=False,
+        max_length=4000,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        help_text="What the API does, for the agent and the simulator.",
+    )
+    kind = forms.ChoiceField(
+        choices=ApiKind.choices,
+        help_text="Read-only APIs leave the world state as it is; state-changing ones patch it.",
+    )
+    parameters = PrettyJSONField(
+        initial=EMPTY_PARAMETERS,
+        help_text='JSON Schema of the arguments, an object schema: {"type": "object", "properties": {"order_id": '
+        '{"type": "string"}}, "required": ["order_id"]}.',
+    )
+    returns = PrettyJSONField(required=False, help_text="JSON Schema of the result (optional).")
+
+    def clean_returns(self):
+        return self.cleaned_data["returns"] or {}
+
+
+class TaskCreateForm(forms.Form):
+    domain = DomainChoiceField(help_text="The domain whose APIs the task uses.")
+    instruction = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 4}),
+        max_length=20_000,
+        help_text="What the user asks the agent to do, as the user would say it (e.g. 'Cancel order W1: it came in "
+        "the wrong size.').",
+    )
+    expected_outcome = forms.CharField(
+        required=False,
+        max_length=20_000,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        help_text="How the world should look when the task is done; the judge checks the trajectory against it.",
+    )
+    apis_needed = forms.CharField(
+        required=False,
+        max_length=4000,
+        label="APIs needed",
+        help_text="Names of the domain's APIs the task needs, separated by commas or spaces (optional).",
+    )
+    difficulty = forms.ChoiceField(
+        required=False,
+        choices=[("", "not said"), ("easy", "easy"), ("medium", "medium"), ("hard", "hard")],
+        help_text="Optional: kept with the task and its trajectories.",
+    )
+
+    def clean_apis_needed(self) -> list[str]:
+        return list(dict.fromkeys(self.cleaned_data["apis_needed"].replace(",", " ").split()))

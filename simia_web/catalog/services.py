@@ -357,3 +357,101 @@ def domain_update(
     return _edit_commit(
         obj=domain, expected_version=expected_version, actor=actor, fields=fields, note=note, action="domain.update"
     )
+
+
+# --- Made by hand on the catalog's pages ------------------------------------------------------------------------
+# Each starts its history with revision 1, so that its later edits are diffed from what was made.
+
+RESERVED_DOMAIN_NAMES = frozenset({"new"})  # /domains/new/ is the page that creates one
+
+
+@transaction.atomic
+def domain_create(*, name: str, description: str = "", policy: str = "", actor) -> Domain:
+    """A new domain, written by hand: its APIs, tasks and world state come next (by form, import or synthesis)."""
+    if name in RESERVED_DOMAIN_NAMES:
+        raise ValidationError({"name": f"{name!r} is reserved: choose another name"})
+    if Domain.objects.filter(name=name).exists():
+        raise ValidationError({"name": f"a domain named {name!r} exists already: choose another name, or open it"})
+    domain = Domain(name=name, description=description, policy=policy, source=DomainSource.MANUAL)
+    domain.full_clean()
+    domain.save()
+    audit_record(actor=actor, action="domain.create", target=domain, data={"source": DomainSource.MANUAL})
+    revision_initial(obj=domain, actor=actor)
+    return domain
+
+
+def _api_set_refresh(domain: Domain) -> None:
+    """The domain's notes on its API set (a read-only and a state-changing API), after one was added."""
+    specs = [
+        {"name": a.name, "kind": a.kind, "parameters": a.parameters, "returns": a.returns, "touches": a.touches}
+        for a in domain.apis.filter(valid=True).only("name", "kind", "parameters", "returns", "touches")
+    ]
+    _per_api, set_problems = api_set_problems(specs)
+    domain.state_errors = [*domain.state_problems, *set_problems]
+    domain.save(update_fields=["state_errors", "updated_at"])
+
+
+@transaction.atomic
+def api_create(*, domain: Domain, name: str, kind: str, parameters, description: str = "", returns=None, actor) -> Api:
+    """A new API of the domain, written by hand; refused (nothing written) when it is not valid."""
+    spec = {"name": name, "description": description, "kind": kind, "parameters": parameters, "returns": returns or {}}
+    problems = api_problems(spec)
+    if problems:
+        raise ValidationError({"parameters" if "parameters" in problems[0] else "__all__": problems})
+    if domain.apis.filter(valid=True, name=name).exists():
+        raise ValidationError({"name": f"the domain already has an API named {name!r}: edit that one instead"})
+    api = Api.objects.create(
+        domain=domain,
+        name=name,
+        description=description,
+        kind=kind,
+        parameters=parameters,
+        returns=returns or {},
+        content_hash=content_hash(spec),
+    )
+    audit_record(actor=actor, action="api.create", target=api, data={"domain": domain.name})
+    revision_initial(obj=api, actor=actor)
+    _api_set_refresh(domain)
+    return api
+
+
+@transaction.atomic
+def task_create(
+    *,
+    domain: Domain,
+    instruction: str,
+    expected_outcome: str = "",
+    apis_needed: list[str] | None = None,
+    difficulty: str = "",
+    actor,
+) -> Task:
+    """A new task of the domain, written by hand: valid, or flagged a near-duplicate of one it already has; refused
+    when it names APIs the domain does not have."""
+    instruction, needed = instruction.strip(), apis_needed or []
+    errors = {}
+    if not instruction:
+        errors["instruction"] = "must not be empty: say what the user asks for"
+    known = set(domain.apis.filter(valid=True).values_list("name", flat=True))
+    unknown = [n for n in needed if n not in known]
+    if unknown:
+        errors["apis_needed"] = f"the domain has no valid API named {', '.join(unknown)}"
+    if len(difficulty) > 16:
+        errors["difficulty"] = "at most 16 characters"
+    if errors:
+        raise ValidationError(errors)
+    duplicate_of = task_duplicate_of(domain_id=domain.pk, instruction=instruction)
+    task = Task.objects.create(
+        domain=domain,
+        instruction=instruction,
+        expected_outcome=expected_outcome,
+        apis_needed=needed,
+        difficulty=difficulty,
+        status=TaskStatus.VALID if duplicate_of is None else TaskStatus.DUPLICATE,
+        errors=[] if duplicate_of is None else [f"near-duplicate of task {duplicate_of}"],
+        duplicate_of_id=duplicate_of,
+        content_hash=content_hash({"instruction": instruction, "apis_needed": needed}),
+    )
+    task_index(task, new=True)
+    audit_record(actor=actor, action="task.create", target=task, data={"domain": domain.name})
+    revision_initial(obj=task, actor=actor)
+    return task

@@ -15,7 +15,15 @@ from simia_web.core.forms import form_errors_add
 from simia_web.core.selectors import revision_diffs
 
 from . import selectors, services
-from .forms import ApiEditForm, DomainEditForm, SeedEditForm, TaskEditForm
+from .forms import (
+    ApiCreateForm,
+    ApiEditForm,
+    DomainCreateForm,
+    DomainEditForm,
+    SeedEditForm,
+    TaskCreateForm,
+    TaskEditForm,
+)
 from .importers import FORMATS, ImportRejected, seeds_import
 from .models import ApiKind, DomainSource, SeedFormat, TaskStatus
 from .references import reference_for
@@ -236,3 +244,90 @@ def seed_upload(request):
             return render(request, "catalog/seed_upload.html", context, status=400)
         context["result"] = str(result)
     return render(request, "catalog/seed_upload.html", context)
+
+
+# ---------------------------------------------------------------- made by hand
+
+
+def _create_page(request, *, form, title: str, intro: str, submit: str, status: int = 200, **context):
+    return render(
+        request,
+        "catalog/create.html",
+        {"form": form, "title": title, "intro": intro, "submit": submit, **context},
+        status=status,
+    )
+
+
+def _created(request, form, create):
+    """What the service made from the form's values, or None when it refused them (its reasons go on the form)."""
+    if request.method != "POST" or not form.is_valid():
+        return None
+    try:
+        return create(actor=request.user, **form.cleaned_data)
+    except ValidationError as exc:
+        form_errors_add(form, exc)
+        return None
+
+
+@role_required("curator")
+def domain_create(request):
+    form = DomainCreateForm(request.POST or None)
+    domain = _created(request, form, services.domain_create)
+    if domain is not None:
+        messages.success(request, f"Domain {domain.name} created: now add its APIs and tasks, or synthesize them.")
+        return redirect("domain-detail", name=domain.name)
+    return _create_page(
+        request,
+        form=form,
+        title="New domain",
+        intro="A domain is the world an agent works in: its APIs, its world state, its tasks and the policy the agent "
+        "follows. Create it here, then add APIs by hand, import them, or let a synthesis job write them.",
+        submit="Create domain",
+        status=400 if form.errors else 200,
+    )
+
+
+def _domain_initial(request) -> dict:
+    return {"domain": request.GET.get("domain", "")}
+
+
+@role_required("curator")
+def api_create(request):
+    form = ApiCreateForm(request.POST or None, initial=_domain_initial(request))
+    no_domain = not selectors.domain_names()
+    api = _created(request, form, services.api_create)
+    if api is not None:
+        messages.success(request, f"API {api.name} added to {api.domain.name}.")
+        return redirect("domain-detail", name=api.domain.name)
+    return _create_page(
+        request,
+        form=form,
+        title="Add an API",
+        intro="One tool of a domain: its name, what it does, and the JSON Schema of its arguments. To add many at "
+        "once, import them from an OpenAPI document or an MCP server.",
+        submit="Add API",
+        status=400 if form.errors else 200,
+        no_domain=no_domain,
+        import_link=True,
+    )
+
+
+@role_required("curator")
+def task_create(request):
+    form = TaskCreateForm(request.POST or None, initial=_domain_initial(request))
+    no_domain = not selectors.domain_names()
+    task = _created(request, form, services.task_create)
+    if task is not None:
+        duplicate = f" It is a near-duplicate of task {task.duplicate_of_id}." if task.duplicate_of_id else ""
+        messages.success(request, f"Task {task.pk} written.{duplicate}")
+        return redirect("task-detail", pk=task.pk)
+    return _create_page(
+        request,
+        form=form,
+        title="Write a task",
+        intro="A task is what a user asks the agent to do in a domain. Rollout and synthesis jobs roll out the valid "
+        "tasks; a task close to one the domain has is kept, flagged as a near-duplicate.",
+        submit="Write task",
+        status=400 if form.errors else 200,
+        no_domain=no_domain,
+    )
