@@ -53,6 +53,7 @@ from .selectors.dashboard import (
     throughput_per_annotator,
     verdicts_by_domain,
 )
+from .selectors.first_steps import first_steps
 from .selectors.queue import (
     DEFAULT_SORT,
     queue_filterset,
@@ -173,6 +174,7 @@ def dashboard(request):
             "chart_domain": chart_domain,
             "chart_job": chart_job,
             "domains": domain_names(),
+            "first_steps": first_steps(),
         },
     )
 

@@ -1,3 +1,5 @@
+import os
+
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
@@ -110,3 +112,27 @@ def endpoint_connected() -> bool:
 def stage_routes() -> dict[str, int]:
     """{stage: profile id} for the stages routed to a profile of their own."""
     return dict(StageRoute.objects.values_list("stage", "profile_id"))
+
+
+def endpoint_status() -> str:
+    """One line for `make run`'s output: whether an endpoint is configured and tested, and where to set one."""
+    where = "on the LLM endpoints page (/llm/endpoints/, as an admin)"
+    profiles = profiles_as_used()
+    passed = [profile for profile in profiles if profile_probe_passed(profile)]
+    if passed:
+        profile = passed[0]
+        url = url_redacted(profile.base_url) or "OpenAI"
+        return f"LLM endpoint: {profile.name} ({profile.model} at {url}) passed its test."
+    if profiles:
+        profile = profiles[0]
+        return (
+            f"LLM endpoint: {profile.name} ({profile.model} at {url_redacted(profile.base_url) or 'OpenAI'}) "
+            f"has not passed a test: press Test {where}."
+        )
+    if settings.OPENAI_BASE_URL or os.environ.get(settings.OPENAI_API_KEY_ENV):
+        url = url_redacted(settings.OPENAI_BASE_URL) or "OpenAI"
+        return f"LLM endpoint: {settings.SIMIA_MODEL} at {url}, from the environment, untested: press Test {where}."
+    return (
+        f"LLM endpoint: none configured. Set one {where}, or set OPENAI_BASE_URL, SIMIA_MODEL and OPENAI_API_KEY "
+        "before `make run`."
+    )

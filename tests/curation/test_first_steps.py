@@ -1,0 +1,70 @@
+"""The dashboard's first steps: each ticks itself when done, the panel goes once all are, the demo's data ticks
+none of them, and it costs a fixed handful of queries; `demo_data` (run by `make run`) says whether an LLM endpoint
+is configured and where to set one."""
+
+from io import StringIO
+
+from django.core.management import call_command
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from simia_web.catalog.models import DomainSource
+from simia_web.catalog.services import domain_ensure
+from simia_web.curation.selectors.first_steps import first_steps
+from simia_web.curation.services import review_decide
+from simia_web.jobs.models import Job, JobStatus
+from simia_web.llm.models import EndpointProfile
+from simia_web.synthesis.demo.loader import demo_load
+from tests.support.factories import make_trajectory
+
+
+def _passed(profile):
+    profile.capabilities = {
+        "endpoint": f"{profile.base_url} {profile.model}",
+        "checked_at": "2026-01-01T00:00:00+00:00",
+        "evidence": [{"name": "json_schema", "status": 200, "verdict": "honoured", "detail": ""}],
+    }
+    profile.save()
+
+
+def test_each_step_ticks_itself(client_for, users):
+    demo_load()  # the demo's domains and reviews are nobody's first steps
+    steps = first_steps()
+    assert not (steps.llm or steps.domain or steps.job or steps.review or steps.export)
+    page = client_for("admin").get("/").content.decode()
+    assert 'id="first-steps"' in page and "No endpoint has passed a test yet" in page
+    assert 'href="/llm/endpoints/"' in page
+    curator_page = client_for("curator").get("/").content.decode()
+    assert "ask an admin" in curator_page
+    assert 'id="first-steps"' not in client_for("annotator").get("/").content.decode()
+
+    _passed(EndpointProfile.objects.create(name="local", base_url="http://127.0.0.1:9/v1", model="m"))
+    domain_ensure(name="mine", source=DomainSource.MANUAL)
+    Job.objects.create(kind="synthesize", params={})
+    trajectory = make_trajectory()
+    review_decide(trajectory=trajectory, reviewer=users["annotator"], decision="accept", expected_version=1)
+    steps = first_steps()
+    assert (steps.llm, steps.domain, steps.job, steps.review, steps.export) == (True, True, True, True, False)
+    Job.objects.create(kind="export", params={}, status=JobStatus.SUCCEEDED)
+    assert first_steps().all_done
+    assert 'id="first-steps"' not in client_for("admin").get("/").content.decode()
+
+
+def test_the_steps_cost_a_fixed_handful_of_queries(db):
+    with CaptureQueriesContext(connection) as queries:
+        first_steps()
+    assert len(queries) <= 5
+
+
+def test_demo_data_says_where_to_set_an_endpoint(db, settings, monkeypatch):
+    settings.OPENAI_BASE_URL = ""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    out = StringIO()
+    call_command("demo_data", stdout=out)
+    assert "LLM endpoint: none configured" in out.getvalue() and "/llm/endpoints/" in out.getvalue()
+    profile = EndpointProfile.objects.create(name="local", base_url="http://127.0.0.1:9/v1", model="m")
+    call_command("demo_data", stdout=(out := StringIO()))
+    assert "has not passed a test: press Test" in out.getvalue()
+    _passed(profile)
+    call_command("demo_data", stdout=(out := StringIO()))
+    assert "local (m at http://127.0.0.1:9/v1) passed its test" in out.getvalue()
