@@ -8,18 +8,19 @@ job. Stage `summary`: one unit that computes the run's figures against the peopl
 
 from django import forms
 from django.conf import settings
+from django.urls import reverse
 from rest_framework import serializers
 
 from simia_web.curation.models import Trajectory
 from simia_web.curation.selectors.trajectory import task_text
-from simia_web.jobs.forms import JobParametersForm
+from simia_web.jobs.forms import JobParametersForm, Notice
 from simia_web.jobs.kinds import JobKind, UnitPlan, job_kind_register
 from simia_web.llm.client import client_for_stage
 from simia_web.llm.models import EndpointProfile, Stage
 from simia_web.simulation.judge import PROMPT_VERSION, PROMPTS, judge_run, world_evidence
 
 from .models import CalibrationRun
-from .selectors import rated_items
+from .selectors import current_ratings, rated_items
 from .services import CALIBRATE, answer_record, calibration_job_create, run_summarize
 
 JUDGE, SUMMARY = "judge", "summary"
@@ -41,16 +42,31 @@ class CalibrationJobSerializer(serializers.Serializer):
 class CalibrationForm(JobParametersForm):
     kind = CALIBRATE
 
-    prompt_version = forms.ChoiceField(choices=PROMPT_CHOICES, initial=PROMPT_VERSION)
+    prompt_version = forms.ChoiceField(
+        choices=PROMPT_CHOICES, initial=PROMPT_VERSION, help_text="The judge's prompt to measure against the ratings."
+    )
     profile = forms.ModelChoiceField(
         EndpointProfile.objects.order_by("name").only("id", "name"),
         required=False,
         empty_label="The judge's route",
+        help_text="The endpoint the judge runs on (empty: the judge stage's route on the LLM endpoints page).",
     )
 
     def clean_profile(self) -> int | None:
         profile = self.cleaned_data["profile"]
         return profile.pk if profile else None
+
+    def prerequisites(self) -> list[Notice]:
+        if current_ratings().exists():
+            return []
+        return [
+            Notice(
+                "Nobody has rated an item yet: the judge is calibrated against people's ratings, so there is nothing "
+                "to run it on. Hand items out to rate, or rate items from their review pages, then come back.",
+                reverse("calibration-assignments"),
+                "Hand out items to rate",
+            )
+        ]
 
 
 @job_kind_register

@@ -19,7 +19,8 @@ SOURCES = ("openapi", "mcp_url", "mcp_command")
 @role_required("curator")
 def api_import(request):
     """The API import form (also on the upload page): the same service and checks as `import_apis`."""
-    context = {"api_source": request.POST.get("source", ""), "api_domain": request.POST.get("api_domain", "")}
+    domain = request.POST.get("api_domain", "") if request.method == "POST" else request.GET.get("domain", "")
+    context = {"api_source": request.POST.get("source", ""), "api_domain": domain}
     if request.method != "POST":
         return render(request, "catalog/api_import.html", context)
     source, target = context["api_source"], context["api_domain"].strip()

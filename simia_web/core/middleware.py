@@ -2,13 +2,30 @@
 refusal of a service a page does not explain itself."""
 
 from django.http import HttpResponse, UnreadablePostError
+from django.shortcuts import render
+from django.utils.http import url_has_allowed_host_and_scheme
 
 from .errors import ApplicationError
 from .uploads import UploadTooLarge
 
 
-def _refusal(status: int, message: str) -> HttpResponse:
+def _refusal(status: int, message: str, request=None) -> HttpResponse:
+    """The refusal as a page of the site for a browser (with the way back), as plain text for anything else."""
+    if request is not None and _wants_page(request):
+        back = request.headers.get("referer", "")
+        if not url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()}):
+            back = ""
+        return render(request, "refusal.html", {"message": message, "status": status, "back": back}, status=status)
     return HttpResponse(f"Refused: {message}\n", status=status, content_type="text/plain; charset=utf-8")
+
+
+def _wants_page(request) -> bool:
+    """A browser asking for a page: it accepts HTML, it is not htmx swapping a part, and it is not the REST API."""
+    return (
+        "text/html" in request.headers.get("accept", "")
+        and not request.headers.get("hx-request")
+        and not request.path.startswith("/api/")
+    )
 
 
 class RefusalMiddleware:
@@ -30,12 +47,12 @@ class RefusalMiddleware:
         try:
             request.POST  # noqa: B018 (parsing it is the point)
         except UploadTooLarge as exc:
-            return _refusal(413, str(exc))
+            return _refusal(413, str(exc), request)
         except UnreadablePostError:  # the client went away: CSRF protection treats it as it always has
             pass
         return None
 
     def process_exception(self, request, exception):
         if isinstance(exception, ApplicationError):
-            return _refusal(exception.status_code, str(exception))
+            return _refusal(exception.status_code, str(exception), request)
         return None

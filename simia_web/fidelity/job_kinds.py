@@ -38,6 +38,14 @@ class FidelityJobSerializer(serializers.Serializer):
 
 class FidelityForm(JobParametersForm):
     kind = FIDELITY
+    empty_choices = {
+        "domain": (
+            "No domain has a reference environment yet: fidelity replays a domain's trajectories against the real "
+            "implementation of its APIs (an MCP server). Open a domain and set one under Reference environment.",
+            "domain-list",
+            "Choose a domain",
+        )
+    }
 
     domain = forms.ModelChoiceField(
         Domain.objects.filter(reference__isnull=False).only("id", "name"), to_field_name="name"

@@ -1,15 +1,45 @@
 """A job kind's queue form: it parses what the page sends; the kind's parameters serializer judges it."""
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from django import forms
+from django.urls import reverse
 from rest_framework import serializers
 from rest_framework.fields import empty
 
 from simia_web.core.forms import GatedJSONField
+from simia_web.llm.models import EndpointProfile, Stage
 
 from .kinds import JobKind, job_kind_for
 from .parameters import DescribedChoiceField
+
+
+@dataclass(frozen=True)
+class Notice:
+    """A line the queue page shows above its form: why a list is empty or a job cannot run yet, and where to fix it."""
+
+    text: str
+    href: str = ""
+    link: str = ""
+
+
+# Labels of parameters whose names do not read as words ("Apis", "Rng seed").
+LABELS = {
+    "apis": "APIs per domain",
+    "tasks": "Tasks",
+    "max_steps": "Agent steps per rollout",
+    "max_errors": "Tool errors before a rollout stops",
+    "user_turns": "Extra user turns",
+    "rng_seed": "Random seed",
+    "seed_ids": "Seed ids",
+    "min_messages": "Fewest messages",
+    "max_messages": "Most messages",
+}
+
+# The parameter that names an endpoint profile per stage: the page offers one list of profiles per stage.
+PROFILES = "profiles"
+PROFILE_PREFIX = "profiles__"
 
 
 class JobParametersForm(forms.Form):
@@ -20,14 +50,22 @@ class JobParametersForm(forms.Form):
     """
 
     kind: str
+    # Why a required list of choices may be empty, and where it is filled: field -> (text, URL name, link text).
+    empty_choices: ClassVar[dict[str, tuple[str, str, str]]] = {
+        "domain": ("There is no domain yet: a job needs one.", "domain-new", "Create a domain"),
+    }
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         rules = job_kind_for(self.kind).parameters_serializer()().fields
         for name, field in self.fields.items():
+            if field.label is None:
+                field.label = LABELS.get(name)
             rule = rules.get(name)
             if rule is None:
                 continue
+            if not field.help_text and rule.help_text:
+                field.help_text = str(rule.help_text)
             if field.initial is None and rule.default is not empty:
                 field.initial = rule.default
             for attr in ("min_value", "max_value"):
@@ -35,8 +73,35 @@ class JobParametersForm(forms.Form):
                     field.widget.attrs[attr.removesuffix("_value")] = getattr(rule, attr)
 
     def parameters(self) -> dict:
-        """The values given (an empty input is left to the serializer's default)."""
-        return {name: value for name, value in self.cleaned_data.items() if value not in (None, "", [])}
+        """The values given (an empty input is left to the serializer's default); the profile chosen per stage
+        becomes the `profiles` parameter."""
+        given = {name: value for name, value in self.cleaned_data.items() if value not in (None, "", [])}
+        chosen = [name for name in given if name.startswith(PROFILE_PREFIX)]
+        profiles = {name.removeprefix(PROFILE_PREFIX): int(given.pop(name)) for name in chosen}
+        if profiles:
+            given[PROFILES] = profiles
+        return given
+
+    def notices(self) -> list[Notice]:
+        """What the page says before the form: a required list with nothing to choose, why and where it is filled,
+        and what the kind needs first (`prerequisites`)."""
+        found = []
+        for name, field in self.fields.items():
+            if isinstance(field, forms.ModelChoiceField) and field.required and not field.queryset.exists():
+                default = (f"There is nothing to choose as {str(field.label or name).lower()} yet.", "", "")
+                text, url_name, link = self.empty_choices.get(name, default)
+                found.append(Notice(text, reverse(url_name) if url_name else "", link))
+        return found + self.prerequisites()
+
+    def prerequisites(self) -> list[Notice]:
+        """What must exist before a job of the kind can run (a kind's form says; nothing by default)."""
+        return []
+
+    def main_fields(self) -> list[forms.BoundField]:
+        return [field for field in self if not field.name.startswith(PROFILE_PREFIX)]
+
+    def profile_fields(self) -> list[forms.BoundField]:
+        return [field for field in self if field.name.startswith(PROFILE_PREFIX)]
 
 
 class ItemsField(forms.CharField):
@@ -84,6 +149,23 @@ def _form_field(rule: serializers.Field) -> forms.Field:
     return forms.CharField(widget=forms.Textarea(attrs={"rows": 3}) if long_text else None, **common)
 
 
+def _profile_fields() -> dict[str, forms.Field]:
+    """One list of endpoint profiles per stage, in place of a JSON object of profile ids."""
+    profiles = [("", "the stage's route")] + [
+        (str(pk), name) for pk, name in EndpointProfile.objects.order_by("name").values_list("pk", "name")
+    ]
+    return {
+        f"{PROFILE_PREFIX}{stage}": forms.ChoiceField(
+            label=label,
+            choices=profiles,
+            required=False,
+            help_text=f"The endpoint profile for the {label.lower()} stage (empty: the one routed on the LLM "
+            "endpoints page, else the default).",
+        )
+        for stage, label in Stage.choices
+    }
+
+
 def job_kind_form(job_kind: JobKind) -> type[JobParametersForm]:
     """The kind's queue form: an input for each of its parameters, the kind's own form's where it declares one (a
     domain to choose from a list), else one made from the serializer, so that no parameter is missing from the page.
@@ -94,4 +176,7 @@ def job_kind_form(job_kind: JobKind) -> type[JobParametersForm]:
     made = {
         name: _form_field(rule) for name, rule in rules.items() if not rule.read_only and name not in base.base_fields
     }
+    if isinstance(rules.get(PROFILES), serializers.DictField) and PROFILES not in base.base_fields:
+        del made[PROFILES]
+        made.update(_profile_fields())
     return type(f"{type(job_kind).__name__}Form", (base,), {"kind": job_kind.kind, **made})

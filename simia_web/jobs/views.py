@@ -12,6 +12,7 @@ from django.views.decorators.http import require_POST
 
 from simia_web.accounts.permissions import role_required
 from simia_web.core.display import pretty_json
+from simia_web.core.errors import ApplicationError
 from simia_web.core.forms import form_errors_add
 from simia_web.llm.models import LLMCall
 
@@ -156,7 +157,11 @@ def job_queue_page(request, slug: str):
             job = job_queue(kind=job_kind.kind, params=form.parameters(), actor=request.user)
         except ValidationError as exc:
             form_errors_add(form, exc)
+        except ApplicationError as exc:  # a kind's service refused what its serializer let through: said on the form
+            field = getattr(exc, "field", None)
+            form.add_error(field if field in form.fields else None, exc.detail)
         else:
             messages.success(request, f"Job {job.pk} queued.")
             return redirect("job-detail", pk=job.pk)
-    return render(request, "jobs/queue_form.html", {"form": form, "title": f"Queue: {job_kind.label}"})
+    context = {"form": form, "title": f"Queue: {job_kind.label}", "notices": form.notices()}
+    return render(request, "jobs/queue_form.html", context, status=400 if form.errors else 200)

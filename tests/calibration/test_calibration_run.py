@@ -151,7 +151,7 @@ def test_the_queue_pages_of_judging_kinds_offer_the_best_calibrated_judge(labell
     assert '<label for="id_judge_configuration">Judge:</label>' in page
     assert "The best-calibrated prompt and endpoint (no calibration run has finished yet)" in page
     refused = curator.post("/queue/amplify/", {**amplify, "judge_configuration": "best_calibrated"})
-    assert refused.status_code == 200 and "no calibration run has finished" in refused.content.decode()
+    assert refused.status_code == 400 and "no calibration run has finished" in refused.content.decode()
     assert not Job.objects.filter(kind="amplify").exists()  # refused as the API refuses it: nothing written
 
     calibration_job_create(prompt_version=PROMPT_VERSION, actor=users["curator"])
@@ -161,7 +161,7 @@ def test_the_queue_pages_of_judging_kinds_offer_the_best_calibrated_judge(labell
         page = curator.get(f"/queue/{slug}/").content.decode()
         assert f'<option value="best_calibrated">{described}</option>' in page, slug
         assert '<option value="route" selected>The configured judge' in page, slug  # the serializer's default
-        assert 'name="profiles"' in page and "null</textarea>" not in page, slug  # every parameter has its input
+        assert 'name="profiles__judge"' in page and "null</textarea>" not in page, slug  # a list per stage
 
     queued = curator.post("/queue/amplify/", {**amplify, "judge_configuration": "best_calibrated"})
     assert queued.status_code == 302

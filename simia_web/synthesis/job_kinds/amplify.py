@@ -1,11 +1,12 @@
 """The amplify job kind (Simia-SFT): exactly `count` new trajectories, each written from a usable seed in one pass."""
 
 from django import forms
+from django.urls import reverse
 from rest_framework import serializers
 
-from simia_web.catalog.models import Domain
+from simia_web.catalog.models import Domain, Seed
 from simia_web.formats.rules import DEFAULT_MAX_MESSAGES, DEFAULT_MIN_MESSAGES
-from simia_web.jobs.forms import JobParametersForm
+from simia_web.jobs.forms import JobParametersForm, Notice
 from simia_web.jobs.kinds import UnitPlan, job_kind_register
 from simia_web.jobs.parameters import CappedIntegerField, CappedListField
 from simia_web.synthesis.amplify import STRATEGIES, amplify_unit_run, seed_order
@@ -53,7 +54,10 @@ class AmplifyForm(JobParametersForm):
     count = forms.IntegerField(initial=10, help_text="How many new trajectories to write.")
     domain = forms.ModelChoiceField(Domain.objects.all(), to_field_name="name", required=False, empty_label="All")
     seed_ids = forms.CharField(required=False, help_text="Seed ids, separated by commas (empty: every usable seed).")
-    strategy = forms.ChoiceField(choices=[(s, s.replace("_", " ")) for s in STRATEGIES])
+    strategy = forms.ChoiceField(
+        choices=[(s, s.replace("_", " ")) for s in STRATEGIES],
+        help_text="How each new trajectory's seed is picked from the usable seeds.",
+    )
     rng_seed = forms.IntegerField(required=False, help_text="Fix the random choices to repeat a run.")
     min_messages = forms.IntegerField()
     max_messages = forms.IntegerField()
@@ -67,6 +71,12 @@ class AmplifyForm(JobParametersForm):
     def clean_domain(self) -> str | None:
         domain = self.cleaned_data["domain"]
         return domain.name if domain else None
+
+    def prerequisites(self) -> list[Notice]:
+        if Seed.objects.filter(usable=True).exists():
+            return []
+        text = "No usable seed yet: amplification writes new trajectories from seed trajectories."
+        return [Notice(text, reverse("seed-upload"), "Upload seeds")]
 
 
 @job_kind_register

@@ -1,10 +1,11 @@
 """The rollout job kind: more rollouts on a domain's valid tasks."""
 
 from django import forms
+from django.urls import reverse
 from rest_framework import serializers
 
 from simia_web.catalog.models import Domain, Task, TaskStatus
-from simia_web.jobs.forms import JobParametersForm
+from simia_web.jobs.forms import JobParametersForm, Notice
 from simia_web.jobs.kinds import job_kind_register
 from simia_web.jobs.parameters import CappedIntegerField, units_cap_check
 from simia_web.synthesis.params import RolloutLimitsSerializer
@@ -60,6 +61,12 @@ class RolloutForm(JobParametersForm):
 
     def clean_domain(self) -> str:
         return self.cleaned_data["domain"].name
+
+    def prerequisites(self) -> list[Notice]:
+        if not Domain.objects.exists() or Task.objects.filter(status=TaskStatus.VALID).exists():
+            return []
+        text = "No domain has a valid task yet: rollouts run a domain's tasks. Write one, or queue a synthesis job."
+        return [Notice(text, reverse("task-new"), "Write a task")]
 
 
 @job_kind_register
