@@ -56,7 +56,8 @@ class UserCreateForm(forms.Form):
         return username
 
     def clean(self):
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         if data.get("how") == SET_PASSWORD:
             if not data.get("password1"):
                 self.add_error("password1", "Enter the password, or choose an invitation link.")
@@ -79,7 +80,8 @@ class PasswordSetForm(forms.Form):
     password1, password2 = _password_fields()
 
     def clean(self):
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         if not data.get("password1"):
             self.add_error("password1", "Enter the new password.")
         elif data.get("password1") != data.get("password2"):

@@ -84,7 +84,7 @@ def user_update(*, user: User, role: str, is_active: bool, email: str, actor) ->
     _last_admin_check(user=user, role=role, is_active=is_active)
     if role != user.role:
         user_role_set(user=user, role=role, actor=actor)
-    changes = {}
+    changes: dict[str, str | bool] = {}
     if email != user.email:
         user.email = email
         user.full_clean(exclude=["password"])

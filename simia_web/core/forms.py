@@ -30,7 +30,7 @@ class GatedJSONField(forms.JSONField):
             return InvalidJSONInput(data)
 
 
-def form_errors_add(form: forms.Form, exc: ValidationError) -> None:
+def form_errors_add(form: forms.BaseForm, exc: ValidationError) -> None:
     """Show a service's ValidationError on the form: per field when it names one, else at the top with its name."""
     if not hasattr(exc, "error_dict"):
         form.add_error(None, exc.messages)

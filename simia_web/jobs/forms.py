@@ -87,7 +87,8 @@ class JobParametersForm(forms.Form):
         and what the kind needs first (`prerequisites`)."""
         found = []
         for name, field in self.fields.items():
-            if isinstance(field, forms.ModelChoiceField) and field.required and not field.queryset.exists():
+            queryset = field.queryset if isinstance(field, forms.ModelChoiceField) else None
+            if queryset is not None and field.required and not queryset.exists():
                 default = (f"There is nothing to choose as {str(field.label or name).lower()} yet.", "", "")
                 text, url_name, link = self.empty_choices.get(name, default)
                 found.append(Notice(text, reverse(url_name) if url_name else "", link))

@@ -108,7 +108,6 @@ class EndpointProfileForm(forms.ModelForm):
         super().__init__(*args, **kwargs)
         profile = self.instance
         self.fields["model"].required = False
-        self.fields["temperature"].min_value = 0
         self.fields["temperature"].widget.attrs.update(min=0, max=2, step="0.1")
         self.fields["timeout_seconds"].widget.attrs.update(min=1)
         if profile.pk:
@@ -146,8 +145,16 @@ class EndpointProfileForm(forms.ModelForm):
             raise forms.ValidationError("each stage's size is a whole number of tokens above 0")
         return value
 
+    def clean_base_url(self) -> str:
+        """A masked base URL sent back unchanged is the stored one, not a new one with "***" in it."""
+        value = self.cleaned_data["base_url"]
+        if self.instance.pk and value and value == url_redacted(self.instance.base_url):
+            return self.instance.base_url
+        return value
+
     def clean(self):
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         follows = data.get("follows_environment")
         if follows:
             # What each machine's environment says; the row keeps this machine's, so that the list shows them.
@@ -171,12 +178,6 @@ class EndpointProfileForm(forms.ModelForm):
         elif not data.get("api_key_env"):
             self.add_error("api_key_env", "Name the variable that holds the key, e.g. OPENAI_API_KEY.")
         return data
-
-    def _post_clean(self):
-        # A masked base URL sent back unchanged is the stored one, not a new one with "***" in it.
-        if self.instance.pk and self.cleaned_data.get("base_url") == url_redacted(self.instance.base_url):
-            self.cleaned_data["base_url"] = self.instance.base_url
-        super()._post_clean()
 
     def key_change(self) -> str | None:
         """The key to store ("" removes the stored one), or None to leave it as it is."""
@@ -207,7 +208,7 @@ class StageRoutesForm(forms.Form):
         return {stage: int(value) if value else None for stage, value in self.cleaned_data.items()}
 
 
-STAGE_HELP = {
+STAGE_HELP: dict[str, str] = {
     Stage.API_SYNTHESIS: "Writes a domain's APIs and world state (synthesis jobs).",
     Stage.TASK_SYNTHESIS: "Writes a domain's tasks (synthesis jobs).",
     Stage.AGENT: "The agent that solves each task with tool calls.",
