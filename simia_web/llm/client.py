@@ -44,6 +44,7 @@ from .budget import (
 from .capabilities import profile_context_window
 from .endpoints import PER_REQUEST_DROPPED_HEADERS, endpoint_client
 from .keys import profile_api_key
+from .limits import endpoint_limiter
 from .models import EndpointProfile, LLMCall, StructuredMode, ToolMode
 from .selectors import profile_findings, profile_for_stage
 from .services import (
@@ -114,6 +115,7 @@ _RATIO_WEIGHT = 0.3  # each new usage sample's share of the learned characters-p
 _RATIO_MIN_TOKENS = 32  # smaller prompts are mostly template overhead
 _RATIO_BOUNDS = (1.0, 5.0)  # what tokenizers give for code, JSON and prose: a sample outside is a miscount
 _TIMEOUT_GROWTH = 4  # a request may wait up to this many times the profile's timeout when its answer needs it
+_PROMPT_TIME_MARGIN = 3  # a prompt may wait for one other at the server (the adaptive limit's probe) and vary
 _RATIO_SAFETY = 0.9  # prompts vary: size them as if a tenth denser than the average seen
 _RETRY_AFTER_CAP = 30.0
 
@@ -321,13 +323,19 @@ class LLMClient:
             _ratios[key] = sample if ratio is None or sample < ratio else ratio + _RATIO_WEIGHT * (sample - ratio)
         self._store_learned("chars_per_token", _ratios[self._learned_key("ratio")])
 
-    def _timeout(self, max_tokens: int) -> float:
-        """The profile's timeout, or longer when the answer asked for takes this endpoint longer to write."""
+    def _timeout(self, max_tokens: int, prompt_chars: int = 0) -> float:
+        """The profile's timeout, or longer when the answer asked for takes this endpoint longer to write, or the
+        prompt longer to read (by the least time per unit of work the endpoint showed, see adaptive.py). It runs
+        from when the request is sent: a wait for the endpoint's limits (transport.py) is not part of it."""
         base = self.profile.timeout_seconds
         rate = _rates.get(self._learned_key("rate")) or self.profile.tokens_per_second
-        if not rate:
-            return base
-        return min(max(base, 2 * max_tokens / rate), _TIMEOUT_GROWTH * base)
+        needed = [base]
+        if rate:
+            needed.append(2 * max_tokens / rate)
+        alone = endpoint_limiter(self.profile).expected_seconds(prompt_chars) if prompt_chars else None
+        if alone:
+            needed.append(_PROMPT_TIME_MARGIN * alone)
+        return min(max(needed), _TIMEOUT_GROWTH * base)
 
     def _learn_rate(self, tokens_out: int, latency_ms: int) -> None:
         if tokens_out < _RATIO_MIN_TOKENS or latency_ms <= 0:
@@ -375,7 +383,7 @@ class LLMClient:
         max_tokens = self.max_tokens
         fitted = self._fit(sendable, extra, max_tokens)
         refitted = roomier = False
-        timeout = self._timeout(max_tokens)
+        timeout = self._timeout(max_tokens, fitted.chars)
         attempts = max(1, settings.SIMIA_LLM_MAX_ATTEMPTS)
         last_error = ""
         for attempt in range(1, attempts + 1):
@@ -411,7 +419,9 @@ class LLMClient:
                     continue
                 if not transient:
                     raise LLMError(kind, failure[:500]) from result
-                if kind == "timeout":  # a slow server, likely still writing the abandoned answer: wait longer
+                if kind == "timeout":
+                    # A slow server, likely still writing the abandoned answer: wait longer. The abandoned request
+                    # keeps its lease meanwhile (limits.py), so that the retry below does not queue behind it there.
                     timeout = min(2 * timeout, _TIMEOUT_GROWTH * profile.timeout_seconds)
                 last_error = f"{kind}: {failure[:300]}"
                 if attempt < attempts:
@@ -446,7 +456,7 @@ class LLMClient:
                 if roomier or roomier_tokens <= max_tokens:
                     raise LLMError("truncated", f"the answer was cut off at max_tokens={max_tokens}")
                 roomier, max_tokens = True, roomier_tokens
-                timeout = max(timeout, self._timeout(max_tokens))
+                timeout = max(timeout, self._timeout(max_tokens, fitted.chars))
                 last_error = f"truncated: cut off at max_tokens={max_tokens}"
                 continue
             return message, call

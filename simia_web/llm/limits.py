@@ -18,8 +18,16 @@ Every worker process and machine that sends to a profile's endpoint shares them 
   1 / cap back (additive increase), so a rate-limited endpoint converges on what it can take instead
   of answering storms of 429s.
 
+The concurrency given is adaptive (adaptive.py): the profile's max_concurrency is the ceiling, and the
+limit in force (the `cap` key) falls when an answer's time per unit of work rises with the number in
+flight, or a request times out, and grows while latency stays flat. Every exchange's time, size and
+the leases held when it was sent are a sample, carried on its lease and applied by the script that
+gives the lease back (no round trip of its own). A request given up on (its read timed out) keeps its
+lease for about the time the endpoint needs to finish it (llama-cpp-python goes on writing an answer
+nobody reads), so that its retry, which takes a lease like any request, does not join it there.
+
 Without Redis (the embedded default, one machine) the same limits hold per process: concurrency
-through the process's slots, rates in memory, the cool-down in the process.
+through the process's slots and its own adaptive limit, rates in memory, the cool-down in the process.
 
 Redis out of reach (a restart, a network cut) is waited out before a request is sent: the limits
 cannot be kept without it, and the call has not been made yet, so nothing is recorded and no attempt
@@ -38,7 +46,8 @@ were seldom passed on), and every lease still goes back through Redis, waking th
 after a few requests. The count of leases never changes by it, so the cap holds; another process may
 wait up to the hold for a spare nobody here took (a tenth of a request's time); a cool-down another
 process started is seen by the next lease taken from Redis, at most _LEASE_USES - 1 requests per lease
-later, and a cool-down a 429 here started sends every spare back at once.
+later, and a cool-down a 429 here started sends every spare back at once. Leases are kept spare only while the
+endpoint is given its whole ceiling: below it, each lease goes back with its sample, at once.
 """
 
 import logging
@@ -47,7 +56,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import redis
 from django.conf import settings
@@ -58,6 +67,7 @@ from limits.strategies import SlidingWindowCounterRateLimiter
 from simia_web.core.db import db_connection_check, db_connection_give_back
 from simia_web.core.outages import is_outage, through_outages
 
+from .adaptive import LUA_SAMPLE, LocalAdaptive, Sample, allowed, work_bytes
 from .slots import Rank, Slots
 
 logger = logging.getLogger(__name__)
@@ -67,8 +77,11 @@ _LEASE_POLL = 1.0
 # The cool-down after a 429 without a Retry-After, and the cap on a server's Retry-After.
 _DEFAULT_COOL_DOWN = 1.0
 _MAX_COOL_DOWN = 60.0
-# A halved concurrency cap that nothing raises again (no successful answers) is forgotten after this.
-_CAP_MEMORY_MS = 600_000
+# The adaptive limit, its yardstick and history are forgotten after this long unused (the ceiling applies again).
+_CAP_MEMORY_MS = 86_400_000
+# A request given up on keeps its lease for the time the endpoint would take to answer it alone, within these bounds
+# (seconds); unmeasured yet, for as long as it was given.
+_ABANDONED_HOLD = (1.0, 300.0)
 # Requests a lease serves, passed from thread to thread within a process, before it goes back to Redis.
 _LEASE_USES = 4
 # A spare lease that no thread waits for is kept for the process's next request this share of the time its last
@@ -76,22 +89,25 @@ _LEASE_USES = 4
 _SPARE_HOLD_SHARE = 0.1
 _SPARE_HOLD_MAX = 0.05
 
-# Returns 0 when a lease was taken, -1 when all are held, or the cool-down's remaining ms (unless the
-# caller is the one that started it: ARGV[4] = 1).
+# Returns {0, leases held with this one, the adaptive limit} when a lease was taken, {-1, held, limit} when all
+# are held, or {the cool-down's remaining ms} (unless the caller is the one that started it: ARGV[4] = 1). With no
+# adaptive limit kept, the limit starts at ARGV[5] (the server's slots where known, else the ceiling).
 _ACQUIRE = """
 local cool = redis.call('PTTL', KEYS[3])
-if cool > 0 and ARGV[4] ~= '1' then return cool end
+if cool > 0 and ARGV[4] ~= '1' then return {cool} end
 local now = redis.call('TIME')
 local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now_ms)
 local limit = tonumber(ARGV[2])
-local cap = math.max(1, math.min(limit, math.floor(tonumber(redis.call('GET', KEYS[2]) or limit))))
-if redis.call('ZCARD', KEYS[1]) < cap then
+local adapted = redis.call('GET', KEYS[2]) or ARGV[5]
+local cap = math.max(1, math.min(limit, math.floor(tonumber(adapted) + 1e-9)))
+local held = redis.call('ZCARD', KEYS[1])
+if held < cap then
   redis.call('ZADD', KEYS[1], now_ms + tonumber(ARGV[3]), ARGV[1])
   redis.call('PEXPIRE', KEYS[1], ARGV[3])
-  return 0
+  return {0, held + 1, adapted}
 end
-return -1
+return {-1, held, adapted}
 """
 # Extends the leases named in ARGV[2:] that are still held (an expired one is not brought back) to ARGV[1] ms.
 _RENEW = """
@@ -102,25 +118,64 @@ for i = 2, #ARGV do
 end
 redis.call('PEXPIRE', KEYS[1], ARGV[1])
 """
-# Gives a lease back (waking one waiter) and adapts the cap: halved once per cool-down on a 429,
-# raised by 1 / cap for each of the ARGV[6] successes the lease served.
-_RELEASE = """
-local limit = tonumber(ARGV[2])
-local cap = tonumber(redis.call('GET', KEYS[2]) or limit)
-if ARGV[3] == 'throttled' then
-  if redis.call('SET', KEYS[3], '1', 'PX', ARGV[4], 'NX') then
-    redis.call('SET', KEYS[2], tostring(math.max(1, cap / 2)), 'PX', ARGV[5])
-  end
-elseif tonumber(ARGV[6]) > 0 and cap < limit then
-  for _ = 1, tonumber(ARGV[6]) do cap = math.min(limit, cap + 1 / cap) end
-  redis.call('SET', KEYS[2], tostring(cap), 'PX', ARGV[5])
+# Gives a lease back (waking one waiter), unless ARGV[7] = 1 (a request given up on: the lease stays held), and
+# adapts the cap (unset: ARGV[8]): the samples the lease carries (ARGV[9:], three values each, see adaptive.py) each
+# take a step;
+# a 429 halves it once per cool-down; each of the ARGV[6] answers without a sample raises it by 1 / cap. Returns
+# {the cap, noload}.
+_RELEASE = (
+    LUA_SAMPLE
+    + """
+ceiling = tonumber(ARGV[2])
+memory_ms = tonumber(ARGV[5])
+local now = redis.call('TIME')
+now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+local cap = tonumber(redis.call('GET', KEYS[2]) or ARGV[8])
+local before
+local noload = tonumber(redis.call('HGET', KEYS[5], 'noload') or '0')
+for i = 9, #ARGV, 3 do
+  local stepped
+  stepped, noload = adapt(cap, tonumber(ARGV[i]), tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]), noload)
+  note_limit(cap, stepped, false)
+  cap = stepped
 end
-if redis.call('ZREM', KEYS[1], ARGV[1]) == 1 then
+if #ARGV >= 9 then
+  redis.call('HSET', KEYS[5], 'noload', string.format('%.9g', noload))
+  redis.call('PEXPIRE', KEYS[5], memory_ms)
+end
+before = cap
+if ARGV[3] == 'throttled' then
+  if redis.call('SET', KEYS[3], '1', 'PX', ARGV[4], 'NX') then cap = math.max(1, cap / 2) end
+elseif tonumber(ARGV[6]) > 0 and cap < ceiling then
+  for _ = 1, tonumber(ARGV[6]) do cap = math.min(ceiling, cap + 1 / cap) end
+end
+if cap ~= before then note_limit(before, cap, false) end
+if ARGV[7] ~= '1' and redis.call('ZREM', KEYS[1], ARGV[1]) == 1 then
   redis.call('LPUSH', KEYS[4], '1')
-  redis.call('LTRIM', KEYS[4], 0, limit - 1)
+  redis.call('LTRIM', KEYS[4], 0, ceiling - 1)
   redis.call('PEXPIRE', KEYS[4], 60000)
 end
+return {string.format('%.6f', cap), string.format('%.9g', noload)}
 """
+)
+# Sets the adaptive limit where a probe found the server's slots (ARGV[1]), and the yardstick it measured (ARGV[2],
+# kept if lower), noting the change in the history.
+_START = (
+    LUA_SAMPLE
+    + """
+memory_ms = tonumber(ARGV[3])
+local now = redis.call('TIME')
+now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+local before = tonumber(redis.call('GET', KEYS[2]) or '0')
+local noload = tonumber(redis.call('HGET', KEYS[5], 'noload') or '0')
+local measured = tonumber(ARGV[2])
+if measured > 0 and (noload <= 0 or measured < noload) then
+  redis.call('HSET', KEYS[5], 'noload', ARGV[2])
+  redis.call('PEXPIRE', KEYS[5], memory_ms)
+end
+note_limit(before, tonumber(ARGV[1]), true)
+"""
+)
 
 
 @dataclass(frozen=True)
@@ -130,14 +185,18 @@ class EndpointLimits:
     tokens_per_minute: int | None = None
     # How long a lease lasts unless its holder renews it: how long a dead worker's leases keep their places.
     lease_seconds: float = 30.0
+    # Where the adaptive limit starts when none is kept: the server's slots, where a probe found them.
+    start: int | None = None
 
 
 @dataclass
 class _Lease:
     token: str
     uses: int = 0  # requests sent under it
-    successes: int = 0  # of those, answered: each raises a lowered cap when the lease goes back to Redis
-    spare_until: float = 0.0  # while spare: when it goes back to Redis if no request took it (time.monotonic)
+    successes: int = 0  # of those, answered without a measured time: each raises a lowered cap (1 / cap)
+    spare_until: float = 0.0  # while spare or given up on: when it goes back to Redis (time.monotonic)
+    in_flight: int = 1  # leases held in the cluster when it was taken, itself included
+    samples: list[Sample] = field(default_factory=list)  # measured exchanges, applied as it goes back
 
 
 class Outcome:
@@ -147,6 +206,9 @@ class Outcome:
         self.throttled = False
         self.retry_after: float | None = None
         self.succeeded = False
+        # Set by the transport: (seconds from sending to the answer's last byte, bytes sent, bytes received).
+        self.measured: tuple[float, int, int] | None = None
+        self.timed_out = False  # the transport gave up waiting for the answer (the endpoint may still be writing it)
 
 
 class EndpointLimiter:
@@ -154,6 +216,7 @@ class EndpointLimiter:
         self.key = key
         self.limits = limits
         self._slots = Slots(max(1, limits.concurrency))
+        self._start = float(max(1, min(limits.concurrency, limits.start or limits.concurrency)))
         self._redis = None
         if redis_url:
             # A thread holds a connection while it waits for a lease (BLPOP); at most one per local slot does.
@@ -162,6 +225,7 @@ class EndpointLimiter:
             self._acquire = self._redis.register_script(_ACQUIRE)
             self._release = self._redis.register_script(_RELEASE)
             self._renew = self._redis.register_script(_RENEW)
+            self._start_script = self._redis.register_script(_START)
         self._rates = None
         if limits.requests_per_minute or limits.tokens_per_minute:
             self._rates = SlidingWindowCounterRateLimiter(storage_from_string(redis_url or "memory://"))
@@ -176,7 +240,16 @@ class EndpointLimiter:
         self._unreleased: list[str] = []  # leases Redis could not be told about when given back
         self._held: set[str] = set()  # leases of requests running now or spare, which the renewer keeps alive
         self._spare: list[_Lease] = []  # leases answered, kept for the process's next requests (oldest first)
+        self._abandoned: list[_Lease] = []  # leases of requests given up on, held while the endpoint may still work
         self._renewer: threading.Thread | None = None
+        # The adaptive limit as last read from Redis, and its yardstick (seconds per 1,000 bytes of work).
+        self._known_limit = self._start
+        self._noload = 0.0
+        # Without Redis: this process's adaptive limit, and its requests in flight (those given up on included).
+        self._local = LocalAdaptive(max(1, limits.concurrency), self._start)
+        self._local_in_flight = 0
+        self._local_abandoned: list[float] = []  # when each request given up on stops counting (time.monotonic)
+        self._local_free = threading.Condition(self._lock)
 
     @contextmanager
     def held(self, rank: Rank, *, tokens: Callable[[], int]) -> Iterator[Outcome]:
@@ -185,10 +258,12 @@ class EndpointLimiter:
         db_connection_give_back()
         with self._slots.taken(rank):
             lease = None
+            in_flight = 1
             if self._redis is not None:
                 lease = self._lease_take()
             else:
                 self._wait_local_cool_down()
+                in_flight = self._local_take()
             started = time.monotonic()
             try:
                 self._take_rates(tokens)
@@ -196,10 +271,37 @@ class EndpointLimiter:
                 yield outcome
             finally:
                 if lease is None:
-                    self._note_throttled(outcome)
+                    self._local_give_back(outcome, in_flight)
                 else:
                     self._lease_give_back(lease, outcome, took=time.monotonic() - started)
         db_connection_check()  # the database may have restarted while this thread waited on the endpoint
+
+    def expected_seconds(self, sent_bytes: int) -> float | None:
+        """How long a request of this size takes the endpoint alone, by the least time per unit of work seen (this
+        process's figure, or the cluster's as last read from Redis); None before any was measured."""
+        noload = self._local.noload if self._redis is None else self._noload
+        return noload * work_bytes(sent_bytes) / 1000 if noload > 0 else None
+
+    def adaptive_state(self) -> dict:
+        """{"limit", "ceiling", "noload", "history": [{"at", "limit"}, ...] oldest first, "in_flight"}."""
+        if self._redis is None:
+            with self._lock:
+                in_flight = self._local_in_flight + len(self._local_abandoned)
+            return {**self._local.snapshot(), "in_flight": in_flight}
+        return adaptive_state_read(self._redis, self.key, self.limits.concurrency, self._start)
+
+    def adaptive_start(self, limit: int, noload: float = 0.0) -> None:
+        """Start the adaptive limit at `limit` (a server's slots, found by a probe), with the time per unit of work
+        measured (seconds per 1,000 bytes; 0: none)."""
+        limit = max(1, min(self.limits.concurrency, limit))
+        if self._redis is None:
+            self._local.start_at(limit, noload)
+            return
+        keys = self._keys("leases", "cap", "cool-down", "wake", "adaptive", "history")
+        self._redis_call(self._start_script, keys=keys, args=[limit, repr(noload), _CAP_MEMORY_MS])
+        self._known_limit = float(limit)
+        if noload > 0 and (self._noload <= 0 or noload < self._noload):
+            self._noload = noload
 
     def _take_rates(self, tokens: Callable[[], int]) -> None:
         if self._rates is None:
@@ -221,7 +323,7 @@ class EndpointLimiter:
     # -- cluster-wide: Redis ---------------------------------------------------------------------
 
     def _keys(self, *names: str) -> list[str]:
-        return [f"simia:llm-limits:{self.key}:{name}" for name in names]
+        return limit_keys(self.key, *names)
 
     def _lease_take(self) -> _Lease:
         with self._lock:
@@ -233,12 +335,15 @@ class EndpointLimiter:
         while True:
             self._give_back_late()
             excused = int(self._excused())
-            answer = self._redis_call(self._acquire, keys=keys, args=[lease, self.limits.concurrency, ttl_ms, excused])
-            if answer == 0:
+            args = [lease, self.limits.concurrency, ttl_ms, excused, self._start]
+            answer = self._redis_call(self._acquire, keys=keys, args=args)
+            if len(answer) > 1:
+                self._known_limit = float(answer[2])
+            if answer[0] == 0:
                 self._renewal_start(lease)
-                return _Lease(lease)
-            if answer > 0:
-                time.sleep(answer / 1000)
+                return _Lease(lease, in_flight=int(answer[1]))
+            if answer[0] > 0:
+                time.sleep(answer[0] / 1000)
             elif passed := self._lease_wait():
                 return passed
 
@@ -276,19 +381,21 @@ class EndpointLimiter:
 
     def _renew_forever(self) -> None:
         """Renew this process's leases every third of their life, all in one call; between renewals, give back the
-        spare leases that no request took in time."""
+        spare leases that no request took in time, and those of requests given up on once the endpoint is done."""
         renew_at = time.monotonic() + self.limits.lease_seconds / 3
         while True:
             with self._lock:
                 while True:
                     now = time.monotonic()
                     lapsed = [lease for lease in self._spare if lease.spare_until <= now or self._cooling()]
+                    lapsed += [lease for lease in self._abandoned if lease.spare_until <= now]
                     if lapsed or now >= renew_at:
                         break
-                    self._sweep_at = min([renew_at, *(lease.spare_until for lease in self._spare)])
+                    due = [lease.spare_until for lease in self._spare + self._abandoned]
+                    self._sweep_at = min([renew_at, *due])
                     self._spared.wait(self._sweep_at - now)
                 for lease in lapsed:
-                    self._spare.remove(lease)
+                    (self._spare if lease in self._spare else self._abandoned).remove(lease)
                     self._held.discard(lease.token)
                 held = list(self._held) if now >= renew_at else []
             for lease in lapsed:
@@ -311,13 +418,21 @@ class EndpointLimiter:
 
     def _lease_give_back(self, lease: _Lease, outcome: Outcome, took: float = 0.0) -> None:
         """After its request (which took `took` seconds): keep the lease spare for the process's next requests, or
-        give it back to Redis."""
+        give it back to Redis; a request given up on keeps it while the endpoint may still be working on it."""
         answered = outcome.succeeded and not outcome.throttled
         lease.uses += 1
-        lease.successes += answered
+        sample = self._sample(outcome, lease.in_flight)
+        if sample is not None:
+            lease.samples.append(sample)
+        else:
+            lease.successes += answered
         cool_down_ms = int(self._note_throttled(outcome) * 1000)
+        if outcome.timed_out:
+            self._lease_abandon(lease, sample)
+            return
         with self._lock:
-            if answered and lease.uses < _LEASE_USES and not self._cooling():
+            whole = allowed(self._known_limit) >= self.limits.concurrency
+            if answered and whole and lease.uses < _LEASE_USES and not self._cooling():
                 # As many spares as threads waiting for a slot or a lease are theirs: each takes one as it wakes (a
                 # poll's time at most). Any other goes to the next request sent in time.
                 awaited = len(self._spare) < self._slots.awaited() + self._passing_awaited
@@ -334,19 +449,43 @@ class EndpointLimiter:
         result = "throttled" if outcome.throttled else "ok" if outcome.succeeded else "failed"
         self._lease_release(lease, result, cool_down_ms)
 
-    def _lease_release(self, lease: _Lease, result: str, cool_down_ms: int) -> None:
+    def _lease_abandon(self, lease: _Lease, sample: Sample | None) -> None:
+        """A request given up on: its timeout lowers the limit at once, and its lease is held until the endpoint
+        would have finished it, then given back by the renewing thread."""
+        self._lease_release(lease, "failed", 0, keep=True)
+        lease.samples, lease.successes = [], 0
+        with self._lock:
+            lease.spare_until = time.monotonic() + self._abandoned_hold(sample)
+            self._abandoned.append(lease)
+            if lease.spare_until < self._sweep_at:
+                self._spared.notify()
+
+    def _lease_release(self, lease: _Lease, result: str, cool_down_ms: int, *, keep: bool = False) -> None:
+        samples = [value for sample in lease.samples for value in sample.encoded()]
         try:
-            self._release(
-                keys=self._keys("leases", "cap", "cool-down", "wake"),
-                args=[lease.token, self.limits.concurrency, result, cool_down_ms, _CAP_MEMORY_MS, lease.successes],
+            answer = self._release(
+                keys=self._keys("leases", "cap", "cool-down", "wake", "adaptive", "history"),
+                args=[
+                    lease.token,
+                    self.limits.concurrency,
+                    result,
+                    cool_down_ms,
+                    _CAP_MEMORY_MS,
+                    lease.successes,
+                    int(keep),
+                    self._start,
+                    *samples,
+                ],
             )
+            self._known_limit, self._noload = float(answer[0]), float(answer[1])
         except Exception as exc:
             if not is_outage(exc):
                 raise
             # The answer is in: it goes to its caller now, and the lease back to Redis when it answers again.
             logger.warning("endpoint limits %s: Redis is out of reach, a lease is given back later (%s)", self.key, exc)
-            with self._lock:
-                self._unreleased.append(lease.token)
+            if not keep:
+                with self._lock:
+                    self._unreleased.append(lease.token)
 
     def _give_back_late(self) -> None:
         """Give back the leases an outage kept, before taking another (they would hold its place)."""
@@ -371,7 +510,54 @@ class EndpointLimiter:
         if wait > 0 and not self._excused():
             time.sleep(wait)
 
+    def _local_take(self) -> int:
+        """Wait until the process's adaptive limit lets one more request out; returns the number in flight with it."""
+        with self._lock:
+            while True:
+                now = time.monotonic()
+                self._local_abandoned = [until for until in self._local_abandoned if until > now]
+                in_flight = self._local_in_flight + len(self._local_abandoned)
+                if in_flight < self._local.allowed():
+                    self._local_in_flight += 1
+                    return in_flight + 1
+                due = min(self._local_abandoned, default=now + _LEASE_POLL)
+                self._local_free.wait(timeout=min(_LEASE_POLL, max(0.01, due - now)))
+
+    def _local_give_back(self, outcome: Outcome, in_flight: int) -> None:
+        throttled_before = self._cooling()
+        self._note_throttled(outcome)
+        sample = self._sample(outcome, in_flight)
+        if outcome.throttled and not throttled_before:
+            self._local.halve()
+        elif sample is not None:
+            self._local.sample(sample)
+        elif outcome.succeeded and not outcome.throttled:
+            self._local.succeeded()
+        with self._lock:
+            self._local_in_flight -= 1
+            if outcome.timed_out:
+                self._local_abandoned.append(time.monotonic() + self._abandoned_hold(sample))
+            self._local_free.notify_all()
+
     # -- both ------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _sample(outcome: Outcome, in_flight: int) -> Sample | None:
+        """The exchange as a sample for the adaptive limit: answered, or given up on; None when unmeasured (not sent,
+        refused, or a 429, which has its own rule)."""
+        if outcome.measured is None or outcome.throttled or not (outcome.succeeded or outcome.timed_out):
+            return None
+        seconds, sent, received = outcome.measured
+        return Sample(seconds=seconds, sent=sent, received=received, in_flight=in_flight, dropped=outcome.timed_out)
+
+    def _abandoned_hold(self, sample: Sample | None) -> float:
+        """How long a request given up on keeps its place: the time the endpoint takes for it alone (as long as it
+        was given, before anything was measured)."""
+        if sample is None:
+            return _ABANDONED_HOLD[0]
+        expected = self.expected_seconds(sample.sent)
+        low, high = _ABANDONED_HOLD
+        return min(high, max(low, expected if expected is not None else sample.seconds))
 
     def _note_throttled(self, outcome: Outcome) -> float:
         """The cool-down a 429 starts (seconds); the thread that got it waits before its retry anyway."""
@@ -393,6 +579,46 @@ class EndpointLimiter:
         return time.monotonic() < getattr(self._throttled, "until", 0.0)
 
 
+def limit_keys(name: str, *keys: str) -> list[str]:
+    return [f"simia:llm-limits:{name}:{key}" for key in keys]
+
+
+def adaptive_state_read(client: redis.Redis, name: str, ceiling: int, start: float | None = None) -> dict:
+    """An endpoint's adaptive limit as Redis keeps it for the cluster (one round trip)."""
+    cap, adaptive, history, leases = limit_keys(name, "cap", "adaptive", "history", "leases")
+    pipe = client.pipeline(transaction=False)
+    pipe.get(cap)
+    pipe.hget(adaptive, "noload")
+    pipe.lrange(history, 0, -1)
+    pipe.zcard(leases)
+    limit, noload, changes, in_flight = pipe.execute()
+    points = []
+    for change in reversed(changes):  # oldest first
+        at_ms, _, value = change.decode().partition(":")
+        points.append({"at": int(at_ms) / 1000, "limit": float(value)})
+    return {
+        "limit": min(float(ceiling), float(limit)) if limit else float(min(ceiling, start or ceiling)),
+        "ceiling": ceiling,
+        "noload": float(noload or 0),
+        "history": points,
+        "in_flight": int(in_flight),
+    }
+
+
+def limiter_name(profile) -> str:
+    """The name a profile's limits are kept under (the URL is in it: databases that share a Redis, as staging and
+    tests do, reuse profile ids)."""
+    return f"{profile.pk}@{profile.base_url}"
+
+
+def profile_slots(profile) -> int | None:
+    """The slots a probe found the profile's server to have (reported or measured), if it was this server."""
+    from .selectors import profile_findings
+
+    slots = (profile_findings(profile).get("concurrency") or {}).get("slots")
+    return int(slots) if slots else None
+
+
 _limiters: dict[tuple, EndpointLimiter] = {}
 _limiters_lock = threading.Lock()
 
@@ -404,11 +630,17 @@ def endpoint_limiter(profile) -> EndpointLimiter:
         requests_per_minute=profile.requests_per_minute,
         tokens_per_minute=profile.tokens_per_minute,
         lease_seconds=settings.SIMIA_LLM_LEASE_SECONDS,
+        start=profile_slots(profile),
     )
     key = (profile.pk, profile.base_url, limits, settings.SIMIA_LLM_LIMITS_REDIS_URL)
     with _limiters_lock:
         if key not in _limiters:
-            # The URL is in the shared key: databases that share a Redis (staging and tests) reuse profile ids.
-            name = f"{profile.pk}@{profile.base_url}"
-            _limiters[key] = EndpointLimiter(name, limits, settings.SIMIA_LLM_LIMITS_REDIS_URL)
+            _limiters[key] = EndpointLimiter(limiter_name(profile), limits, settings.SIMIA_LLM_LIMITS_REDIS_URL)
         return _limiters[key]
+
+
+def endpoint_limiter_existing(profile) -> EndpointLimiter | None:
+    """This process's limiter for a profile if it has sent through one (the newest, when its limits changed)."""
+    with _limiters_lock:
+        found = [limiter for key, limiter in _limiters.items() if key[:2] == (profile.pk, profile.base_url)]
+    return found[-1] if found else None

@@ -59,7 +59,7 @@ class LimitedTransport(httpx2.BaseTransport):
             )
         body = request.read()
         with self._limiter.held(self._rank(), tokens=lambda: _token_estimate(body)) as outcome:
-            started = time.monotonic()
+            started, content = time.monotonic(), b""
             try:
                 response = self._http.handle_request(request)
                 try:
@@ -67,8 +67,13 @@ class LimitedTransport(httpx2.BaseTransport):
                     content = b"".join(cast(httpx2.SyncByteStream, response.stream))
                 finally:
                     response.close()
+            except httpx2.ReadTimeout:
+                outcome.timed_out = True  # given up on: the endpoint may still be writing the answer
+                raise
             finally:
-                exchange_ms.set(int((time.monotonic() - started) * 1000))
+                took = time.monotonic() - started
+                exchange_ms.set(int(took * 1000))
+                outcome.measured = (took, len(body), len(content))  # a sample for the adaptive limit
             outcome.succeeded = response.is_success
             if response.status_code == _THROTTLED:
                 outcome.throttled, outcome.retry_after = True, _retry_after_seconds(response.headers)

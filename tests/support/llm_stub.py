@@ -5,11 +5,19 @@ exercised exactly as against a real endpoint. A responder answers each request; 
 with `inject` are served first (optionally only for one stage, read from the X-Simia-Stage header).
 A `personality` (tests/support/personalities.py) makes it answer as a real server does: what it
 refuses, ignores and reports.
+
+With `slots` set it works as a local server with that many slots (llama.cpp, llama-cpp-python: one):
+it works on at most `slots` completions at once, the others wait in arrival order, and each takes
+`latency` plus `seconds_per_prompt_token` for every token of its prompt (its messages' characters / 4)
+while it holds its slot. Like llama-cpp-python, it finishes a request whose client hung up (counted
+in `abandoned`): the slot stays busy meanwhile. `slots` may change while it serves.
 """
 
 import contextlib
 import json
+import select
 import socket
+import sys
 import threading
 import time
 import uuid
@@ -97,6 +105,10 @@ class _Server(ThreadingHTTPServer):
     # threads may connect at once, and the default of 5 refuses the rest.
     request_queue_size = 1024
 
+    def handle_error(self, request, client_address):
+        if not isinstance(sys.exc_info()[1], ConnectionError):  # a client that gave up and hung up: nothing to say
+            super().handle_error(request, client_address)
+
 
 class StubLLM:
     def __init__(self, responder: Callable[[Request], Reply] | None = None, latency: float = 0.0):
@@ -114,6 +126,14 @@ class StubLLM:
         self._lock = threading.Lock()
         self._in_flight = 0
         self.max_in_flight = 0
+        # One-slot (or n-slot) mode, see the module's notes.
+        self.slots: int | None = None
+        self.seconds_per_prompt_token = 0.0
+        self.abandoned = 0  # answers finished after their client hung up
+        self.worked_most = 0  # the most completions worked on at once (slot mode)
+        self._working = 0
+        self._slot_turns: deque[object] = deque()  # waiting for a slot, first come first served
+        self._slot_changed = threading.Condition(self._lock)
         stub = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -157,8 +177,7 @@ class StubLLM:
                     reply = stub._reply_for(request)
                     payload = _payload(reply, body, stub.personality)
                     stub._wait_for_gate()
-                    # Latency counts from arrival, so the server's own work does not add to it.
-                    time.sleep(max(0.0, received + stub.latency + reply.delay - time.monotonic()))
+                    stub._work(reply, body, received, self.connection)
                     self._send(reply, payload)
                 finally:
                     stub._leave()
@@ -209,6 +228,48 @@ class StubLLM:
             most, self.max_in_flight = self.max_in_flight, self._in_flight
         return most
 
+    def set_slots(self, slots: int | None) -> None:
+        """Serve with this many slots from now on (None: as many as ask)."""
+        with self._slot_changed:
+            self.slots = slots
+            self._slot_changed.notify_all()
+
+    def _work(self, reply: Reply, body: dict, received: float, connection: socket.socket) -> None:
+        if self.slots is None:
+            # Latency counts from arrival, so the server's own work does not add to it.
+            time.sleep(max(0.0, received + self.latency + reply.delay - time.monotonic()))
+            return
+        self._work_in_a_slot(reply, body)
+        if _hung_up(connection):
+            with self._lock:
+                self.abandoned += 1
+
+    def _work_in_a_slot(self, reply: Reply, body: dict) -> None:
+        """Wait for a slot in arrival order, then hold it for the request's work."""
+        turn = object()
+        with self._slot_changed:
+            self._slot_turns.append(turn)
+            self._slot_changed.wait_for(
+                lambda: self._slot_turns[0] is turn and self._working < (self.slots or len(self._slot_turns))
+            )
+            self._slot_turns.popleft()
+            self._working += 1
+            self.worked_most = max(self.worked_most, self._working)
+            self._slot_changed.notify_all()
+        try:
+            tokens = len(json.dumps(body.get("messages") or [])) / 4
+            time.sleep(self.latency + reply.delay + self.seconds_per_prompt_token * tokens)
+        finally:
+            with self._slot_changed:
+                self._working -= 1
+                self._slot_changed.notify_all()
+
+    def take_worked_most(self) -> int:
+        """The most completions worked on at once since the last call (slot mode)."""
+        with self._lock:
+            most, self.worked_most = self.worked_most, self._working
+        return most
+
     def _wait_for_gate(self):
         if self.gate is not None:
             self.gate.pass_through()
@@ -240,6 +301,15 @@ class StubLLM:
         if personality is None:
             return self.responder(request)
         return personality.refusal(request) or personality.shape(request, self.responder)
+
+
+def _hung_up(connection: socket.socket) -> bool:
+    """Whether the client closed its end while its request was being worked on."""
+    try:
+        readable, _, _ = select.select([connection], [], [], 0)
+        return bool(readable) and connection.recv(1, socket.MSG_PEEK) == b""
+    except OSError:
+        return True
 
 
 def closed_port_url() -> str:
@@ -316,6 +386,4 @@ def serve(stub: StubLLM) -> None:
 
 
 if __name__ == "__main__":
-    import sys
-
     serve_pipeline_script(float(sys.argv[1]) if len(sys.argv) > 1 else 0.0)
