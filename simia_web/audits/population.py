@@ -13,12 +13,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from django.contrib.postgres.aggregates import ArrayAgg
-from django.db import connection
-from django.db.models import Count, FloatField, Func, QuerySet
+from django.db import DataError, connection, transaction
+from django.db.models import FloatField, Func, QuerySet
 
+from simia_web.core.rows import quoted_column, quoted_table
 from simia_web.curation.duplicates import TRAJECTORIES
 from simia_web.curation.models import JudgeVerdict
 from simia_web.dedup.models import Signature
+from simia_web.llm.models import EndpointProfile
 from simia_web.simulation.judge import CRITERIA, PASS_THRESHOLD
 
 # Rows fetched per round trip while the population streams in.
@@ -117,40 +119,81 @@ def _members_arrays(queryset: QuerySet):
     )
 
 
-def _verdicts_arrays(queryset: QuerySet, ids: np.ndarray):
-    """_verdicts on PostgreSQL: every verdict that did not fail of the members, as arrays in (member, id) order, the
-    last of each member kept; the judge configurations counted by the database."""
-    verdicts = JudgeVerdict.objects.filter(trajectory__in=queryset.order_by().values("pk"), error="")
-    arrays = {
-        "all_trajectories": ArrayAgg("trajectory_id", default=[]),
-        "all_ids": ArrayAgg("id", default=[]),
-        **{f"all_{c}": ArrayAgg(JsonNumber("scores", c), default=[]) for c in CRITERIA},
-    }
-    row = verdicts.aggregate(**arrays)  # aligned arrays, in no particular order (see _members_arrays)
-    members = np.array(row["all_trajectories"], dtype=np.int64)
-    criteria = np.full((len(CRITERIA), len(ids)), np.nan)
-    if len(members):
-        order = np.lexsort((np.array(row["all_ids"], dtype=np.int64), members))  # by member, then verdict id
-        members = members[order]
-        last = np.r_[members[1:] != members[:-1], True]  # the last verdict of each member
-        where = np.searchsorted(ids, members[last])
-        for i, c in enumerate(CRITERIA):
-            criteria[i, where] = np.array(row[f"all_{c}"], dtype=np.float64)[order][last]
-    judges = Counter(
-        {
-            (model or "", profile or ""): n
-            for model, profile, n in verdicts.order_by()
-            .values("model", "profile__name")
-            .annotate(n=Count("id"))
-            .values_list("model", "profile__name", "n")
-        }
+def _verdicts_sql(*, checked: bool) -> str:
+    """One row of arrays over the verdicts that did not fail of the trajectories with ids in a range: each verdict's
+    member, id, model, endpoint profile, the spread of its criterion scores, and a mask of its criteria (bit i: the
+    i-th criterion has a score; bit 5 + i: it is below the pass threshold). Each score is read from the JSON once
+    (the inner query is kept apart with OFFSET 0, so its columns are not computed again where they are used).
+
+    Unless `checked`, a score is cast as it is, which fails on one that is not a number (the judge's answers are
+    numbers by their schema): a third faster; the checked statement reads such a score as missing."""
+    table, scores = quoted_table(JudgeVerdict), quoted_column(JudgeVerdict, "scores")
+    columns = [f"c{i}" for i in range(len(CRITERIA))]
+    if checked:
+        extracted = ", ".join(
+            f"CASE WHEN jsonb_typeof({scores} -> %s) = 'number' THEN ({scores} ->> %s)::double precision END AS {c}"
+            for c in columns
+        )
+    else:
+        extracted = ", ".join(f"({scores} -> %s)::double precision AS {c}" for c in columns)
+    mask = " + ".join(
+        f"(CASE WHEN {c} IS NULL THEN 0 ELSE {1 << i} END) + (CASE WHEN {c} < %s THEN {1 << (5 + i)} ELSE 0 END)"
+        for i, c in enumerate(columns)
     )
-    return criteria, judges
+    return (
+        "SELECT array_agg(trajectory_id), array_agg(id), array_agg(model), array_agg(profile_id), "
+        "array_agg(spread), array_agg(mask) FROM ("
+        f"SELECT trajectory_id, id, model, profile_id, GREATEST({', '.join(columns)}) - LEAST({', '.join(columns)}) "
+        f"AS spread, {mask} AS mask FROM ("
+        f"SELECT trajectory_id, id, model, profile_id, {extracted} FROM {table} "
+        "WHERE error = '' AND trajectory_id BETWEEN %s AND %s OFFSET 0) AS scored) AS verdicts"
+    )
+
+
+def _verdicts_arrays(ids: np.ndarray):
+    """_verdicts on PostgreSQL, in one statement over the members' id range (no join with the population: the
+    verdicts of trajectories outside it are dropped here, by id): arrays, the last verdict of each member kept.
+    Returns (criterion failures, criterion spread, judge configurations) as population_read takes them."""
+
+    def params(checked: bool) -> list:
+        named: list = [PASS_THRESHOLD] * len(CRITERIA)  # in the order the statement names them: the mask's first
+        named += [key for c in CRITERIA for key in ((c, c) if checked else (c,))]
+        return [*named, int(ids[0]), int(ids[-1])]
+
+    with connection.cursor() as cursor:
+        try:
+            with transaction.atomic():  # a savepoint: a score that is not a number fails only this statement
+                cursor.execute(_verdicts_sql(checked=False), params(False))
+        except DataError:
+            cursor.execute(_verdicts_sql(checked=True), params(True))
+        members, verdict_ids, models, profiles, spreads, masks = (column or [] for column in cursor.fetchone())
+    failed = np.full((len(CRITERIA), len(ids)), np.nan)
+    spread = np.full(len(ids), np.nan)
+    judges: Counter = Counter()
+    if not members:
+        return failed, spread, judges
+    members = np.array(members, dtype=np.int64)
+    order = np.lexsort((np.array(verdict_ids, dtype=np.int64), members))  # by member, then verdict id
+    members = members[order]
+    ends = np.r_[members[1:] != members[:-1], True]  # the last verdict of each member
+    last, kept = order[ends], members[ends]
+    where = np.searchsorted(ids, kept)
+    inside = (where < len(ids)) & (ids[np.minimum(where, len(ids) - 1)] == kept)  # the population's members only
+    last, where = last[inside], where[inside]
+    spread[where] = np.array(spreads, dtype=np.float64)[last]
+    mask = np.array(masks, dtype=np.int64)[last]
+    for i in range(len(CRITERIA)):
+        scored = (mask >> i) & 1 == 1
+        failed[i, where[scored]] = ((mask[scored] >> (5 + i)) & 1).astype(np.float64)
+    names = dict(EndpointProfile.objects.values_list("id", "name"))
+    judges = Counter((models[i] or "", names.get(profiles[i], "") if profiles[i] else "") for i in last.tolist())
+    return failed, spread, judges
 
 
 def _verdicts(queryset: QuerySet, ids: np.ndarray):
-    """The latest verdict that did not fail of each member: its criterion scores (one column each, NaN where
-    missing) and its (model, profile)."""
+    """The latest verdict that did not fail of each member, read row by row: (criterion failures: 1.0 below the
+    pass threshold, 0.0 at or above it, NaN without a score, a row per criterion; the spread of its criterion
+    scores; its (model, profile) counted)."""
     scores = {c: JsonNumber("scores", c) for c in CRITERIA}
     rows = (
         JudgeVerdict.objects.filter(trajectory__in=queryset.order_by().values("pk"), error="")
@@ -171,7 +214,11 @@ def _verdicts(queryset: QuerySet, ids: np.ndarray):
         ).reshape(len(latest), len(CRITERIA))
         criteria[:, where] = values.T
         judges = Counter((row[1] or "", row[2] or "") for row in latest.values())
-    return criteria, judges
+    with warnings.catch_warnings():  # members without criterion scores get NaN, without a warning each
+        warnings.simplefilter("ignore", RuntimeWarning)
+        spread = np.nanmax(criteria, axis=0) - np.nanmin(criteria, axis=0)
+    failed = np.where(np.isnan(criteria), np.nan, (criteria < PASS_THRESHOLD).astype(np.float64))
+    return failed, spread, judges
 
 
 def _clustered(ids: np.ndarray) -> np.ndarray:
@@ -187,14 +234,13 @@ def population_read(queryset: QuerySet) -> Population:
     """The members of `queryset` (trajectories) as they are now."""
     arrays = connection.vendor == "postgresql"
     ids, text_versions, score, confidence, failed, violations = (_members_arrays if arrays else _members)(queryset)
-    if len(ids):
-        criteria, judges = (_verdicts_arrays if arrays else _verdicts)(queryset, ids)
+    judges: Counter
+    if not len(ids):
+        below, spread, judges = np.full((len(CRITERIA), 0), np.nan), np.zeros(0), Counter()
+    elif arrays:
+        below, spread, judges = _verdicts_arrays(ids)
     else:
-        criteria, judges = np.full((len(CRITERIA), 0), np.nan), Counter()
-    with warnings.catch_warnings():  # members without criterion scores get NaN, without a warning each
-        warnings.simplefilter("ignore", RuntimeWarning)
-        spread = np.nanmax(criteria, axis=0) - np.nanmin(criteria, axis=0) if len(ids) else np.zeros(0)
-    below = np.where(np.isnan(criteria), np.nan, (criteria < PASS_THRESHOLD).astype(np.float64))
+        below, spread, judges = _verdicts(queryset, ids)
     return Population(
         ids=ids,
         text_versions=text_versions,

@@ -4,6 +4,7 @@ edited since the freeze), the audit's queue, an item's place in it, and the bloc
 An estimate costs a bounded number of queries over the sample only (its items, the decisions on them, the text
 revisions made since the freeze, the criterion ratings): never over the population, whose figures were frozen."""
 
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -22,7 +23,7 @@ from .models import Acceptance, Audit, AuditItem
 
 CONFIDENCE = 0.95
 HALF_WIDTH = 0.02  # the target of "decisions still needed": ±2 points
-TRACE_POINTS = 40  # the plot's points at most
+TRACE_POINTS = 30  # the plot's points at most
 EDITED_SHOWN = 50
 # Decisions that say the text as frozen would not be accepted as it stands: a rejection, and a fix (what was
 # accepted is not the text frozen; "accept the rest" accepts members as they stand).
@@ -67,10 +68,9 @@ class ItemState:
     prediction: float | None
     text_version: int  # at the freeze
     current_text_version: int
-    criteria: dict
+    criteria: dict  # the judge's predicted failure per criterion at the freeze (read for rated items only)
     review_id: int | None = None
     decision: str | None = None
-    reviewer: str | None = None
     decided_text_version: int | None = None  # the text the counted decision was made on
     ratings: dict = field(default_factory=dict)  # {criterion: mean grade} of the text decided
 
@@ -87,72 +87,80 @@ class ItemState:
         return self.current_text_version != self.text_version
 
 
+@functools.lru_cache(maxsize=64)
+def _sample(audit_id: int) -> tuple[tuple, ...]:
+    """The sample's rows as frozen (position, trajectory, inclusion probability, prediction, text version): they
+    never change once the audit is created, so a process reads them once."""
+    rows = AuditItem.objects.filter(audit_id=audit_id).order_by("position")
+    return tuple(rows.values_list("position", "trajectory_id", "inclusion_probability", "prediction", "text_version"))
+
+
 def _items(audit: Audit) -> list[ItemState]:
-    rows = (
-        AuditItem.objects.filter(audit=audit)
-        .order_by("position")
-        .values_list(
-            "position",
-            "trajectory_id",
-            "inclusion_probability",
-            "prediction",
-            "text_version",
-            "trajectory__text_version",
-            "criteria",
-        )
-    )
-    return [ItemState(*row) for row in rows]
+    return [
+        ItemState(position, trajectory_id, inclusion, prediction, text_version, text_version, {})
+        for position, trajectory_id, inclusion, prediction, text_version in _sample(audit.pk)
+    ]
 
 
 def _decisions(audit: Audit, items: dict[int, ItemState]) -> None:
-    """Each item's counted decision: the latest of people's own that was not undone."""
+    """Each item's counted decision (the latest of people's own that was not undone), and the texts written since
+    the freeze."""
     rows = (
         counted_reviews(audit)
         .order_by("trajectory_id", "id")
-        .values_list("trajectory_id", "id", "decision", "reviewer__username", "based_on_version")
+        .values_list("trajectory_id", "id", "decision", "based_on_version")
     )
     based_on: dict[int, int | None] = {}
-    for trajectory_id, review_id, decision, reviewer, version in rows:
+    for trajectory_id, review_id, decision, version in rows:
         item = items[trajectory_id]
-        item.review_id, item.decision, item.reviewer = review_id, decision, reviewer
+        item.review_id, item.decision = review_id, decision
+        item.decided_text_version = item.text_version
         based_on[trajectory_id] = version
-    _decided_texts(items, based_on)
+    _texts(audit, items, based_on)
 
 
-def _decided_texts(items: dict[int, ItemState], based_on: dict[int, int | None]) -> None:
-    """The text version each decision was made on: the latest text written (a revision) up to the version the
-    person was looking at; the frozen one when none was written since the freeze."""
-    for trajectory_id in based_on:
-        items[trajectory_id].decided_text_version = items[trajectory_id].text_version
-    maybe = {pk: v for pk, v in based_on.items() if v is not None and v > items[pk].text_version}
-    if not maybe:
-        return
+def _texts(audit: Audit, items: dict[int, ItemState], based_on: dict[int, int | None]) -> None:
+    """The texts written on the sampled items since the freeze, from their revisions (every text a person writes,
+    edit, fix, revert or undo of a fix, is recorded as a revision at the version it makes the text version): each
+    item's text version now, and the text each decision was made on (the latest written up to the version the person
+    was looking at)."""
     revisions = Revision.objects.filter(
-        content_type=ContentType.objects.get_for_model(Trajectory), object_id__in=list(maybe)
+        content_type=ContentType.objects.get_for_model(Trajectory),
+        object_id__in=AuditItem.objects.filter(audit=audit).values("trajectory_id"),
     ).values_list("object_id", "version")
     for object_id, version in revisions:
         item = items[object_id]
-        if item.text_version < version <= maybe[object_id]:
+        if version <= item.text_version:
+            continue
+        item.current_text_version = max(item.current_text_version, version)
+        looked_at = based_on.get(object_id)
+        if looked_at is not None and version <= looked_at:
             item.decided_text_version = max(item.decided_text_version or 0, version)
 
 
-def _ratings(decided: list[ItemState]) -> None:
-    """People's criterion ratings of the text each decision was made on (the mean when several rated it)."""
+def _ratings(audit: Audit, decided: list[ItemState]) -> None:
+    """People's criterion ratings of the text each decision was made on (the mean when several rated it), with the
+    judge's predicted failures per criterion of the items rated."""
     if not decided:
         return
     by_id = {item.trajectory_id: item for item in decided}
     sums: dict[int, dict[str, list[float]]] = {}
-    rows = CriterionRating.objects.filter(trajectory_id__in=list(by_id)).values_list(
+    sampled = AuditItem.objects.filter(audit=audit).values("trajectory_id")
+    rows = CriterionRating.objects.filter(trajectory_id__in=sampled).values_list(
         "trajectory_id", "trajectory_version", "scores"
     )
     for trajectory_id, version, scores in rows:
-        if version != by_id[trajectory_id].decided_text_version:
+        if trajectory_id not in by_id or version != by_id[trajectory_id].decided_text_version:
             continue
         for criterion, grade in (scores or {}).items():
             if criterion in CRITERIA and isinstance(grade, (int, float)):
                 sums.setdefault(trajectory_id, {}).setdefault(criterion, []).append(float(grade))
     for trajectory_id, criteria in sums.items():
         by_id[trajectory_id].ratings = {c: sum(g) / len(g) for c, g in criteria.items()}
+    if sums:
+        predicted = AuditItem.objects.filter(audit=audit, trajectory_id__in=list(sums))
+        for trajectory_id, criteria in predicted.values_list("trajectory_id", "criteria"):
+            by_id[trajectory_id].criteria = criteria or {}
 
 
 @dataclass
@@ -198,7 +206,7 @@ class AuditEstimate:
 
 
 def _intervals(
-    audit: Audit, labels: list, inclusion: list, predictions: list, prediction_sum: float
+    audit: Audit, labels, inclusion, predictions, prediction_sum: float
 ) -> tuple[Interval | None, Interval | None]:
     """(prediction-powered, human-only) intervals from the decided items' labels, inclusion probabilities and the
     judge's predictions of them, with the predictions' sum over the population."""
@@ -221,23 +229,26 @@ def _intervals(
     return powered, human
 
 
-def _overall(audit: Audit, decided: list[ItemState]) -> tuple[Interval | None, Interval | None]:
-    return _intervals(
-        audit,
-        [item.label for item in decided],
-        [item.inclusion for item in decided],
-        [math.nan if item.prediction is None else item.prediction for item in decided],
-        audit.prediction_sum,
+def _columns(decided: list[ItemState]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(labels, inclusion probabilities, predictions) of the decided items, as arrays."""
+    labels = np.fromiter((item.label for item in decided), dtype=np.float64, count=len(decided))
+    inclusion = np.fromiter((item.inclusion for item in decided), dtype=np.float64, count=len(decided))
+    predictions = np.fromiter(
+        (math.nan if item.prediction is None else item.prediction for item in decided),
+        dtype=np.float64,
+        count=len(decided),
     )
+    return labels, inclusion, predictions
 
 
-def _needed(audit: Audit, decided: list[ItemState]) -> int | None:
+def _needed(audit: Audit, columns: tuple[np.ndarray, np.ndarray, np.ndarray]) -> int | None:
+    labels, inclusion, predictions = columns
     return estimation.decisions_needed(
-        labels=[item.label for item in decided],
-        inclusion=[item.inclusion for item in decided],
+        labels=labels,
+        inclusion=inclusion,
         planned=audit.sample_size,
         population_size=audit.population,
-        predictions_sampled=[math.nan if item.prediction is None else item.prediction for item in decided],
+        predictions_sampled=predictions,
         prediction_population_sum=audit.prediction_sum,
         half_width=HALF_WIDTH,
         confidence=CONFIDENCE,
@@ -248,11 +259,11 @@ def _trace(audit: Audit, decided: list[ItemState]) -> list[dict]:
     """Both intervals as they stood after the first k decisions (in the order they were made), for the plot."""
     if not decided:
         return []
-    by_time = sorted(decided, key=lambda item: item.review_id or 0)
-    k_values = sorted({max(1, round(k)) for k in np.linspace(1, len(by_time), min(TRACE_POINTS, len(by_time)))})
+    labels, inclusion, predictions = _columns(sorted(decided, key=lambda item: item.review_id or 0))
+    k_values = sorted({max(1, round(k)) for k in np.linspace(1, len(labels), min(TRACE_POINTS, len(labels)))})
     points = []
     for k in k_values:
-        powered, human = _overall(audit, by_time[:k])
+        powered, human = _intervals(audit, labels[:k], inclusion[:k], predictions[:k], audit.prediction_sum)
         points.append({"k": k, "estimate": powered, "human_only": human})
     return points
 
@@ -288,15 +299,16 @@ def audit_estimate(audit: Audit, *, trace: bool = False) -> AuditEstimate:
     by_id = {item.trajectory_id: item for item in items}
     _decisions(audit, by_id)
     decided = [item for item in items if item.decision is not None]
-    _ratings(decided)
-    powered, human = _overall(audit, decided)
+    _ratings(audit, decided)
+    columns = _columns(decided)
+    powered, human = _intervals(audit, *columns, audit.prediction_sum)
     return AuditEstimate(
         audit=audit,
         items=items,
         decided=decided,
         estimate=powered,
         human_only=human,
-        needed=_needed(audit, decided),
+        needed=_needed(audit, columns),
         per_criterion=_per_criterion(audit, decided),
         judge_only=estimation.judge_only(
             prediction_population_sum=audit.prediction_sum, population_size=audit.population

@@ -253,8 +253,13 @@ def test_postgresql_reads_the_population_as_arrays_the_same_as_rows(users):
     rows, arrays = read._members(queryset), read._members_arrays(queryset)
     assert all(np.array_equal(a, b, equal_nan=True) for a, b in zip(rows, arrays, strict=True))
     ids = rows[0]
-    (by_rows, judges), (by_arrays, _) = read._verdicts(queryset, ids), read._verdicts_arrays(queryset, ids)
-    assert np.array_equal(by_rows, by_arrays, equal_nan=True)
+    by_rows, by_arrays = read._verdicts(queryset, ids), read._verdicts_arrays(ids)
+    for a, b in zip(by_rows[:2], by_arrays[:2], strict=True):
+        assert np.array_equal(a, b, equal_nan=True)
+    assert by_rows[2] == by_arrays[2] == {("stub-model", ""): 9}
+    failed, spread = by_arrays[0], by_arrays[1]
     second = int(np.searchsorted(ids, members[1].pk))
-    assert by_arrays[0, second] == pytest.approx(0.1) and np.isnan(by_arrays[3, second])  # the latest verdict's
-    assert np.isnan(by_arrays[:, -1]).all() and judges
+    # The latest verdict's: task_completed failed, policy_followed not a number, the rest not given.
+    assert failed[0, second] == 1.0 and np.isnan(failed[1:, second]).all() and spread[second] == 0
+    assert failed[0, 2] == 0.0 and spread[2] == 0  # both criteria at 0.9
+    assert np.isnan(failed[:, -1]).all() and np.isnan(spread[-1])  # no verdict
