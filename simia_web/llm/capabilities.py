@@ -3,9 +3,18 @@
 `endpoint_check` runs the probes ("Test endpoint" in the admin, `manage.py check_endpoint`) and
 records the modes it chose, the window and the evidence on the profile; the client starts from them.
 The context window alone is also looked up, once, the first time a profile without one is used.
+
+It also measures the endpoint's pace (`_pace_measure`): how many requests it works on at once (the
+slots llama.cpp's /props reports, or what timing one, two, then four prompts sent together shows),
+how fast it reads a prompt and writes an answer, and from those how long a 4k-token prompt and a small
+synthesis take. The slots start the adaptive concurrency limit (adaptive.py). The timed requests go
+around the endpoint's limits: sent through them, a limit already down to one would measure itself.
 """
 
 import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -19,7 +28,10 @@ from simia_web.core.jsonutil import compact_json
 from simia_web.core.schemas import first_error
 from simia_web.formats.answers import parse_json_answer
 
+from .adaptive import work_bytes
 from .endpoints import endpoint_client
+from .keys import profile_api_key
+from .limits import endpoint_limiter
 from .models import EndpointProfile, StructuredMode, ToolMode
 from .selectors import profile_findings
 from .services import profile_capabilities_record, profile_context_window_learn
@@ -72,14 +84,18 @@ def endpoint_check(*, profile: EndpointProfile) -> dict:
     window, source, probes = _context_window_lookup(profile)
     structured, structured_probes = _structured_mode(profile)
     tools, tool_probes = _tool_mode(profile)
+    pace, pace_probes = _pace_measure(profile)
     found = {
         "checked_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "structured": structured,
         "tools": tools,
         "context_window_source": source,
-        "evidence": [asdict(p) for p in probes + structured_probes + tool_probes],
+        "concurrency": pace,
+        "evidence": [asdict(p) for p in probes + structured_probes + tool_probes + pace_probes],
     }
     profile_capabilities_record(profile=profile, found=found, context_window=window)
+    if pace.get("slots"):
+        endpoint_limiter(profile).adaptive_start(pace["slots"], pace.get("noload") or 0.0)
     return {**found, "context_window": profile.context_window}
 
 
@@ -186,6 +202,152 @@ def _tool_mode(profile: EndpointProfile) -> tuple[str, list[Probe]]:
         probes.append(Probe(name, status, verdict, _excerpt(calls or _message(body).get("content") or body)))
     native = outcomes["tools, tool_choice named"] == "honoured" and outcomes["tools, tool_choice auto"] != "refused"
     return (ToolMode.NATIVE if native else ToolMode.PROMPT), probes
+
+
+# -- pace ----------------------------------------------------------------------------------------
+
+_PACE_PROMPT_WORDS = 200  # about 256 tokens: a few seconds on a small CPU server, a blink on a GPU
+_PACE_ANSWER_TOKENS = 32
+_PACE_PARALLEL = (2, 4)  # prompts sent together, the next only while the last ran side by side
+_PACE_SIDE_BY_SIDE = 1.5  # n prompts sent together that take less than this x one alone ran side by side
+# The calls of a small synthesis (1 domain, 3 APIs, 2 tasks, 1 rollout each): (calls, prompt tokens, answer tokens),
+# as measured against llama-cpp-python (docs/performance.md, "A one-slot local server").
+SMALL_SYNTHESIS_CALLS = (
+    ("api_synthesis", 1, 700, 1400),
+    ("task_synthesis", 1, 1500, 500),
+    ("agent", 8, 1800, 120),
+    ("simulator", 6, 2000, 250),
+    ("user_simulator", 4, 900, 60),
+    ("judge", 2, 2400, 200),
+)
+
+
+def _pace_measure(profile: EndpointProfile) -> tuple[dict, list[Probe]]:
+    """The endpoint's slots and speeds, measured with a few timed requests sent around its limits."""
+    probes = []
+    root = (profile.base_url or "https://api.openai.com/v1").rstrip("/").removesuffix("/v1")
+    status, body = _request(profile, "GET", f"{root}/props")
+    reported = body.get("total_slots") if isinstance(body, dict) else None
+    probes.append(Probe("/props total_slots", status, "found" if reported else "absent", str(reported or "")[:300]))
+    with _unlimited_client(profile) as client:
+        alone = _timed(client, profile, _pace_prompt(), max_tokens=1)
+        if alone["error"]:
+            probes.append(Probe("pace: one prompt alone", alone["status"], "refused", alone["error"]))
+            return {"summary": "could not time a prompt: " + alone["error"][:200]}, probes
+        prompt_rate = alone["prompt_tokens"] / alone["seconds"]
+        probes.append(Probe("pace: one prompt alone", 200, "found", f"{alone['seconds']:.2f} s"))
+        if reported:
+            slots, source, at_least = int(reported), "/props total_slots", False
+        else:
+            slots, at_least = _slots_measure(client, profile, alone["seconds"], probes)
+            source = "measured"
+        answer = _timed(client, profile, _count_prompt(), max_tokens=_PACE_ANSWER_TOKENS)
+    answer_rate = None
+    if not answer["error"] and answer["answer_tokens"] >= 4:
+        writing = max(0.05, answer["seconds"] - answer["prompt_tokens"] / prompt_rate)
+        answer_rate = answer["answer_tokens"] / writing
+        probes.append(Probe("pace: an answer", 200, "found", f"{answer['answer_tokens']} tokens in {writing:.2f} s"))
+    pace = {
+        "slots": min(slots, max(1, profile.max_concurrency)),
+        "slots_source": source,
+        "slots_at_least": at_least,
+        "prompt_tokens_per_second": round(prompt_rate, 1),
+        "answer_tokens_per_second": round(answer_rate, 1) if answer_rate else None,
+        "seconds_per_4k_prompt": round(4096 / prompt_rate, 1),
+        "noload": alone["seconds"] * 1000 / work_bytes(alone["sent"], alone["received"]),
+    }
+    pace["small_synthesis_seconds"] = _small_synthesis_seconds(pace)
+    pace["summary"] = pace_summary(pace)
+    return pace, probes
+
+
+def _slots_measure(client: openai.OpenAI, profile: EndpointProfile, alone: float, probes: list) -> tuple[int, bool]:
+    """(slots, whether there may be more): prompts sent together, two then four, until they stop running side by
+    side; n prompts that take k times as long as one alone ran on about n / k slots."""
+    for together in _PACE_PARALLEL:
+        with ThreadPoolExecutor(together) as pool:
+            started = time.monotonic()
+            answers = list(pool.map(lambda _: _timed(client, profile, _pace_prompt(), max_tokens=1), range(together)))
+            took = time.monotonic() - started
+        probes.append(Probe(f"pace: {together} prompts together", 200, "found", f"{took:.2f} s"))
+        if any(a["error"] for a in answers) or took >= _PACE_SIDE_BY_SIDE * alone:
+            return max(1, min(together - 1, round(together * alone / took))), False
+    return _PACE_PARALLEL[-1], True
+
+
+def _small_synthesis_seconds(pace: dict) -> int:
+    prompt_rate, answer_rate = pace["prompt_tokens_per_second"], pace["answer_tokens_per_second"] or 20.0
+    work = sum(n * (prompt / prompt_rate + answer / answer_rate) for _, n, prompt, answer in SMALL_SYNTHESIS_CALLS)
+    return round(work / max(1, min(pace["slots"], 4)))  # a small synthesis has about four calls to make at once
+
+
+def pace_summary(pace: dict) -> str:
+    """The measurement in words: "1 request at a time; 85 prompt tokens/s; a 4k-token prompt takes about 48 s; ..."."""
+    if "prompt_tokens_per_second" not in pace:
+        return pace.get("summary", "")
+    slots = pace["slots"]
+    at_once = "1 request at a time" if slots == 1 else f"{slots}{' or more' if pace['slots_at_least'] else ''} at once"
+    parts = [
+        f"{at_once} ({'reported' if pace['slots_source'] != 'measured' else 'measured'})",
+        f"{pace['prompt_tokens_per_second']:.0f} prompt tokens/s",
+    ]
+    if pace.get("answer_tokens_per_second"):
+        parts.append(f"{pace['answer_tokens_per_second']:.0f} answer tokens/s")
+    parts.append(f"a 4k-token prompt takes about {_duration(pace['seconds_per_4k_prompt'])}")
+    calls = sum(calls for _, calls, _, _ in SMALL_SYNTHESIS_CALLS)
+    parts.append(
+        f"a small synthesis (1 domain, 3 APIs, 2 tasks, 1 rollout: about {calls} calls) takes about "
+        f"{_duration(pace['small_synthesis_seconds'])}"
+    )
+    return "; ".join(parts)
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 1:
+        return "under a second"
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def _pace_prompt() -> list[dict]:
+    """A prompt of about 256 tokens that no cache of the server has seen: it starts with a fresh nonce."""
+    words = " ".join(f"item{i % 50}" for i in range(_PACE_PROMPT_WORDS))
+    return [{"role": "user", "content": f"{uuid.uuid4().hex} Say OK. Ignore this list: {words}"}]
+
+
+def _count_prompt() -> list[dict]:
+    return [{"role": "user", "content": f"{uuid.uuid4().hex[:8]} Count from 1 to 100, separated by spaces."}]
+
+
+def _unlimited_client(profile: EndpointProfile) -> openai.OpenAI:
+    return openai.OpenAI(
+        base_url=profile.base_url or None,
+        api_key=profile_api_key(profile) or "not-needed",
+        timeout=max(profile.timeout_seconds, 120.0),
+        max_retries=0,
+    )
+
+
+def _timed(client: openai.OpenAI, profile: EndpointProfile, messages: list[dict], *, max_tokens: int) -> dict:
+    """One completion's time and token counts (the prompt's estimated at 4 characters a token if not reported)."""
+    body = {"model": profile.model, "messages": messages, "max_tokens": max_tokens, "temperature": 0}
+    content = orjson.dumps(body)
+    started = time.monotonic()
+    timed = {"status": 0, "error": "", "sent": len(content), "received": 0, "prompt_tokens": 0, "answer_tokens": 0}
+    try:
+        response = client.post("/chat/completions", content=content, cast_to=httpx2.Response)
+        timed["seconds"] = max(1e-3, time.monotonic() - started)
+        timed["status"], timed["received"] = response.status_code, len(response.content)
+        usage = orjson.loads(response.content).get("usage") or {}
+    except (openai.APIError, orjson.JSONDecodeError, AttributeError) as exc:
+        return {**timed, "error": str(exc)[:300] or type(exc).__name__, "status": getattr(exc, "status_code", 0)}
+    prompt_chars = sum(len(m["content"]) for m in messages)
+    timed["prompt_tokens"] = usage.get("prompt_tokens") or prompt_chars // 4
+    timed["answer_tokens"] = usage.get("completion_tokens") or 0
+    return timed
 
 
 # -- requests ------------------------------------------------------------------------------------

@@ -477,6 +477,7 @@ class EndpointLimiter:
                     *samples,
                 ],
             )
+            self._limit_note(self._known_limit, float(answer[0]))
             self._known_limit, self._noload = float(answer[0]), float(answer[1])
         except Exception as exc:
             if not is_outage(exc):
@@ -524,7 +525,7 @@ class EndpointLimiter:
                 self._local_free.wait(timeout=min(_LEASE_POLL, max(0.01, due - now)))
 
     def _local_give_back(self, outcome: Outcome, in_flight: int) -> None:
-        throttled_before = self._cooling()
+        throttled_before, limit_before = self._cooling(), self._local.limit
         self._note_throttled(outcome)
         sample = self._sample(outcome, in_flight)
         if outcome.throttled and not throttled_before:
@@ -533,6 +534,7 @@ class EndpointLimiter:
             self._local.sample(sample)
         elif outcome.succeeded and not outcome.throttled:
             self._local.succeeded()
+        self._limit_note(limit_before, self._local.limit)
         with self._lock:
             self._local_in_flight -= 1
             if outcome.timed_out:
@@ -540,6 +542,16 @@ class EndpointLimiter:
             self._local_free.notify_all()
 
     # -- both ------------------------------------------------------------------------------------
+
+    def _limit_note(self, before: float, after: float) -> None:
+        if allowed(before) != allowed(after):
+            logger.info(
+                "endpoint limits %s: %d in flight allowed (was %d; at most %d)",
+                self.key,
+                allowed(after),
+                allowed(before),
+                self.limits.concurrency,
+            )
 
     @staticmethod
     def _sample(outcome: Outcome, in_flight: int) -> Sample | None:
