@@ -25,6 +25,9 @@ from simia_web.simulation.judge import CRITERIA, PASS_THRESHOLD
 
 # Rows fetched per round trip while the population streams in.
 CHUNK = 20_000
+# Up to this many members the verdicts are read row by row through the population's filter; past it, as arrays over
+# the members' id range, which reads every verdict in that range (a few seconds at a million).
+ROWS_AT_MOST = 20_000
 
 
 class JsonNumber(Func):
@@ -237,7 +240,7 @@ def population_read(queryset: QuerySet) -> Population:
     judges: Counter
     if not len(ids):
         below, spread, judges = np.full((len(CRITERIA), 0), np.nan), np.zeros(0), Counter()
-    elif arrays:
+    elif arrays and len(ids) > ROWS_AT_MOST:
         below, spread, judges = _verdicts_arrays(ids)
     else:
         below, spread, judges = _verdicts(queryset, ids)
