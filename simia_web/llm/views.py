@@ -121,7 +121,7 @@ def _probe_context(profile: EndpointProfile, since: datetime | None) -> dict:
 def _edit(request, profile: EndpointProfile, *, title: str):
     form = EndpointProfileForm(request.POST or None, instance=profile)
     if not profile.pk and not EndpointProfile.objects.filter(is_default=True).exists():
-        form.initial.setdefault("is_default", True)
+        form.initial["is_default"] = True
     status = 200
     if request.method == "POST":
         if form.is_valid():

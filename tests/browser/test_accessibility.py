@@ -74,8 +74,22 @@ PAGES = {
         "/seeds/upload/",
         "/calibration/assignments/",
         "/queue/calibrate/",
+        "/domains/new/",
+        "/apis/new/",
+        "/apis/import/",
+        "/tasks/new/",
     ],
-    "admin": ["/llm/calls/{call}/", "/webhooks/", "/webhooks/{webhook}/"],
+    "admin": [
+        "/llm/calls/{call}/",
+        "/webhooks/",
+        "/webhooks/{webhook}/",
+        "/llm/endpoints/",
+        "/llm/endpoints/new/",
+        "/llm/endpoints/{profile}/",
+        "/users/",
+        "/users/new/",
+        "/users/{person}/",
+    ],
 }
 ROLES = ["annotator", "curator", "admin"]
 
@@ -236,6 +250,8 @@ def seed_everything(users) -> dict:
         "snapshot": snapshot.pk,
         "call": call.pk,
         "webhook": webhook.pk,
+        "profile": EndpointProfile.objects.get_or_create(name="shop-llm", defaults={"model": "m"})[0].pk,
+        "person": users["annotator"].pk,
         "cluster": duplicated[0].pk,
     }
 
