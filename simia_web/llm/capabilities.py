@@ -255,6 +255,8 @@ def _pace_measure(profile: EndpointProfile) -> tuple[dict, list[Probe]]:
         "answer_tokens_per_second": round(answer_rate, 1) if answer_rate else None,
         "seconds_per_4k_prompt": round(4096 / prompt_rate, 1),
         "noload": alone["seconds"] * 1000 / work_bytes(alone["sent"], alone["received"]),
+        "base_url": profile.base_url,  # what the figures are about: the adaptive limit starts from them only there
+        "model": profile.model,
     }
     pace["small_synthesis_seconds"] = _small_synthesis_seconds(pace)
     pace["summary"] = pace_summary(pace)

@@ -625,10 +625,35 @@ def limiter_name(profile) -> str:
 
 def profile_slots(profile) -> int | None:
     """The slots a probe found the profile's server to have (reported or measured), if it was this server."""
-    from .selectors import profile_findings
+    pace = (profile.capabilities or {}).get("concurrency") or {}
+    if not pace.get("slots") or (pace.get("base_url"), pace.get("model")) != (profile.base_url, profile.model):
+        return None
+    return int(pace["slots"])
 
-    slots = (profile_findings(profile).get("concurrency") or {}).get("slots")
-    return int(slots) if slots else None
+
+_state_clients: dict[str, redis.Redis] = {}
+
+
+def profile_adaptive_state(profile) -> dict | None:
+    """A profile's adaptive limit as the cluster keeps it (Redis), or as this process does without Redis (its
+    limiter's, or where one would start); None when Redis is out of reach."""
+    ceiling, start = max(1, profile.max_concurrency), profile_slots(profile)
+    url = settings.SIMIA_LLM_LIMITS_REDIS_URL
+    if url:
+        client = _state_clients.get(url)
+        if client is None:
+            client = _state_clients[url] = redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
+        try:
+            return adaptive_state_read(client, limiter_name(profile), ceiling, start)
+        except Exception as exc:
+            if is_outage(exc):
+                return None
+            raise
+    limiter = endpoint_limiter_existing(profile)
+    if limiter is not None:
+        return limiter.adaptive_state()
+    limit = float(min(ceiling, start or ceiling))
+    return {"limit": limit, "ceiling": ceiling, "noload": 0.0, "history": [], "in_flight": 0}
 
 
 _limiters: dict[tuple, EndpointLimiter] = {}

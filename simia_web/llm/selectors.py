@@ -1,11 +1,15 @@
 import os
 
+from datetime import UTC, datetime
+
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 
 from simia_web.core.cache import ProcessCache
 
+from .adaptive import allowed
+from .limits import profile_adaptive_state
 from .models import EndpointProfile, LLMCall, StageRoute
 from .validation import url_redacted
 
@@ -136,3 +140,53 @@ def endpoint_status() -> str:
         f"LLM endpoint: none configured. Set one {where}, or set OPENAI_BASE_URL, SIMIA_MODEL and OPENAI_API_KEY "
         "before `make run`."
     )
+
+
+# -- adaptive concurrency ----------------------------------------------------------------------------------------
+
+_SPARK_WIDTH, _SPARK_HEIGHT = 120, 24
+
+
+def profile_adaptive_limit(profile: EndpointProfile) -> dict:
+    """A profile's adaptive concurrency limit, for its page and /metrics (see llm/adaptive.py):
+
+    {"limit": float, "allowed": whole requests allowed in flight now, "ceiling": the profile's max_concurrency,
+     "known": False when the limits' Redis did not answer, "in_flight": leases held now,
+     "seconds_per_kb": the least time per 1,000 bytes of work seen (0: none yet),
+     "history": [{"at": datetime, "limit": float, "allowed": int}, ...] oldest first (the last 100 changes),
+     "recent": the last 10 changes, newest first, "sparkline": SVG polyline points over the history}.
+    """
+    state = profile_adaptive_state(profile)
+    ceiling = max(1, profile.max_concurrency)
+    if state is None:
+        return {"limit": None, "allowed": None, "ceiling": ceiling, "known": False, "in_flight": None,
+                "seconds_per_kb": 0.0, "history": [], "recent": [], "sparkline": ""}  # fmt: skip
+    history = [
+        {"at": datetime.fromtimestamp(point["at"], tz=UTC), "limit": point["limit"], "allowed": allowed(point["limit"])}
+        for point in state["history"]
+    ]
+    return {
+        "limit": state["limit"],
+        "allowed": allowed(state["limit"]),
+        "ceiling": state["ceiling"],
+        "known": True,
+        "in_flight": state.get("in_flight", 0),
+        "seconds_per_kb": state.get("noload", 0.0),
+        "history": history,
+        "recent": history[::-1][:10],
+        "sparkline": _sparkline([point["limit"] for point in state["history"]] + [state["limit"]], state["ceiling"]),
+    }
+
+
+def adaptive_limits() -> dict[str, dict]:
+    """{profile name: profile_adaptive_limit(profile)} for every profile (a handful)."""
+    return {profile.name: profile_adaptive_limit(profile) for profile in profiles_as_used()}
+
+
+def _sparkline(values: list[float], ceiling: int) -> str:
+    """Points of an SVG polyline (width 120, height 24, the ceiling at the top) through the limits, in order."""
+    if len(values) < 2:
+        values = values * 2
+    step = _SPARK_WIDTH / (len(values) - 1)
+    top = max(ceiling, *values)
+    return " ".join(f"{i * step:.1f},{_SPARK_HEIGHT - _SPARK_HEIGHT * v / top:.1f}" for i, v in enumerate(values))

@@ -20,6 +20,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
 from simia_web.core.outages import is_outage
+from simia_web.llm.selectors import adaptive_limits
 
 from . import counters, selectors
 from .broker import queue_depths
@@ -131,6 +132,26 @@ def _work_in_flight():
         "Webhook deliveries waiting for their first or next attempt.",
         value=selectors.pending_delivery_count(),
     )
+    yield from _llm_concurrency()
+
+
+def _llm_concurrency():
+    """Each profile's adaptive concurrency limit and its ceiling (llm/adaptive.py); a limit Redis did not give is
+    left out rather than fail the scrape."""
+    limit = GaugeMetricFamily(
+        f"{PREFIX}llm_concurrency_limit",
+        "Requests an endpoint profile is allowed in flight now, adapted to its latency (at most its ceiling).",
+        labels=["profile"],
+    )
+    ceiling = GaugeMetricFamily(
+        f"{PREFIX}llm_concurrency_ceiling", "An endpoint profile's max_concurrency.", labels=["profile"]
+    )
+    for name, state in sorted(adaptive_limits().items()):
+        if state["known"]:
+            limit.add_metric([name], state["allowed"])
+        ceiling.add_metric([name], state["ceiling"])
+    yield limit
+    yield ceiling
 
 
 def _queue():

@@ -223,3 +223,63 @@ def test_a_probe_starts_the_limit_at_the_servers_slots_and_the_history_shows_it(
     outcome = Outcome()
     assert limiter.expected_seconds(4000) == pytest.approx(0.04)
     assert outcome.measured is None
+
+
+def test_the_limit_and_its_history_are_shown_and_in_metrics(where, request, llm_stub, client, settings):
+    from django.template.loader import render_to_string
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from simia_web.llm.limits import endpoint_limiter
+    from simia_web.llm.selectors import adaptive_limits
+
+    settings.SIMIA_LLM_LIMITS_REDIS_URL = request.getfixturevalue("redis_url") if where == "redis" else ""
+    settings.SIMIA_METRICS_TOKEN, settings.SIMIA_METRICS_ALLOWED_IPS = "scrape-token-0123456789", []
+    llm_stub.profile.max_concurrency = 8
+    llm_stub.profile.save()
+    endpoint_limiter(llm_stub.profile).adaptive_start(2, noload=0.02)
+    shown = adaptive_limits()["stub"]
+    assert (shown["allowed"], shown["ceiling"], shown["known"]) == (2, 8, True)
+    assert [change["allowed"] for change in shown["history"]] == [2]
+    html = render_to_string("llm/_adaptive_limit.html", {"adaptive": shown})
+    assert "<strong>2</strong> of at most 8" in html and "<polyline" in html and 'id="adaptive-limit-history"' in html
+    response = client.get("/metrics", HTTP_AUTHORIZATION="Bearer scrape-token-0123456789")
+    samples = {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(response.content.decode())
+        for sample in family.samples
+    }
+    assert samples[("simia_llm_concurrency_limit", (("profile", "stub"),))] == 2
+    assert samples[("simia_llm_concurrency_ceiling", (("profile", "stub"),))] == 8
+
+
+def test_redis_out_of_reach_leaves_the_limit_unknown_not_the_page_broken(db, settings, llm_stub):
+    from django.template.loader import render_to_string
+
+    from simia_web.llm.selectors import adaptive_limits
+
+    settings.SIMIA_LLM_LIMITS_REDIS_URL = "redis://127.0.0.1:9/0"
+    shown = adaptive_limits()["stub"]
+    assert shown["known"] is False and shown["ceiling"] == 32
+    assert "did not answer" in render_to_string("llm/_adaptive_limit.html", {"adaptive": shown})
+
+
+def test_check_endpoint_says_the_pace_of_a_one_slot_server(llm_stub):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    from simia_web.llm.limits import endpoint_limiter
+
+    llm_stub.responder = lambda _request: Reply(content="OK")
+    llm_stub.set_slots(1)
+    llm_stub.seconds_per_prompt_token = 0.001  # a prompt of 260 tokens: about a quarter of a second
+    output = StringIO()
+    call_command("check_endpoint", stdout=output)
+    text = output.getvalue()
+    assert "pace: 1 request at a time (measured);" in text, text
+    assert "prompt tokens/s; " in text and "a 4k-token prompt takes about" in text
+    assert "a small synthesis (1 domain, 3 APIs, 2 tasks, 1 rollout: about" in text
+    llm_stub.profile.refresh_from_db()
+    pace = llm_stub.profile.capabilities["concurrency"]
+    assert pace["slots"] == 1 and 100 < pace["prompt_tokens_per_second"] < 2000
+    assert endpoint_limiter(llm_stub.profile).adaptive_state()["limit"] == 1.0  # the limit starts there
