@@ -1,5 +1,4 @@
 import os
-
 from datetime import UTC, datetime
 
 from django.conf import settings
