@@ -205,7 +205,8 @@ def _tau2_message_problems(message: object, where: str, calls_seen: set) -> list
 
 
 def tau2_simulation_problems(record: dict) -> list[str]:
-    """What τ²-bench's SimulationRun model refuses (checked by hand: a schema validator is 20x slower)."""
+    """What τ²-bench's SimulationRun model refuses (checked by hand: a schema validator is an order of magnitude
+    slower)."""
     problems = [f"{key}: is missing" for key in TAU2_SIMULATION_KEYS if key not in record]
     if problems:
         return problems

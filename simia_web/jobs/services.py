@@ -33,10 +33,10 @@ class JobError(Conflict):
     """The job is not in a state that allows the action (cancel an ended job, retry a running one): a 409."""
 
 
-# Messages sent to Redis per round trip. Building one takes ~0.15-0.3 ms of CPU and holds the GIL: in one
-# batch of a whole stage, the worker that plans it could not take the stage's first messages, nor start
-# their units, until the last was built (its first unit started 150 ms after the job). Between batches the
-# sending thread waits on Redis and the worker's other threads run.
+# Messages sent to Redis per round trip. Building one costs CPU and holds the GIL: in one batch of a whole
+# stage, the worker that plans it could not take the stage's first messages, nor start their units, until the
+# last was built. Between batches the sending thread waits on Redis and the worker's other threads run
+# (docs/performance.md has the figures).
 PUBLISH_BATCH = 32
 # The tasks (jobs.tasks) this module queues, by name: that module imports this one.
 JOB_START = "simia_web.jobs.tasks.job_start"

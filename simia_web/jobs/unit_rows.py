@@ -3,9 +3,9 @@ for the leases that say which worker holds them and the progress long units repo
 
 Each unit runs four of them (claim and read, lock, mark finished, "is the stage still open?"), each a
 single-row statement on an indexed column. They are fixed SQL, written once from the models' table and
-column names: built through the ORM, each cost 0.6-1.2 ms of CPU on a busy worker against under 0.1 ms
-as SQL, most of it building and compiling the query on the thread every other unit of the worker waits
-on for the GIL. The SQL is plain enough for PostgreSQL and SQLite (3.35 and later: UPDATE ... FROM ...
+column names: built through the ORM, each cost about ten times as much CPU as the SQL itself, most of it
+building and compiling the query on the thread every other unit of the worker waits on for the GIL
+(docs/performance.md). The SQL is plain enough for PostgreSQL and SQLite (3.35 and later: UPDATE ... FROM ...
 RETURNING); values go through the fields' own adapters, and rows come back as model instances. A
 worker's leases are renewed in one statement per heartbeat for all the units it holds, never one per
 unit or per call, and their progress in one more when some of it changed (those two, once a beat, are

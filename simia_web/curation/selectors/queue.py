@@ -203,7 +203,7 @@ def queue_page(
     counted = qs if search is None else search.matches
     keys = search.matches if search is not None and search.rare else qs
     # Unordered: a bounded count in the queue's order walks the order's index past every row the filters leave
-    # out, where the filters' own index stops at the bound (163 ms against 1.5 ms at a million rows).
+    # out, where the filters' own index stops at the bound (a hundred times faster at a million rows).
     count = counted.order_by()[: count_limit + 1].count() if count_limit else counted.count()
     capped = False
     if count_limit and count > count_limit:
