@@ -88,3 +88,21 @@ def test_a_refusal_no_page_explains_is_a_page_for_a_browser(client_for, users):
     text = response.content.decode()
     assert response.status_code == 409 and 'class="topbar"' in text and "Ann has it." in text
     assert 'href="http://testserver/review/"' in text
+
+
+def test_the_queued_message_goes_once_the_job_has_ended(client_for):
+    from simia_web.jobs.models import JobStatus
+
+    job = Job.objects.create(kind="synthesize", params={}, status=JobStatus.SUCCEEDED)
+    client = client_for("annotator")
+    ended = client.get(f"/jobs/{job.pk}/progress/?part=head", HTTP_HX_REQUEST="true").content.decode()
+    assert 'id="messages" hx-swap-oob="delete"' in ended
+    Job.objects.filter(pk=job.pk).update(status=JobStatus.RUNNING)
+    running = client.get(f"/jobs/{job.pk}/progress/?part=head", HTTP_HX_REQUEST="true").content.decode()
+    assert "hx-swap-oob" not in running
+    assert "hx-swap-oob" not in client.get(f"/jobs/{job.pk}/").content.decode()
+
+
+def test_every_page_has_an_icon(client_for):
+    page = client_for("annotator").get("/").content.decode()
+    assert 'rel="icon" href="/static/favicon.svg"' in page
