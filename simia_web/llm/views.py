@@ -33,7 +33,7 @@ from .tasks import endpoint_check_run
 from .validation import url_redacted
 
 # A test not answered in this long is most likely waiting for a worker that is not running.
-PROBE_PATIENCE_SECONDS = 45
+PROBE_PATIENCE_SECONDS = 120
 
 
 @role_required("annotator")
