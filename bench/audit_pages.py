@@ -32,12 +32,23 @@ SAMPLE = 2_000
 DECIDED = 1_000
 
 
-def create_timed(strategy: str, actor) -> tuple[float, object]:
+def create_timed(strategy: str, actor):
+    """Create an audit over every reviewable trajectory; prints its wall time and the CPU it took here and in
+    PostgreSQL (what it costs whatever else the machine is doing)."""
+    from copy_rows import PhaseClock
+
     from simia_web.audits.services import audit_create
 
-    started = time.perf_counter()
+    clock = PhaseClock()
     audit = audit_create(filters={"status": "all"}, sample_size=SAMPLE, strategy=strategy, seed=7, actor=actor)
-    return time.perf_counter() - started, audit
+    phase = clock.lap(f"audit_create {strategy}")
+    database = "" if phase.database_cpu is None else f", {phase.database_cpu:.2f} s PostgreSQL"
+    print(
+        f"audit_create {strategy}: {phase.seconds:.2f} s for {audit.population:,} members "
+        f"(CPU: {phase.python_cpu:.2f} s Python{database})",
+        file=sys.stderr,
+    )
+    return audit
 
 
 def decide(audit, annotator, n: int) -> None:
@@ -86,9 +97,7 @@ def main():
     annotator, _ = User.objects.get_or_create(username="bench-auditor", defaults={"role": "annotator"})
     created = {}
     for strategy in ("uniform", "active"):
-        seconds, audit = create_timed(strategy, curator)
-        created[strategy] = audit
-        print(f"audit_create {strategy}: {seconds:.2f} s for {audit.population:,} members", file=sys.stderr)
+        created[strategy] = create_timed(strategy, curator)
     audit = created["active"]
     started = time.perf_counter()
     decide(audit, annotator, DECIDED)
