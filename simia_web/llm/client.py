@@ -421,11 +421,11 @@ class LLMClient:
                     raise LLMError(kind, failure[:500]) from result
                 if kind == "timeout":
                     # A slow server, likely still writing the abandoned answer: wait longer. The abandoned request
-                    # keeps its lease meanwhile (limits.py), so that the retry below does not queue behind it there.
+                    # keeps its lease meanwhile (limits.py), and the retry waits until the server should be done.
                     timeout = min(2 * timeout, _TIMEOUT_GROWTH * profile.timeout_seconds)
                 last_error = f"{kind}: {failure[:300]}"
                 if attempt < attempts:
-                    time.sleep(_retry_after(result) or self._backoff(attempt))
+                    time.sleep(self._retry_wait(result, kind, attempt))
                 continue
 
             choice = result["choices"][0]
@@ -489,6 +489,14 @@ class LLMClient:
         except httpx2.TransportError as exc:  # defensive: the SDK maps these to APIConnectionError
             result = openai.APIConnectionError(request=exc.request)
         return result, exchange_ms.get()
+
+    def _retry_wait(self, result: Exception, kind: str, attempt: int) -> float:
+        """The server's Retry-After, or our backoff; after a timeout, at least until the server should be done with
+        the request given up on (limits.py), so that the retry is not sent into a server still writing that answer."""
+        wait = _retry_after(result) or self._backoff(attempt)
+        if kind == "timeout":
+            wait = max(wait, endpoint_limiter(self.profile).abandoned_wait())
+        return wait
 
     def _backoff(self, attempt: int) -> float:
         base = settings.SIMIA_LLM_BACKOFF_BASE

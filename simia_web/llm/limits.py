@@ -80,7 +80,7 @@ _MAX_COOL_DOWN = 60.0
 # The adaptive limit, its yardstick and history are forgotten after this long unused (the ceiling applies again).
 _CAP_MEMORY_MS = 86_400_000
 # A request given up on keeps its lease for the time the endpoint would take to answer it alone, within these bounds
-# (seconds); unmeasured yet, for as long as it was given.
+# (seconds); unmeasured yet, for twice as long as it was given.
 _ABANDONED_HOLD = (1.0, 300.0)
 # Requests a lease serves, passed from thread to thread within a process, before it goes back to Redis.
 _LEASE_USES = 4
@@ -237,6 +237,7 @@ class EndpointLimiter:
         self._passing_awaited = 0  # threads waiting on it
         self._listening = False  # whether a thread of the process waits on the cluster's wake-up list
         self._throttled = threading.local()  # .until: when the cool-down this thread's own 429 started ends
+        self._gave_up = threading.local()  # .until: when the endpoint should be done with what this thread gave up on
         self._unreleased: list[str] = []  # leases Redis could not be told about when given back
         self._held: set[str] = set()  # leases of requests running now or spare, which the renewer keeps alive
         self._spare: list[_Lease] = []  # leases answered, kept for the process's next requests (oldest first)
@@ -281,6 +282,11 @@ class EndpointLimiter:
         process's figure, or the cluster's as last read from Redis); None before any was measured."""
         noload = self._local.noload if self._redis is None else self._noload
         return noload * work_bytes(sent_bytes) / 1000 if noload > 0 else None
+
+    def abandoned_wait(self) -> float:
+        """Seconds until the endpoint should be done with the request this thread last gave up on (0: none): its
+        retry waits that long, so that it is not sent into a server still writing the abandoned answer."""
+        return max(0.0, getattr(self._gave_up, "until", 0.0) - time.monotonic())
 
     def adaptive_state(self) -> dict:
         """{"limit", "ceiling", "noload", "history": [{"at", "limit"}, ...] oldest first, "in_flight"}."""
@@ -455,7 +461,7 @@ class EndpointLimiter:
         self._lease_release(lease, "failed", 0, keep=True)
         lease.samples, lease.successes = [], 0
         with self._lock:
-            lease.spare_until = time.monotonic() + self._abandoned_hold(sample)
+            lease.spare_until = self._gave_up.until = time.monotonic() + self._abandoned_hold(sample)
             self._abandoned.append(lease)
             if lease.spare_until < self._sweep_at:
                 self._spared.notify()
@@ -538,7 +544,8 @@ class EndpointLimiter:
         with self._lock:
             self._local_in_flight -= 1
             if outcome.timed_out:
-                self._local_abandoned.append(time.monotonic() + self._abandoned_hold(sample))
+                self._gave_up.until = time.monotonic() + self._abandoned_hold(sample)
+                self._local_abandoned.append(self._gave_up.until)
             self._local_free.notify_all()
 
     # -- both ------------------------------------------------------------------------------------
@@ -563,13 +570,13 @@ class EndpointLimiter:
         return Sample(seconds=seconds, sent=sent, received=received, in_flight=in_flight, dropped=outcome.timed_out)
 
     def _abandoned_hold(self, sample: Sample | None) -> float:
-        """How long a request given up on keeps its place: the time the endpoint takes for it alone (as long as it
-        was given, before anything was measured)."""
+        """How long a request given up on keeps its place: the time the endpoint takes for it alone (twice as long as
+        it was given, before anything was measured: a server that ran past a timeout may well need as much again)."""
         if sample is None:
             return _ABANDONED_HOLD[0]
         expected = self.expected_seconds(sample.sent)
         low, high = _ABANDONED_HOLD
-        return min(high, max(low, expected if expected is not None else sample.seconds))
+        return min(high, max(low, expected if expected is not None else 2 * sample.seconds))
 
     def _note_throttled(self, outcome: Outcome) -> float:
         """The cool-down a 429 starts (seconds); the thread that got it waits before its retry anyway."""

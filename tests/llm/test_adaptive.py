@@ -2,6 +2,7 @@
 the limit it finds against the scripted server's one-slot mode, with Redis (the cluster's) and without (the
 process's). Convergence is counted in requests, never in seconds."""
 
+import json
 import random
 import threading
 import uuid
@@ -283,3 +284,27 @@ def test_check_endpoint_says_the_pace_of_a_one_slot_server(llm_stub):
     pace = llm_stub.profile.capabilities["concurrency"]
     assert pace["slots"] == 1 and 100 < pace["prompt_tokens_per_second"] < 2000
     assert endpoint_limiter(llm_stub.profile).adaptive_state()["limit"] == 1.0  # the limit starts there
+
+
+def test_a_call_that_timed_out_is_retried_only_once_the_server_is_done_with_it(stub, settings):
+    """A one-slot server takes about 0.5 s for the prompt; the profile's timeout is 0.3 s. The client gives up, backs
+    off until the server should be done with the abandoned request, then retries with a longer timeout: the server
+    never has two requests at once, and the abandoned one was finished for nobody."""
+    from tests.llm.conftest import ask
+
+    settings.SIMIA_LLM_BACKOFF_BASE = 0.01
+    stub.profile.timeout_seconds = 0.3
+    stub.profile.save()
+    stub.set_slots(1)
+    stub.seconds_per_prompt_token = 0.5 / (len(json.dumps(_asked_messages())) / 4)
+    stub.take_max_in_flight()
+    reply = ask()
+    assert [call.error_kind for call in reply.calls] == ["timeout", ""]
+    assert reply.data == {"answer": 42}
+    assert stub.take_max_in_flight() == 1
+    assert stub.abandoned == 1
+
+
+def _asked_messages() -> list[dict]:
+    """The messages `ask` sends (its question with the schema in the system prompt, as the stub's structured mode)."""
+    return [{"role": "user", "content": "What is six times seven?"}]
