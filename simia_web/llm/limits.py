@@ -56,7 +56,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import redis
 from django.conf import settings
@@ -676,7 +676,8 @@ def endpoint_limiter(profile) -> EndpointLimiter:
         lease_seconds=settings.SIMIA_LLM_LEASE_SECONDS,
         start=profile_slots(profile),
     )
-    key = (profile.pk, profile.base_url, limits, settings.SIMIA_LLM_LIMITS_REDIS_URL)
+    # Not keyed by where the limit starts: a probe moves the limiter's limit (adaptive_start), not to another limiter.
+    key = (profile.pk, profile.base_url, replace(limits, start=None), settings.SIMIA_LLM_LIMITS_REDIS_URL)
     with _limiters_lock:
         if key not in _limiters:
             _limiters[key] = EndpointLimiter(limiter_name(profile), limits, settings.SIMIA_LLM_LIMITS_REDIS_URL)
