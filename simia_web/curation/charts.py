@@ -5,6 +5,8 @@ Each function takes plain numbers from a selector and returns coordinates and la
 
 from datetime import date
 
+from .models import TrajectoryStatus
+
 WIDTH = 560
 LABEL_WIDTH = 110
 BAR_HEIGHT = 18
@@ -20,6 +22,8 @@ STATUS_COLOURS = {
     "rejected": "c-rejected",
 }
 VERDICT_COLOURS = {"pass": "c-pass", "fail": "c-fail", "none": "c-generated"}
+# Legends and tooltips name a segment as the badges do ("Judge: fail", not judged_fail).
+KEY_LABELS = {**dict(TrajectoryStatus.choices), "pass": "Judge: pass", "fail": "Judge: fail", "none": "Not judged"}
 SERIES_COLOURS = ["s0", "s1", "s2", "s3", "s4", "s5"]
 
 
@@ -37,7 +41,8 @@ def stacked_bar(data: dict[str, dict[str, int]], colours: dict[str, str]) -> dic
             if not n:
                 continue
             width = span * n / largest
-            segments.append({"x": round(x, 1), "width": round(max(width, 1), 1), "cls": cls, "n": n, "key": key})
+            label_of = KEY_LABELS.get(key, key)
+            segments.append({"x": round(x, 1), "width": round(max(width, 1), 1), "cls": cls, "n": n, "key": label_of})
             x += width
         y = i * (BAR_HEIGHT + ROW_GAP)
         rows.append(
@@ -56,7 +61,7 @@ def stacked_bar(data: dict[str, dict[str, int]], colours: dict[str, str]) -> dic
         "height": max(len(rows) * (BAR_HEIGHT + ROW_GAP), BAR_HEIGHT),
         "bar_height": BAR_HEIGHT,
         "label_x": LABEL_WIDTH - 6,
-        "legend": [(key, cls) for key, cls in colours.items()],
+        "legend": [(KEY_LABELS.get(key, key), cls) for key, cls in colours.items()],
     }
 
 

@@ -174,7 +174,7 @@ def dashboard(request):
             "chart_domain": chart_domain,
             "chart_job": chart_job,
             "domains": domain_names(),
-            "first_steps": first_steps(),
+            "first_steps": first_steps() if request.user.has_role("curator") else None,
         },
     )
 

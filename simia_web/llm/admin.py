@@ -94,7 +94,7 @@ class EndpointProfileAdmin(admin.ModelAdmin):
             {
                 "fields": ("api_key_env",),
                 "description": "The name of the environment variable that holds the API key on the web and "
-                "worker machines. The key itself is never stored.",
+                "worker machines. To store a key (encrypted) instead, use the LLM endpoints page (/llm/endpoints/).",
             },
         ),
         ("Generation", {"fields": ("temperature", "max_tokens", "stage_max_tokens", "timeout_seconds")}),

@@ -68,3 +68,14 @@ def test_demo_data_says_where_to_set_an_endpoint(db, settings, monkeypatch):
     _passed(profile)
     call_command("demo_data", stdout=(out := StringIO()))
     assert "local (m at http://127.0.0.1:9/v1) passed its test" in out.getvalue()
+
+
+def test_chart_legends_name_statuses_as_the_badges_do():
+    from simia_web.curation import charts
+
+    chart = charts.stacked_bar({"shop": {"judged_fail": 2, "accepted": 1}}, charts.STATUS_COLOURS)
+    legend = [label for label, _cls in chart["legend"]]
+    assert "Judge: fail" in legend and "judged_fail" not in legend
+    assert {s["key"] for s in chart["rows"][0]["segments"]} == {"Judge: fail", "Accepted"}
+    verdicts = charts.stacked_bar({"shop": {"pass": 1}}, charts.VERDICT_COLOURS)
+    assert [label for label, _cls in verdicts["legend"]] == ["Judge: pass", "Judge: fail", "Not judged"]
