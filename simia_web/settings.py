@@ -55,6 +55,7 @@ INSTALLED_APPS = [
     "simia_web.core",
     "simia_web.dedup",
     "simia_web.accounts",
+    "simia_web.auditlog",
     "simia_web.llm",
     "simia_web.catalog",
     "simia_web.jobs",
@@ -169,6 +170,20 @@ AXES_FAILURE_LIMIT = int(os.environ.get("SIMIA_LOGIN_FAILURES", "10"))
 AXES_COOLOFF_TIME = timedelta(minutes=int(os.environ.get("SIMIA_LOGIN_COOLOFF_MINUTES", "15")))
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]  # the address is REMOTE_ADDR (axes' default), not spoofable
 AXES_RESET_ON_SUCCESS = True
+
+# Single sign-on with the company's OpenID provider (docs/workspaces-and-sign-in.md): on when an issuer is set.
+# The endpoints and keys come from the issuer's /.well-known/openid-configuration.
+SIMIA_OIDC_ISSUER = os.environ.get("SIMIA_OIDC_ISSUER", "")
+SIMIA_OIDC_CLIENT_ID = os.environ.get("SIMIA_OIDC_CLIENT_ID", "")
+SIMIA_OIDC_CLIENT_SECRET = os.environ.get("SIMIA_OIDC_CLIENT_SECRET", "")
+SIMIA_OIDC_SCOPES = os.environ.get("SIMIA_OIDC_SCOPES", "openid email profile")
+SIMIA_OIDC_GROUPS_CLAIM = os.environ.get("SIMIA_OIDC_GROUPS_CLAIM", "groups")
+# A JSON object: group name → list of "WORKSPACE:ROLE"; "*:admin" makes a site administrator.
+SIMIA_OIDC_ROLE_MAP = os.environ.get("SIMIA_OIDC_ROLE_MAP", "{}")
+# 0: local passwords sign in site administrators only; everyone else signs in with the OpenID provider.
+SIMIA_PASSWORD_LOGIN = env_bool("SIMIA_PASSWORD_LOGIN", True)
+# Audit events older than this are purged, at most once an hour, by the watchdog's beat.
+SIMIA_AUDIT_RETENTION_DAYS = int(os.environ.get("SIMIA_AUDIT_RETENTION_DAYS", "400"))
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"

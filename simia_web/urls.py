@@ -6,6 +6,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from simia_web.accounts.permissions import IsMember
+from simia_web.accounts.views import LoginView
 
 # Each app owns its pages (urls.py) and its REST endpoints (api_urls.py).
 APPS = [
@@ -20,11 +21,12 @@ APPS = [
     "fidelity",
     "calibration",
     "audits",
+    "auditlog",
 ]
 
 urlpatterns = [
     path("admin/", admin.site.urls),
-    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/login/", LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("api/schema/", SpectacularAPIView.as_view(permission_classes=[IsMember]), name="api-schema"),
     path(

@@ -73,7 +73,11 @@ def llm_stub(db, settings):
 
 @pytest.fixture
 def users(db):
-    return {role: user_create(username=role, role=role, password=PASSWORD) for role in Role.values}
+    # The admin is a site administrator too (as `make run`'s printed admin is): it reaches the admin site.
+    return {
+        role: user_create(username=role, role=role, password=PASSWORD, site_admin=role == Role.ADMIN)
+        for role in Role.values
+    }
 
 
 @pytest.fixture

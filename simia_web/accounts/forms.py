@@ -87,5 +87,3 @@ class PasswordSetForm(forms.Form):
         elif data.get("password1") != data.get("password2"):
             self.add_error("password2", "The two passwords differ.")
         return data
-
-

@@ -16,37 +16,94 @@ class Role(models.TextChoices):
 ROLE_RANK: dict[str, int] = {Role.ANNOTATOR: 1, Role.CURATOR: 2, Role.ADMIN: 3}
 
 
+DEFAULT_WORKSPACE = "default"
+
+
+class Workspace(models.Model):
+    """A team's corner of the deployment. People belong to it through memberships, each with a role."""
+
+    slug = models.SlugField(max_length=64, unique=True)
+    name = models.CharField(max_length=200)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self):
+        return self.slug
+
+
+class Membership(models.Model):
+    """A user's role in one workspace: one row per user and workspace."""
+
+    user = models.ForeignKey("accounts.User", on_delete=models.CASCADE, related_name="memberships")
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=16, choices=Role.choices)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "workspace"], name="membership_unique_user_workspace")]
+        indexes = [models.Index(fields=["workspace", "user"], name="membership_workspace_user")]
+
+    def __str__(self):
+        return f"{self.user_id}@{self.workspace_id}:{self.role}"
+
+
 class UserManager(DjangoUserManager):
     def create_superuser(self, username, email=None, password=None, **extra_fields):
-        """A superuser is an admin (Django's `createsuperuser` comes here): the role sets the flags."""
+        """A superuser is a site administrator with the admin role (Django's `createsuperuser` comes here)."""
         if extra_fields.setdefault("role", Role.ADMIN) != Role.ADMIN:
             raise ValueError("A superuser has the admin role.")
+        extra_fields["is_site_admin"] = True
         return super().create_superuser(username, email, password, **extra_fields)
 
 
 class User(AbstractUser):
-    role = models.CharField(max_length=16, choices=Role.choices, default=Role.ANNOTATOR)
-    # The role is the one fact: the database derives Django's flags from it on every write (a form, the API, a
-    # command, a bulk update), so a demoted admin loses the admin site and every admin power on the next request.
+    # The user's role in their current workspace (`current_workspace`), kept in step with that membership by
+    # accounts.services (a switch, a membership change, a sign-in), so that every check made today
+    # (`has_role`, `role_required`, the REST permissions) reads the role of the workspace the user works in.
+    # Empty: a member of no workspace, who may do nothing.
+    role = models.CharField(max_length=16, choices=Role.choices, default=Role.ANNOTATOR, blank=True)
+    current_workspace = models.ForeignKey(Workspace, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    # A site administrator creates workspaces, manages every membership and acts as an admin in every workspace.
+    is_site_admin = models.BooleanField(
+        "site administrator", default=False, help_text="Creates workspaces and manages every workspace's members."
+    )
+    # Django's flags follow the site administrator flag, derived by the database on every write (a form, the API,
+    # a command, a bulk update): only site administrators log into the admin site, which shows every workspace.
     is_staff = models.GeneratedField(
-        expression=Q(role=Role.ADMIN),  # type: ignore[arg-type]  # Django resolves a Q; the stubs ask an Expression
+        expression=Q(is_site_admin=True),  # type: ignore[arg-type]  # Django resolves a Q; the stubs ask an Expression
         output_field=models.BooleanField(),
         db_persist=True,
         verbose_name="staff status",
-        help_text="Set by the role: only admins log into the admin site.",
+        help_text="Set by the site administrator flag: only they log into the admin site.",
     )
     is_superuser = models.GeneratedField(
-        expression=Q(role=Role.ADMIN),  # type: ignore[arg-type]  # Django resolves a Q; the stubs ask an Expression
+        expression=Q(is_site_admin=True),  # type: ignore[arg-type]  # Django resolves a Q; the stubs ask an Expression
         output_field=models.BooleanField(),
         db_persist=True,
         verbose_name="superuser status",
-        help_text="Set by the role: admins have every permission.",
+        help_text="Set by the site administrator flag: site administrators have every permission.",
     )
+
+    # Who the company's OpenID provider says this is (issuer and subject), for users who sign in with it.
+    oidc_issuer = models.CharField(max_length=255, blank=True, default="")
+    oidc_subject = models.CharField(max_length=255, blank=True, default="")
 
     objects: ClassVar[UserManager] = UserManager()
 
+    class Meta(AbstractUser.Meta):
+        constraints = [
+            models.UniqueConstraint(
+                fields=["oidc_issuer", "oidc_subject"], condition=~Q(oidc_subject=""), name="user_unique_oidc_identity"
+            )
+        ]
+
     def has_role(self, role: str) -> bool:
-        """True when the user's role is `role` or ranks above it."""
+        """True when the user's role in their current workspace is `role` or ranks above it; a site administrator
+        has every role."""
         if not self.is_active:
             return False
+        if self.is_site_admin:
+            return True
         return ROLE_RANK.get(self.role, 0) >= ROLE_RANK[role]

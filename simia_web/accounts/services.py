@@ -1,3 +1,5 @@
+import re
+
 from django.contrib.auth.password_validation import validate_password
 from django.contrib.auth.tokens import default_token_generator
 from django.core.exceptions import ValidationError
@@ -8,7 +10,8 @@ from rest_framework.authtoken.models import Token
 
 from simia_web.core.services import audit_record
 
-from .models import Role, User
+from .models import DEFAULT_WORKSPACE, Membership, Role, User, Workspace
+from .oidc import Grants, SignInRefused, grants_for, groups_from
 
 
 def _role_check(role: str) -> None:
@@ -16,26 +19,158 @@ def _role_check(role: str) -> None:
         raise ValueError(f"Unknown role {role!r}; choose one of {', '.join(Role.values)}.")
 
 
+# -- workspaces and memberships -----------------------------------------------------------------------------------
+# `User.role` is the role in `User.current_workspace`: every function here that changes either keeps it in step.
+
+
+def workspace_default() -> Workspace:
+    """The `default` workspace, where data and people go when no workspace is named."""
+    workspace, _ = Workspace.objects.get_or_create(slug=DEFAULT_WORKSPACE, defaults={"name": "Default"})
+    return workspace
+
+
+def workspace_get(*, slug: str) -> Workspace:
+    workspace = Workspace.objects.filter(slug=slug).first()
+    if workspace is None:
+        raise ValidationError({"workspace": f"No workspace {slug!r}."})
+    return workspace
+
+
 @transaction.atomic
-def user_create(*, username: str, role: str, password: str, actor=None, email: str = "") -> User:
+def workspace_create(*, slug: str, name: str = "", actor=None) -> Workspace:
+    if Workspace.objects.filter(slug=slug).exists():
+        raise ValidationError({"slug": f"A workspace {slug!r} exists already."})
+    workspace = Workspace(slug=slug, name=name or slug)
+    workspace.full_clean()
+    workspace.save()
+    audit_record(
+        actor=actor, action="workspace.create", target=workspace, workspace=workspace, data={"name": workspace.name}
+    )
+    return workspace
+
+
+def _user_role_sync(user: User) -> None:
+    """Point the user at a workspace they belong to (their current one if they still do) and copy its role."""
+    memberships = Membership.objects.filter(user=user).select_related("workspace").order_by("workspace__slug")
+    current = memberships.filter(workspace_id=user.current_workspace_id).first() or memberships.first()
+    if current is not None:
+        user.current_workspace, user.role = current.workspace, current.role
+    elif user.is_site_admin and user.current_workspace_id is not None:
+        user.role = Role.ADMIN  # a site administrator acts as an admin wherever they look
+    else:
+        user.current_workspace, user.role = None, ""
+    user.save(update_fields=["current_workspace", "role"])
+
+
+@transaction.atomic
+def membership_set(*, workspace: Workspace, user: User, role: str, actor=None) -> Membership:
+    """Give `user` the role `role` in `workspace` (a new membership, or another role); audit-logged."""
     _role_check(role)
-    user = User(username=username, role=role, email=email)
+    membership = Membership.objects.select_for_update().filter(workspace=workspace, user=user).first()
+    before = membership.role if membership else None
+    if membership is None:
+        membership = Membership.objects.create(workspace=workspace, user=user, role=role)
+    elif membership.role != role:
+        membership.role = role
+        membership.save(update_fields=["role"])
+    if before != role:
+        audit_record(
+            actor=actor,
+            action="membership.grant" if before is None else "membership.role",
+            target=user,
+            workspace=workspace,
+            data={"workspace": workspace.slug, "username": user.username, "from": before, "to": role},
+        )
+    if user.current_workspace_id in (None, workspace.pk):
+        user.current_workspace = workspace
+    _user_role_sync(user)
+    return membership
+
+
+@transaction.atomic
+def membership_remove(*, workspace: Workspace, user: User, actor=None) -> bool:
+    """Take `user` out of `workspace`; their current workspace moves to another they belong to. False when they
+    were not a member."""
+    membership = Membership.objects.select_for_update().filter(workspace=workspace, user=user).first()
+    if membership is None:
+        return False
+    membership.delete()
+    audit_record(
+        actor=actor,
+        action="membership.revoke",
+        target=user,
+        workspace=workspace,
+        data={"workspace": workspace.slug, "username": user.username, "from": membership.role, "to": None},
+    )
+    if user.current_workspace_id == workspace.pk and not user.is_site_admin:
+        user.current_workspace = None
+    _user_role_sync(user)
+    return True
+
+
+@transaction.atomic
+def workspace_switch(*, user: User, workspace: Workspace) -> User:
+    """Make `workspace` the user's current one (remembered for their next visits); members and site
+    administrators only."""
+    if not user.is_site_admin and not Membership.objects.filter(user=user, workspace=workspace).exists():
+        raise ValidationError({"workspace": "You are not a member of this workspace."})
+    user.current_workspace = workspace
+    _user_role_sync(user)
+    return user
+
+
+def _memberships_initial(*, user: User, role: str, workspaces: list[str] | None, actor) -> None:
+    targets = [workspace_get(slug=slug) for slug in workspaces] if workspaces else [workspace_default()]
+    for workspace in targets:
+        membership_set(workspace=workspace, user=user, role=role, actor=actor)
+    user.current_workspace = targets[0]
+    _user_role_sync(user)
+
+
+@transaction.atomic
+def user_create(
+    *,
+    username: str,
+    role: str,
+    password: str,
+    actor=None,
+    email: str = "",
+    workspaces: list[str] | None = None,
+    site_admin: bool = False,
+) -> User:
+    """A user with `role` in each of `workspaces` (by slug; the `default` workspace when none is named)."""
+    _role_check(role)
+    user = User(username=username, role=role, email=email, is_site_admin=site_admin)
     user.full_clean(exclude=["password"])
     validate_password(password, user)  # the same length and similarity rules as the password forms
     user.set_password(password)
     user.save()
-    audit_record(actor=actor, action="user.create", target=user, data={"role": role})
+    audit_record(actor=actor, action="user.create", target=user, data={"role": role, "site_admin": site_admin})
+    _memberships_initial(user=user, role=role, workspaces=workspaces, actor=actor)
     return user
 
 
 @transaction.atomic
 def user_role_set(*, user: User, role: str, actor=None) -> User:
-    """Give the user another role; its staff and superuser flags follow (the database derives them)."""
+    """Give the user another role in their current workspace (the `default` one if they have none)."""
     _role_check(role)
     before = user.role
+    workspace = user.current_workspace or workspace_default()
     user.role = role
     user.save(update_fields=["role"])
-    audit_record(actor=actor, action="user.role", target=user, data={"from": before, "to": role})
+    audit_record(actor=actor, action="user.role", target=user, workspace=workspace, data={"from": before, "to": role})
+    membership_set(workspace=workspace, user=user, role=role, actor=actor)
+    return user
+
+
+@transaction.atomic
+def user_site_admin_set(*, user: User, site_admin: bool, actor=None) -> User:
+    before = user.is_site_admin
+    if before != site_admin:
+        user.is_site_admin = site_admin
+        user.save(update_fields=["is_site_admin"])
+        audit_record(actor=actor, action="user.site_admin", target=user, data={"from": before, "to": site_admin})
+        user.refresh_from_db(fields=["is_staff", "is_superuser"])
     return user
 
 
@@ -66,6 +201,7 @@ def user_invite(*, username: str, role: str, actor, email: str = "") -> User:
     user.set_unusable_password()
     user.save()
     audit_record(actor=actor, action="user.invite", target=user, data={"role": role})
+    _memberships_initial(user=user, role=role, workspaces=None, actor=actor)
     return user
 
 
@@ -104,4 +240,73 @@ def user_password_set(*, user: User, password: str, actor) -> User:
     user.set_password(password)
     user.save(update_fields=["password"])
     audit_record(actor=actor, action="user.password", target=user, data={})
+    return user
+
+
+# -- single sign-on --------------------------------------------------------------------------------------------------
+
+_USERNAME = re.compile(r"^[\w.@+-]{1,150}\Z")
+
+
+def _oidc_username(claims: dict) -> str:
+    for name in ("preferred_username", "email"):
+        value = str(claims.get(name) or "")
+        if value and _USERNAME.match(value):
+            return value
+    raise SignInRefused("no_username", "The identity provider sent neither a usable preferred_username nor an email.")
+
+
+def _oidc_memberships_sync(*, user: User, grants: Grants) -> None:
+    """Memberships in the workspaces the role map names follow the groups: a group added grants, a group removed
+    revokes. Memberships in other workspaces are managed by hand and left alone."""
+    current = {m.workspace.slug: m for m in Membership.objects.filter(user=user).select_related("workspace")}
+    for slug in sorted(grants.managed | set(grants.roles)):
+        role = grants.roles.get(slug)
+        if role and (slug not in current or current[slug].role != role):
+            workspace, _ = Workspace.objects.get_or_create(slug=slug, defaults={"name": slug})
+            membership_set(workspace=workspace, user=user, role=role)
+        elif not role and slug in current:
+            membership_remove(workspace=current[slug].workspace, user=user)
+    if grants.manages_site_admin:
+        user_site_admin_set(user=user, site_admin=grants.site_admin)
+
+
+def oidc_sign_in(*, issuer: str, claims: dict) -> User:
+    """The user the provider vouched for (`claims`: the ID token's, verified), created on their first sign-in,
+    with their memberships set from their groups. Raises SignInRefused, creating no user, when no group of theirs
+    is mapped (an existing user then loses the memberships the map manages)."""
+    subject = str(claims.get("sub") or "")
+    if not subject:
+        raise SignInRefused("no_subject", "The identity provider sent no subject (sub) for this account.")
+    grants = grants_for(groups_from(claims))
+    with transaction.atomic():
+        user = User.objects.select_for_update().filter(oidc_issuer=issuer, oidc_subject=subject).first()
+        if user is not None:
+            _oidc_memberships_sync(user=user, grants=grants)
+    if not grants.roles and not grants.site_admin:
+        groups = ", ".join(groups_from(claims)) or "none"
+        raise SignInRefused(
+            "no_mapped_group",
+            f"Your account is in no group that gives access to Simia Web (your groups: {groups}). Ask your "
+            "administrator to add you to a group named in SIMIA_OIDC_ROLE_MAP.",
+        )
+    with transaction.atomic():
+        if user is None:
+            username = _oidc_username(claims)
+            if User.objects.filter(username__iexact=username).exists():
+                raise SignInRefused(
+                    "username_taken",
+                    f"A local account named {username!r} exists already and is not linked to this identity: "
+                    "ask an administrator to rename or remove it.",
+                )
+            user = User(username=username, email=str(claims.get("email") or ""), role="")
+            user.oidc_issuer, user.oidc_subject = issuer, subject
+            user.set_unusable_password()
+            user.full_clean(exclude=["password"])
+            user.save()
+            audit_record(actor=None, action="user.create", target=user, data={"via": "oidc", "issuer": issuer})
+            _oidc_memberships_sync(user=user, grants=grants)
+        if not user.is_active:
+            raise SignInRefused("inactive", "This account is deactivated: ask an administrator.")
+        user.refresh_from_db()
     return user

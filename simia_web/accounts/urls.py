@@ -8,6 +8,9 @@ urlpatterns = [
     path("users/new/", views.user_create, name="user-new"),
     path("users/<int:pk>/", views.user_edit, name="user-edit"),
     path("users/<int:pk>/password/", views.user_password, name="user-password"),
+    path("accounts/oidc/login/", views.oidc_login, name="oidc-login"),
+    path("accounts/oidc/callback/", views.oidc_callback, name="oidc-callback"),
+    path("workspaces/switch/", views.workspace_switch, name="workspace-switch"),
     # Where an invited user, or one whose password an admin reset by link, chooses a password.
     path(
         "accounts/reset/<uidb64>/<token>/",

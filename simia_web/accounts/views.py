@@ -1,21 +1,33 @@
 """The Users page (admins): list users, create one with a password or an invitation link, change a role or an
 e-mail address, deactivate, and reset a password (set it, or make a link where the user sets it)."""
 
+from authlib.integrations.base_client import MismatchingStateError, OAuthError
+from django.conf import settings
 from django.contrib import messages
+from django.contrib.auth import login
+from django.contrib.auth import views as auth_views
+from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
+from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
+from joserfc.errors import BadSignatureError, ExpiredTokenError, InvalidClaimError, JoseError, MissingClaimError
+from requests import RequestException
 
 from simia_web.core.forms import form_errors_add
 
 from . import selectors, services
 from .forms import SET_PASSWORD, PasswordSetForm, UserCreateForm, UserEditForm
-from .models import User
+from .models import User, Workspace
+from .oidc import SignInRefused, oidc_client, oidc_enabled
 from .permissions import role_required
+from .receivers import sign_in_refused_record
 
 PAGE_SIZE = 100
+OIDC_LEEWAY_SECONDS = 60  # clock skew allowed on the ID token's exp and iat
 
 
 def _link(request, user: User) -> str:
@@ -102,3 +114,129 @@ def user_password(request, pk: int):
     initial = {"email": person.email, "role": person.role, "is_active": person.is_active}
     context = {"person": person, "form": UserEditForm(initial=initial, prefix="user"), "password_form": password_form}
     return render(request, "accounts/user_edit.html", context, status=400)
+
+
+# -- signing in: the login page, the OpenID Connect flow, choosing a workspace ----------------------------------------
+
+
+class LoginView(auth_views.LoginView):
+    """Django's login page, with the single sign-on button when it is configured; with SIMIA_PASSWORD_LOGIN=0 a
+    password signs in site administrators only."""
+
+    def get_context_data(self, **kwargs):
+        context = super().get_context_data(**kwargs)
+        context.update(oidc_enabled=oidc_enabled(), password_login=settings.SIMIA_PASSWORD_LOGIN)
+        return context
+
+    def form_valid(self, form):
+        user = form.get_user()
+        if not settings.SIMIA_PASSWORD_LOGIN and not user.is_site_admin:
+            sign_in_refused_record(
+                request=self.request, method="password", reason="password_login_off", username=user.username
+            )
+            form.add_error(None, "Password login is turned off here: sign in with your company account.")
+            return self.form_invalid(form)
+        return super().form_valid(form)
+
+
+def _refused(request, exc: SignInRefused, *, username: str = "", detail: str = ""):
+    sign_in_refused_record(request=request, method="oidc", reason=exc.reason, username=username, detail=detail)
+    return render(
+        request,
+        "accounts/sign_in_refused.html",
+        {"message": exc.message, "reason": exc.reason},
+        status=403 if exc.reason in ("no_mapped_group", "inactive", "username_taken") else 400,
+    )
+
+
+def oidc_login(request):
+    """Start the OpenID Connect flow: to the provider, which sends the browser back to `oidc_callback`."""
+    if not oidc_enabled():
+        raise Http404("Single sign-on is not configured.")
+    next_url = request.GET.get("next", "")
+    if url_has_allowed_host_and_scheme(next_url, allowed_hosts={request.get_host()}, require_https=request.is_secure()):
+        request.session["oidc_next"] = next_url
+    try:
+        return oidc_client().authorize_redirect(request, request.build_absolute_uri(reverse("oidc-callback")))
+    except (OSError, RequestException, OAuthError, ValueError) as exc:
+        return _refused(
+            request,
+            SignInRefused("provider_unreachable", "The identity provider cannot be reached: try again."),
+            detail=str(exc),
+        )
+
+
+# What each refusal of the provider's answer means, for the person and for the log.
+_TOKEN_REFUSALS: list[tuple[type[Exception], str, str]] = [
+    (
+        MismatchingStateError,
+        "wrong_state",
+        "This sign-in answer does not belong to the sign-in you started (its "
+        "state differs): start again from the login page.",
+    ),
+    (
+        InvalidClaimError,
+        "invalid_claim",
+        "The identity provider's ID token was not for this site, or not from the "
+        "expected issuer, or not for this sign-in (nonce): sign-in refused.",
+    ),
+    (MissingClaimError, "missing_claim", "The identity provider's ID token lacks a required claim: sign-in refused."),
+    (ExpiredTokenError, "expired_token", "The identity provider's ID token has expired: start again."),
+    (
+        BadSignatureError,
+        "bad_signature",
+        "The identity provider's ID token signature could not be verified: sign-in refused.",
+    ),
+]
+
+
+def _token_refusal(exc: Exception) -> SignInRefused:
+    for kind, reason, message in _TOKEN_REFUSALS:
+        if isinstance(exc, kind):
+            if reason == "invalid_claim":
+                reason = f"wrong_{getattr(exc, 'claim', 'claim')}"  # wrong_iss, wrong_aud, wrong_nonce
+            return SignInRefused(reason, message)
+    if isinstance(exc, JoseError):
+        return SignInRefused(
+            "invalid_token", "The identity provider's ID token could not be verified: sign-in refused."
+        )
+    return SignInRefused("provider_error", "The identity provider refused or failed the sign-in: start again.")
+
+
+def oidc_callback(request):
+    """Where the provider sends the browser back: check the answer (state, then the ID token's signature, issuer,
+    audience, expiry and nonce), then sign the user in with the memberships their groups give."""
+    if not oidc_enabled():
+        raise Http404("Single sign-on is not configured.")
+    try:
+        token = oidc_client().authorize_access_token(request, leeway=OIDC_LEEWAY_SECONDS)
+        claims = token.get("userinfo")
+        if not claims:
+            raise SignInRefused("no_id_token", "The identity provider sent no ID token: sign-in refused.")
+        user = services.oidc_sign_in(issuer=settings.SIMIA_OIDC_ISSUER, claims=dict(claims))
+    except SignInRefused as exc:
+        return _refused(request, exc)
+    except (OAuthError, JoseError, RequestException, OSError, ValueError) as exc:
+        return _refused(request, _token_refusal(exc), detail=f"{type(exc).__name__}: {exc}")
+    next_url = request.session.pop("oidc_next", "") or settings.LOGIN_REDIRECT_URL
+    request.sign_in_method = "oidc"
+    login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+    return redirect(next_url)
+
+
+@login_required
+@require_POST
+def workspace_switch(request):
+    """Make the chosen workspace the user's current one (remembered), then back to where they were."""
+    workspace = Workspace.objects.filter(slug=request.POST.get("workspace", "")).first()
+    if workspace is None:
+        raise Http404("No such workspace.")
+    try:
+        services.workspace_switch(user=request.user, workspace=workspace)
+    except ValidationError as exc:
+        raise Http404("You are not a member of this workspace.") from exc
+    messages.success(request, f"Now working in {workspace.name}.")
+    back = request.POST.get("next", "")
+    if not url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()}, require_https=request.is_secure()):
+        back = "/"
+    return redirect(back)

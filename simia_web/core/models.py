@@ -15,9 +15,21 @@ class AuditEvent(models.Model):
     target_id = models.CharField(max_length=64)
     data = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    # The workspace the change happened in; empty for a site-wide change, and for events written before
+    # workspaces (read as the `default` workspace's by the audit log).
+    workspace = models.ForeignKey(
+        "accounts.Workspace", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
 
     class Meta:
-        indexes = [models.Index(fields=["target_type", "target_id"])]
+        # The audit log pages newest first (-id) under each of its filters: one index per filter, ending in id.
+        indexes = [
+            models.Index(fields=["target_type", "target_id"]),
+            models.Index(fields=["actor", "-id"], name="audit_actor_id"),
+            models.Index(fields=["action", "-id"], name="audit_action_id"),
+            models.Index(fields=["target_type", "target_id", "-id"], name="audit_target_id"),
+            models.Index(fields=["workspace", "-id"], name="audit_workspace_id"),
+        ]
 
     def __str__(self):
         return f"{self.action} {self.target_type}:{self.target_id}"

@@ -10,13 +10,19 @@ from .errors import VersionConflict
 from .models import AuditEvent, Revision
 
 
-def audit_record(*, actor, action: str, target: models.Model, data: dict | None = None) -> AuditEvent:
+def audit_record(
+    *, actor, action: str, target: models.Model | None, data: dict | None = None, workspace: models.Model | None = None
+) -> AuditEvent:
+    """One event: who (`actor`, None for the system) did `action` to `target` (None: to nothing stored, as a
+    refused sign-in); `data` holds what changed (by convention `from`/`to` for edits and settings); `workspace`
+    where, if anywhere."""
     return AuditEvent.objects.create(
         actor=actor if getattr(actor, "pk", None) else None,
         action=action,
-        target_type=target._meta.label_lower,
-        target_id=str(target.pk),
+        target_type=target._meta.label_lower if target is not None else "",
+        target_id=str(target.pk) if target is not None else "",
         data=data or {},
+        workspace=workspace if getattr(workspace, "pk", None) else None,
     )
 
 
@@ -57,3 +63,13 @@ def versioned_update(*, obj: Any, expected_version: int, fields: dict[str, Any])
     if not updated:
         raise VersionConflict(obj, expected_version)
     return obj.version
+
+
+def audit_purge(*, before, batch: int = 5000) -> int:
+    """Delete the audit events written before `before`, in batches of `batch` rows (short transactions); the count."""
+    purged = 0
+    while True:
+        ids = list(AuditEvent.objects.filter(created_at__lt=before).order_by("id").values_list("id", flat=True)[:batch])
+        if not ids:
+            return purged
+        purged += AuditEvent.objects.filter(id__in=ids).delete()[0]

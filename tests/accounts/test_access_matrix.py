@@ -128,6 +128,16 @@ ROUTES: dict[str, Route] = {
     "api-docs": api({"GET": ANNOTATOR}),
     # REST API
     "api-me": api({"GET": ANNOTATOR}),
+    # workspaces: members list theirs, site administrators create; a workspace's admins manage its members
+    "api-workspaces": api({"GET": ANNOTATOR, "POST": ADMIN}),
+    "api-workspace-members": api({"GET": ADMIN, "POST": ADMIN, "DELETE": ADMIN}, slug="workspace"),
+    "workspace-switch": page({"POST": ANNOTATOR}),
+    # single sign-on: public by design (the provider's answer is checked by the callback)
+    "oidc-login": page({}),
+    "oidc-callback": page({}),
+    # the audit log: admins (their workspaces), site administrators (everything)
+    "audit-log": page({"GET": ADMIN}),
+    "api-audit-log": api({"GET": ADMIN}),
     "api-domain-list": api({"GET": ANNOTATOR}),
     "api-domain-detail": api({"GET": ANNOTATOR}, name="domain"),
     "api-api-list": api({"GET": ANNOTATOR}),
@@ -257,6 +267,7 @@ def route_objects(users: dict) -> dict:
         "person": users[ANNOTATOR],
         "session": EnvSession.objects.create(domain=domain, task=task, created_by=users[CURATOR]),
         "kind": SimpleNamespace(pk="rollouts"),  # a job kind's queue page
+        "workspace": SimpleNamespace(pk="default"),  # every user of the table is a member of it
         "webhook": webhook,
         "delivery": WebhookDelivery.objects.create(subscription=webhook, event="ping", payload={}),
         "fidelity_run": FidelityRun.objects.create(domain=domain, reference={"url": "http://127.0.0.1:9/"}, method="s"),

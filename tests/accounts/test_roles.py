@@ -1,5 +1,6 @@
-"""Roles are one fact: the role decides Django's staff and superuser flags on every write, whatever writes it,
-and a demotion takes effect on the demoted user's next request."""
+"""A role is one fact: the role in the current workspace decides every check, and a demotion takes effect on the
+demoted user's next request; Django's staff and superuser flags follow the site administrator flag on every write,
+whatever writes it."""
 
 import io
 
@@ -25,18 +26,19 @@ def _admin_powers(client) -> dict[str, int]:
     }
 
 
-ADMIN = {"profiles": 200, "queue job": 400, "queue page": 200, "admin site": 200}  # 400: no seeds to amplify
+# 400: no seeds to amplify. A workspace admin is not a site administrator: the admin site shows every workspace.
+ADMIN = {"profiles": 200, "queue job": 400, "queue page": 200, "admin site": 302}
 ANNOTATOR = {"profiles": 403, "queue job": 403, "queue page": 403, "admin site": 302}
 
 
 @pytest.fixture
 def admin_session():
-    """A signed-in admin with a browser session and an API token, as before a demotion."""
+    """A signed-in (workspace) admin with a browser session and an API token, as before a demotion."""
     user = user_create(username="ada", role=Role.ADMIN, password=PASSWORD)
     session, token = APIClient(), APIClient()
     session.force_login(user)
     token.credentials(HTTP_AUTHORIZATION=f"Token {user_token(user=user)}")
-    assert user.is_staff and user.is_superuser
+    assert not user.is_staff and not user.is_superuser
     assert _admin_powers(session) == ADMIN and _admin_powers(token)["profiles"] == 200
     return user, session, token
 
@@ -81,25 +83,29 @@ def test_a_demotion_by_command_or_service_or_bulk_update_takes_effect_too(admin_
     _demoted(user, session, token)
 
     user_role_set(user=user, role=Role.ADMIN)
-    assert user.is_staff and user.is_superuser and _admin_powers(session) == ADMIN
+    assert user.memberships.get().role == Role.ADMIN and _admin_powers(session) == ADMIN
     User.objects.filter(pk=user.pk).update(role=Role.CURATOR)  # even a write that skips save()
     user.refresh_from_db()
-    assert not user.is_staff and not user.is_superuser
+    assert user.role == Role.CURATOR and not user.is_staff
     assert _admin_powers(session)["admin site"] == 302 and _admin_powers(session)["profiles"] == 403
 
 
-def test_the_flags_cannot_be_set_apart_from_the_role():
-    from simia_web.accounts.services import user_role_set
+def test_the_flags_cannot_be_set_apart_from_the_site_administrator_flag():
+    from simia_web.accounts.services import user_role_set, user_site_admin_set
 
     for role in Role.values:
         user = user_create(username=f"u-{role}", role=role, password=PASSWORD)
-        assert user.is_staff == user.is_superuser == (role == Role.ADMIN)
+        assert not user.is_staff and not user.is_superuser
+    site = user_create(username="site", role=Role.CURATOR, password=PASSWORD, site_admin=True)
+    assert site.is_staff and site.is_superuser and site.has_role(Role.ADMIN)
+    user_site_admin_set(user=site, site_admin=False)
+    assert not site.is_staff and not site.is_superuser and not site.has_role(Role.ADMIN)
     sneaky = User.objects.create_user("sneaky", password=PASSWORD, is_staff=True, is_superuser=True)
     sneaky.refresh_from_db()
     assert sneaky.role == Role.ANNOTATOR and not sneaky.is_staff and not sneaky.is_superuser
     assert not sneaky.has_role(Role.CURATOR)
     root = User.objects.create_superuser("root", "root@example.com", PASSWORD)  # what createsuperuser calls
-    assert root.role == Role.ADMIN and root.is_staff and root.is_superuser
+    assert root.role == Role.ADMIN and root.is_site_admin and root.is_staff and root.is_superuser
     with pytest.raises(ValueError, match="admin role"):
         User.objects.create_superuser("odd", "odd@example.com", PASSWORD, role=Role.CURATOR)
     with pytest.raises(ValueError, match="Unknown role"):

@@ -6,22 +6,43 @@ from simia_web.accounts.services import user_create, user_token
 
 
 class Command(BaseCommand):
-    help = "Create a user with a role; --token prints an API token for it."
+    help = (
+        "Create a user with a role in one or more workspaces (--workspace, repeatable; `default` when none is named); "
+        "--site-admin makes a site administrator; --token prints an API token for it."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("username")
         parser.add_argument("--role", choices=Role.values, required=True)
         parser.add_argument("--password", required=True)
         parser.add_argument("--email", default="")
+        parser.add_argument(
+            "--workspace",
+            action="append",
+            dest="workspaces",
+            metavar="SLUG",
+            help="A workspace the user gets --role in; repeat for several (default: the `default` workspace).",
+        )
+        parser.add_argument(
+            "--site-admin", action="store_true", help="A site administrator: creates workspaces, manages members."
+        )
         parser.add_argument("--token", action="store_true", help="Print a REST API token for the user.")
 
-    def handle(self, *args, username, role, password, email, token, **options):
+    def handle(self, *args, username, role, password, email, workspaces, site_admin, token, **options):
         if User.objects.filter(username=username).exists():
             raise CommandError(f"User {username!r} already exists.")
         try:
-            user = user_create(username=username, role=role, password=password, email=email)
+            user = user_create(
+                username=username,
+                role=role,
+                password=password,
+                email=email,
+                workspaces=workspaces,
+                site_admin=site_admin,
+            )
         except ValidationError as exc:
             raise CommandError("; ".join(exc.messages)) from exc
-        self.stdout.write(f"Created {role} {username}.")
+        where = ", ".join(workspaces or ["default"])
+        self.stdout.write(f"Created {role} {username} in {where}{' (site administrator)' if site_admin else ''}.")
         if token:
             self.stdout.write(user_token(user=user))

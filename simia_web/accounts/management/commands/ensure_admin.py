@@ -9,7 +9,7 @@ from simia_web.accounts.services import user_create
 
 
 class Command(BaseCommand):
-    help = "Create the local admin account if there is none, and print how to log in."
+    help = "Create the local admin account (a site administrator) if there is none, and print how to log in."
 
     def handle(self, *args, **opts):
         username = os.environ.get("SIMIA_ADMIN_USER", "admin")
@@ -20,7 +20,7 @@ class Command(BaseCommand):
             return
         password = os.environ.get("SIMIA_ADMIN_PASSWORD") or secrets.token_urlsafe(12)
         try:
-            user_create(username=username, role=Role.ADMIN, password=password)
+            user_create(username=username, role=Role.ADMIN, password=password, site_admin=True)
         except ValidationError as exc:
             raise CommandError(f"SIMIA_ADMIN_USER / SIMIA_ADMIN_PASSWORD: {'; '.join(exc.messages)}") from exc
         self.stdout.write(self.style.SUCCESS(f"Admin login: {username} / {password}"))
