@@ -193,8 +193,11 @@ _TOKEN_REFUSALS: list[tuple[type[Exception], str, str]] = [
 def _token_refusal(exc: Exception) -> SignInRefused:
     for kind, reason, message in _TOKEN_REFUSALS:
         if isinstance(exc, kind):
-            if reason == "invalid_claim":
-                reason = f"wrong_{getattr(exc, 'claim', 'claim')}"  # wrong_iss, wrong_aud, wrong_nonce
+            claim = getattr(exc, "claim", "")
+            if claim == "azp":  # another audience besides ours, and no authorized party naming us
+                reason, message = "wrong_aud", _TOKEN_REFUSALS[0 + 1][2]
+            elif reason == "invalid_claim":
+                reason = f"wrong_{claim or 'claim'}"  # wrong_iss, wrong_aud, wrong_nonce
             return SignInRefused(reason, message)
     if isinstance(exc, JoseError):
         return SignInRefused(
