@@ -13,7 +13,7 @@ from .models import Membership, Role, User, Workspace
 
 
 class MeSerializer(serializers.ModelSerializer):
-    current_workspace = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    current_workspace: serializers.SlugRelatedField = serializers.SlugRelatedField(slug_field="slug", read_only=True)
 
     class Meta:
         model = User
@@ -57,9 +57,8 @@ class WorkspaceListApi(ListCreateAPIView):
         return selectors.workspaces_for(user=self.request.user)
 
     def get_serializer_context(self):
-        context = super().get_serializer_context()
-        context["roles"] = dict(Membership.objects.filter(user=self.request.user).values_list("workspace_id", "role"))
-        return context
+        roles = dict(Membership.objects.filter(user_id=self.request.user.pk or 0).values_list("workspace_id", "role"))
+        return {**super().get_serializer_context(), "roles": roles}
 
     def create(self, request, *args, **kwargs):
         if not request.user.is_site_admin:

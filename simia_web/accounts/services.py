@@ -52,7 +52,8 @@ def workspace_create(*, slug: str, name: str = "", actor=None) -> Workspace:
 def _user_role_sync(user: User) -> None:
     """Point the user at a workspace they belong to (their current one if they still do) and copy its role."""
     memberships = Membership.objects.filter(user=user).select_related("workspace").order_by("workspace__slug")
-    current = memberships.filter(workspace_id=user.current_workspace_id).first() or memberships.first()
+    here = memberships.filter(workspace_id=user.current_workspace_id) if user.current_workspace_id else memberships
+    current = here.first() or memberships.first()
     if current is not None:
         user.current_workspace, user.role = current.workspace, current.role
     elif user.is_site_admin and user.current_workspace_id is not None:

@@ -12,8 +12,12 @@ from . import selectors
 
 
 class AuditEventSerializer(serializers.ModelSerializer):
-    actor = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
-    workspace = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)
+    actor: serializers.SlugRelatedField = serializers.SlugRelatedField(
+        slug_field="username", read_only=True, allow_null=True
+    )
+    workspace: serializers.SlugRelatedField = serializers.SlugRelatedField(
+        slug_field="slug", read_only=True, allow_null=True
+    )
     changes = serializers.SerializerMethodField(help_text="[field, before, after] for edits and settings.")
 
     class Meta:

@@ -11,7 +11,7 @@ from .models import AuditEvent, Revision
 
 
 def audit_record(
-    *, actor, action: str, target: models.Model | None, data: dict | None = None, workspace: models.Model | None = None
+    *, actor, action: str, target: models.Model | None, data: dict | None = None, workspace: Any = None
 ) -> AuditEvent:
     """One event: who (`actor`, None for the system) did `action` to `target` (None: to nothing stored, as a
     refused sign-in); `data` holds what changed (by convention `from`/`to` for edits and settings); `workspace`
