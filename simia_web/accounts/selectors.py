@@ -1,15 +1,28 @@
 """Reads of users for the Users page."""
 
-from django.db.models import QuerySet
+from typing import Any
+
+from django.db.models import F, QuerySet
 
 from .models import Membership, Role, User, Workspace
 
 
-def user_list() -> QuerySet[User]:
-    """Every user, active ones first, by name (paged by the page: a team has hundreds at most)."""
-    return User.objects.order_by("-is_active", "username").only(
+def user_list(*, workspace: Workspace | None = None) -> QuerySet[Any]:
+    """The members of `workspace` with their role there (`workspace_role`), or every user when None (a site
+    administrator's view), active ones first, by name (paged by the page: a team has hundreds at most)."""
+    users: QuerySet[Any] = User.objects.all()
+    if workspace is None:
+        users = users.annotate(workspace_role=F("role"))
+    else:
+        users = users.filter(memberships__workspace=workspace).annotate(workspace_role=F("memberships__role"))
+    return users.order_by("-is_active", "username").only(
         "id", "username", "email", "role", "is_active", "last_login", "date_joined", "password"
     )
+
+
+def user_in_scope(*, workspace: Workspace | None, pk: int) -> User | None:
+    """The user `pk` as the Users page of `workspace` shows them (None: not one of its members)."""
+    return user_list(workspace=workspace).filter(pk=pk).first()
 
 
 def workspaces_for(*, user) -> QuerySet[Workspace]:

@@ -183,18 +183,25 @@ def user_token(*, user: User) -> str:
 # -- users as admins manage them on the Users page ---------------------------------------------------------------
 
 
-def _last_admin_check(*, user: User, role: str, is_active: bool) -> None:
-    """Refuse a change that would leave no active admin (nobody could then manage users or endpoints)."""
-    if user.role != Role.ADMIN or (role == Role.ADMIN and is_active):
+def _last_admin_check(*, user: User, workspace: Workspace | None, role: str, is_active: bool) -> None:
+    """Refuse a change that would leave the workspace (or, without one, the site) with no active admin: nobody could
+    then manage its users or endpoints. Site administrators count as admins everywhere."""
+    before = Membership.objects.filter(workspace=workspace, user=user).values_list("role", flat=True).first()
+    if (before if workspace is not None else user.role) != Role.ADMIN or (role == Role.ADMIN and is_active):
         return
-    if not User.objects.filter(role=Role.ADMIN, is_active=True).exclude(pk=user.pk).exists():
+    admins = User.objects.filter(is_active=True).exclude(pk=user.pk)
+    if workspace is not None:
+        others = admins.filter(memberships__workspace=workspace, memberships__role=Role.ADMIN)
+    else:
+        others = admins.filter(role=Role.ADMIN)
+    if not (others.exists() or admins.filter(is_site_admin=True).exists()):
         raise ValidationError(
             {"role": "This is the only active admin: make another user an admin first, or nobody can manage users."}
         )
 
 
 @transaction.atomic
-def user_invite(*, username: str, role: str, actor, email: str = "") -> User:
+def user_invite(*, username: str, role: str, actor, email: str = "", workspaces: list[str] | None = None) -> User:
     """A user without a password yet: they choose one through the link of `user_password_link`."""
     _role_check(role)
     user = User(username=username, role=role, email=email)
@@ -202,7 +209,7 @@ def user_invite(*, username: str, role: str, actor, email: str = "") -> User:
     user.set_unusable_password()
     user.save()
     audit_record(actor=actor, action="user.invite", target=user, data={"role": role})
-    _memberships_initial(user=user, role=role, workspaces=None, actor=actor)
+    _memberships_initial(user=user, role=role, workspaces=workspaces, actor=actor)
     return user
 
 
@@ -213,13 +220,19 @@ def user_password_link(*, user: User) -> tuple[str, str]:
 
 
 @transaction.atomic
-def user_update(*, user: User, role: str, is_active: bool, email: str, actor) -> User:
-    """Change a user's role, e-mail address and whether they can log in; never the last active admin's."""
+def user_update(
+    *, user: User, role: str, is_active: bool, email: str, actor, workspace: Workspace | None = None
+) -> User:
+    """Change a user's role in `workspace` (their current one when None), e-mail address and whether they can log
+    in; never the last active admin's."""
     _role_check(role)
     if actor is not None and user.pk == actor.pk and not is_active:
         raise ValidationError({"is_active": "You cannot deactivate yourself: ask another admin."})
-    _last_admin_check(user=user, role=role, is_active=is_active)
-    if role != user.role:
+    _last_admin_check(user=user, workspace=workspace, role=role, is_active=is_active)
+    if workspace is not None:
+        membership_set(workspace=workspace, user=user, role=role, actor=actor)
+        user.refresh_from_db(fields=["role", "current_workspace"])
+    elif role != user.role:
         user_role_set(user=user, role=role, actor=actor)
     changes: dict[str, str | bool] = {}
     if email != user.email:

@@ -10,7 +10,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
 from django.http import Http404
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
@@ -35,15 +35,40 @@ def _link(request, user: User) -> str:
     return request.build_absolute_uri(reverse("password_reset_confirm", args=[uidb64, token]))
 
 
+def _scope(request) -> Workspace | None:
+    """The workspace whose users the page manages: the admin's current one; None (every user) for a site
+    administrator who has none."""
+    return request.user.current_workspace
+
+
+def _person(request, pk: int) -> User:
+    """A user of the admin's workspace; anyone else's is not found here (a site administrator reaches everyone)."""
+    person = selectors.user_in_scope(workspace=None if request.user.is_site_admin else _scope(request), pk=pk)
+    if person is None:
+        raise Http404("No such user in this workspace.")
+    return person
+
+
+def _role_in_scope(request, person: User) -> str:
+    workspace = _scope(request)
+    if workspace is None:
+        return person.role
+    role = person.memberships.filter(workspace=workspace).values_list("role", flat=True).first()
+    return role or person.role
+
+
 @role_required("admin")
 def user_list(request):
-    page = Paginator(selectors.user_list(), PAGE_SIZE).get_page(request.GET.get("page"))
-    return render(request, "accounts/user_list.html", {"page": page, "query": ""})
+    users = selectors.user_list(workspace=_scope(request))
+    page = Paginator(users, PAGE_SIZE).get_page(request.GET.get("page"))
+    return render(request, "accounts/user_list.html", {"page": page, "query": "", "workspace": _scope(request)})
 
 
 @role_required("admin")
 def user_create(request):
     form = UserCreateForm(request.POST or None)
+    workspace = _scope(request)
+    workspaces = [workspace.slug] if workspace is not None else None
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         try:
@@ -54,10 +79,15 @@ def user_create(request):
                     email=data["email"],
                     password=data["password1"],
                     actor=request.user,
+                    workspaces=workspaces,
                 )
             else:
                 user = services.user_invite(
-                    username=data["username"], role=data["role"], email=data["email"], actor=request.user
+                    username=data["username"],
+                    role=data["role"],
+                    email=data["email"],
+                    actor=request.user,
+                    workspaces=workspaces,
                 )
         except ValidationError as exc:
             form_errors_add(form, _on_password(exc))
@@ -78,12 +108,12 @@ def _on_password(exc: ValidationError) -> ValidationError:
 
 @role_required("admin")
 def user_edit(request, pk: int):
-    person = get_object_or_404(User, pk=pk)
-    initial = {"email": person.email, "role": person.role, "is_active": person.is_active}
+    person = _person(request, pk)
+    initial = {"email": person.email, "role": _role_in_scope(request, person), "is_active": person.is_active}
     form = UserEditForm(request.POST if request.method == "POST" else None, initial=initial, prefix="user")
     if request.method == "POST" and form.is_valid():
         try:
-            services.user_update(user=person, actor=request.user, **form.cleaned_data)
+            services.user_update(user=person, actor=request.user, workspace=_scope(request), **form.cleaned_data)
         except ValidationError as exc:
             form_errors_add(form, exc)
         else:
@@ -97,7 +127,7 @@ def user_edit(request, pk: int):
 @require_POST
 def user_password(request, pk: int):
     """Reset a password: set a new one, or (`link`) make a link where the user sets it."""
-    person = get_object_or_404(User, pk=pk)
+    person = _person(request, pk)
     if request.POST.get("link"):
         return render(request, "accounts/user_link.html", {"person": person, "link": _link(request, person)})
     password_form = PasswordSetForm(request.POST, prefix="password")
@@ -111,7 +141,7 @@ def user_password(request, pk: int):
         else:
             messages.success(request, f"The password of {person.username} was changed.")
             return redirect("user-edit", pk=person.pk)
-    initial = {"email": person.email, "role": person.role, "is_active": person.is_active}
+    initial = {"email": person.email, "role": _role_in_scope(request, person), "is_active": person.is_active}
     context = {"person": person, "form": UserEditForm(initial=initial, prefix="user"), "password_form": password_form}
     return render(request, "accounts/user_edit.html", context, status=400)
 

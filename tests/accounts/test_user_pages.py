@@ -103,3 +103,28 @@ def test_the_last_admin_stays(client_for, users):
     assert gone.status_code == 400 and b"cannot deactivate yourself" in gone.content
     me.refresh_from_db()
     assert me.role == Role.ADMIN and me.is_active
+
+
+def test_the_users_page_is_the_admins_workspace(client_for, users):
+    from simia_web.accounts.models import Membership
+    from simia_web.accounts.services import membership_set, user_create, workspace_create
+
+    other = workspace_create(slug="lab")
+    stranger = user_create(username="stranger", role="annotator", password=PASSWORD, workspaces=["lab"])
+    admin = client_for("curator")
+    admin.force_login(user_create(username="team-admin", role="admin", password=PASSWORD))  # not a site admin
+    listed = admin.get("/users/").content.decode()
+    assert "annotator" in listed and "stranger" not in listed
+    assert admin.get(f"/users/{stranger.pk}/").status_code == 404
+    assert admin.post(f"/users/{stranger.pk}/password/", {"link": "1"}).status_code == 404
+    # A role set here is the role in this workspace; another workspace's role stays.
+    person = users["annotator"]
+    membership_set(workspace=other, user=person, role="annotator")
+    admin.post(f"/users/{person.pk}/", {"user-role": "curator", "user-is_active": "on"})
+    roles = dict(Membership.objects.filter(user=person).values_list("workspace__slug", "role"))
+    assert roles == {"default": "curator", "lab": "annotator"}
+    made = admin.post("/users/new/", {"username": "newbie", "role": "annotator", "how": "invite"})
+    assert made.status_code == 200
+    assert list(Membership.objects.filter(user__username="newbie").values_list("workspace__slug", flat=True)) == [
+        "default"
+    ]
