@@ -4,7 +4,8 @@ violations, near-duplicates), with the judge's per-criterion verdicts and config
 
 A few reads whatever the size: the members' columns (id order), their verdicts (one pass, the latest non-failed
 per member kept) and the judge configurations, and the near-duplicate clusters' members. On PostgreSQL each column
-comes back as one array aggregated by the database, not as a row per member.
+comes back as one array aggregated by the database, not as a row per member. Portable fallback: elsewhere (SQLite)
+the same columns are read row by row (`_members`), tested against the arrays.
 """
 
 import warnings

@@ -161,7 +161,8 @@ class Trajectory(models.Model):
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     updated_at = models.DateTimeField(auto_now=True)
     # The messages' words for text search, kept by a PostgreSQL trigger from `messages` (migration 0007), so a match
-    # never parses a conversation again; NULL (unused) on SQLite.
+    # never parses a conversation again. Portable fallback: NULL and unused on SQLite, where the text filter casts the
+    # messages instead (curation.filters).
     search_vector = SearchVectorField(null=True, editable=False)
     # The domain's name (names never change), kept by the same trigger, so that the domain sort is one index
     # rather than a join; empty (unused: that sort joins) on SQLite.
