@@ -255,11 +255,30 @@ def _needed(audit: Audit, columns: tuple[np.ndarray, np.ndarray, np.ndarray]) ->
     )
 
 
+# The last trace computed per audit in this process, with the decisions it was computed from: the page asks for it
+# again on every view, and it changes only when a decision does.
+_TRACES: dict[int, tuple[tuple, list[dict]]] = {}
+TRACES_KEPT = 64
+
+
 def _trace(audit: Audit, decided: list[ItemState]) -> list[dict]:
     """Both intervals as they stood after the first k decisions (in the order they were made), for the plot."""
     if not decided:
         return []
-    labels, inclusion, predictions = _columns(sorted(decided, key=lambda item: item.review_id or 0))
+    by_time = sorted(decided, key=lambda item: item.review_id or 0)
+    key = tuple((item.review_id, item.label) for item in by_time)
+    kept = _TRACES.get(audit.pk)
+    if kept is not None and kept[0] == key:
+        return kept[1]
+    points = _trace_points(audit, by_time)
+    if len(_TRACES) >= TRACES_KEPT:
+        _TRACES.pop(next(iter(_TRACES)))
+    _TRACES[audit.pk] = (key, points)
+    return points
+
+
+def _trace_points(audit: Audit, by_time: list[ItemState]) -> list[dict]:
+    labels, inclusion, predictions = _columns(by_time)
     k_values = sorted({max(1, round(k)) for k in np.linspace(1, len(labels), min(TRACE_POINTS, len(labels)))})
     points = []
     for k in k_values:
