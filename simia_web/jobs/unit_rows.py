@@ -43,8 +43,8 @@ class _Statements:
         self.unit_fields = {name: _field(JobUnit, name.removesuffix("_id")) for name in _UNIT_FIELDS}
         self.job_fields = {name: _field(Job, name) for name in _JOB_FIELDS}
         u = {name: column(field) for name, field in self.unit_fields.items()}
-        others = ("attempts", "started_at", "finished_at", "lease_holder", "lease_until", "lease_taken_from")
-        others += ("error", "result")
+        others: tuple[str, ...] = ("attempts", "started_at", "finished_at", "lease_holder", "lease_until")
+        others += ("lease_taken_from", "error", "result")
         u |= {name: column(_field(JobUnit, name)) for name in others}
         j = {name: column(field) for name, field in self.job_fields.items()} | {"id": column(_field(Job, "id"))}
         quote = connection.ops.quote_name
