@@ -22,8 +22,15 @@ PORTABLE_MARK = "Portable fallback:"
 
 
 def test_every_route_answers_on_postgres_with_data_in_every_feature(client, users):
+    from simia_web.curation.duplicates import TRAJECTORIES
+    from simia_web.dedup.models import Signature
+
     client.force_login(users["admin"])
-    assert walk(client, feature_data(users)) == []
+    data = feature_data(users)
+    clusters = Signature.objects.filter(corpus=TRAJECTORIES, item_id__in=[t.pk for t in data["near_duplicates"]])
+    found = set(clusters.values_list("cluster", flat=True))
+    assert len(found) == 1 and None not in found  # the walk shows a near-duplicate cluster
+    assert walk(client, data) == []
 
 
 def test_every_route_answers_on_the_embedded_default_with_data_in_every_feature(tmp_path):
