@@ -207,7 +207,7 @@ def test_accepting_the_rest_is_refused_above_the_ceiling_and_done_at_it(users):
     assert outside.status != TrajectoryStatus.ACCEPTED
 
 
-def test_a_large_rest_is_accepted_by_a_bulk_decision_job_naming_the_audit(eager, users, monkeypatch):
+def test_a_large_rest_is_accepted_by_a_bulk_decision_job_naming_the_audit(eager, users, client, monkeypatch):
     from simia_web.audits import services
     from simia_web.curation.job_kinds import bulk_decision
     from simia_web.jobs.models import JobStatus
@@ -230,6 +230,9 @@ def test_a_large_rest_is_accepted_by_a_bulk_decision_job_naming_the_audit(eager,
     accepted = Review.objects.filter(audit=audit.pk)
     assert accepted.count() == 17 and {str(r.batch) for r in accepted} == {str(acceptance.batch)}
     assert Trajectory.objects.filter(pk__in=[m.pk for m in members], status=TrajectoryStatus.ACCEPTED).count() == 29
+    client.force_login(curator)
+    assert client.get(f"/jobs/{job.pk}/").status_code == 200
+    assert f"/jobs/{job.pk}/" in client.get(f"/audits/{audit.pk}/").content.decode()
 
 
 def test_postgresql_reads_the_population_as_arrays_the_same_as_rows(users):
