@@ -165,12 +165,12 @@ def rows_delete() -> None:
 
 def _gate_off() -> None:
     """In the child process: the gate's functions become pass-throughs (same conversion, manifest, files)."""
-    from simia_web.exports import formats, records
+    from simia_web.exports import records, writers
 
     records.messages_strict = lambda messages: messages
     records.tools_list = lambda tools: tools
     for validator in ("openai_problems", "sharegpt_problems", "tau2_simulation_problems"):
-        setattr(formats, validator, lambda record: [])
+        setattr(writers, validator, lambda record: [])
 
 
 def _peak_rss_kb() -> int:

@@ -15,10 +15,10 @@ from simia_web.core.rest import ErrorSerializer, FormatIsAFilter, SelectorListMi
 from simia_web.curation.duplicates import KEEP_ORDERS
 
 from .filters import SnapshotFilter
-from .formats import CONTENT_TYPES
 from .models import ExportFormat, FileKind, Snapshot
 from .selectors import snapshot_download_path, snapshot_file, snapshot_list, snapshots
 from .services import snapshot_create
+from .writers import CONTENT_TYPES
 
 FILE_KINDS_HELP = (
     "data (the records, in the format's layout; Parquet's are shards `data/train-00000-of-00002.parquet`), manifest "

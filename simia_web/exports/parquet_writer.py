@@ -1,6 +1,6 @@
 """The Parquet export (Hugging Face datasets): sharded files of nested message and tool columns.
 
-A module of its own so that pyarrow is imported only by the process that writes Parquet (exports.formats loads it
+A module of its own so that pyarrow is imported only by the process that writes Parquet (exports.writers loads it
 on use), not by every web process that imports the export formats.
 """
 

@@ -30,12 +30,12 @@ from simia_web.core.services import audit_record
 from simia_web.jobs.services import job_create
 
 from .files import FileDigest, HashingWriter, Shards, data_sha256, digest_of, file_synced
-from .formats import EXTENSIONS, SHARDED, WRITERS
 from .hub import hub_push
 from .models import ExportFormat, FileKind, Snapshot
 from .records import ExportStats, Lines, Manifest
 from .selectors import export_deduplicated, export_filters_clean, export_options_clean, export_queryset
 from .signals import snapshot_ready
+from .writers import EXTENSIONS, SHARDED, WRITERS
 
 EXPORT = "export"  # the job kind that builds a snapshot (registered in exports.job_kinds)
 

@@ -12,9 +12,9 @@ from django.utils import timezone
 
 from simia_web.accounts.models import User
 from simia_web.curation.models import STANDING, Decision, JudgeVerdict, Review, Trajectory
-from simia_web.exports.formats import SIMULATION_FIELDS
 from simia_web.exports.records import ROW_FIELDS, record_rows
 from simia_web.exports.selectors import DECISION, VERDICT, export_filters_clean, export_queryset
+from simia_web.exports.writers import SIMULATION_FIELDS
 
 from .data import TOOLS, domain_make, task_make, trajectory_make
 

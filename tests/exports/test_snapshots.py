@@ -96,12 +96,12 @@ def test_memory_stays_flat_as_rows_grow(tmp_path, fmt):
 
 
 def test_a_failed_build_is_recorded_on_the_snapshot(eager, monkeypatch, client_for):
-    from simia_web.exports import formats
+    from simia_web.exports import writers
 
     def broken(stream, queryset, stats, label, manifest):
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setitem(formats.WRITERS, "openai", broken)
+    monkeypatch.setitem(writers.WRITERS, "openai", broken)
     snapshot = snapshot_create(format="openai", filters={})
     snapshot.refresh_from_db()
     snapshot.job.refresh_from_db()
@@ -122,9 +122,9 @@ def _files(directory) -> list[str]:
 
 def _writer_that(monkeypatch, *, after_rows: int, action):
     """Replace the openai writer by the real one whose stream runs `action` after some rows."""
-    from simia_web.exports import formats
+    from simia_web.exports import writers
 
-    real = formats.WRITERS["openai"]
+    real = writers.WRITERS["openai"]
 
     class Interrupting:
         def __init__(self, stream):
@@ -140,7 +140,7 @@ def _writer_that(monkeypatch, *, after_rows: int, action):
             self.stream.flush()
 
     monkeypatch.setitem(
-        formats.WRITERS,
+        writers.WRITERS,
         "openai",
         lambda stream, qs, stats, label, manifest: real(Interrupting(stream), qs, stats, label, manifest),
     )

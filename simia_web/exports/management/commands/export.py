@@ -7,10 +7,10 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
 from simia_web.curation.duplicates import KEEP_ORDERS
-from simia_web.exports.formats import SHARDED, WRITERS
 from simia_web.exports.hub import FAILED, hub_push
 from simia_web.exports.selectors import export_filters_clean
 from simia_web.exports.services import ExportOptions, export_write
+from simia_web.exports.writers import SHARDED, WRITERS
 
 
 class Command(BaseCommand):
