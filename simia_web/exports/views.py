@@ -9,12 +9,23 @@ from django.core.paginator import Paginator
 from django.shortcuts import get_object_or_404, redirect, render
 
 from simia_web.accounts.permissions import role_required
+from simia_web.audits.selectors import audits_list
 from simia_web.catalog.selectors import domain_names
+from simia_web.core.errors import ApplicationError
+from simia_web.core.markdown import markdown_html
 from simia_web.curation.duplicates import KEEP_LABELS
+from simia_web.curation.models import TrajectoryStatus
 from simia_web.jobs.models import ACTIVE_JOB_STATUSES
 
-from .models import ExportFormat
-from .selectors import DEFAULT_STATUS, export_match_count, snapshot_download_path, snapshot_list, snapshots
+from .models import ExportFormat, FileKind
+from .selectors import (
+    DEFAULT_STATUS,
+    export_match_count,
+    snapshot_download_path,
+    snapshot_file,
+    snapshot_list,
+    snapshots,
+)
 from .services import snapshot_create
 
 # The queue's filters an export form offers (the names are TrajectoryFilter's).
@@ -23,6 +34,9 @@ FORM_FILTERS = ("domain", "status", "verdict", "min_score", "max_score", "job", 
 COUNT = "count"
 REFUSALS_SHOWN = 50
 SNAPSHOTS_PER_PAGE = 50
+AUDITS_OFFERED = 50  # the latest audits a snapshot may be certified by, on the form (REST takes any)
+# The statuses the form offers: each one, and every status at once.
+STATUS_CHOICES = [*TrajectoryStatus.choices, ("all", "Any status")]
 
 
 def _posted_filters(data) -> dict:
@@ -43,10 +57,16 @@ def export_list(request):
                 options["dedup"] = request.POST["dedup"]
             try:
                 snapshot = snapshot_create(
-                    format=request.POST.get("format", ""), filters=filters, options=options, actor=request.user
+                    format=request.POST.get("format", ""),
+                    filters=filters,
+                    options=options,
+                    actor=request.user,
+                    **_certification_posted(request.POST),
                 )
             except ValidationError as exc:
                 error = "; ".join(f"{k}: {', '.join(v)}" for k, v in exc.message_dict.items())
+            except ApplicationError as exc:
+                error = "; ".join(f"{k}: {' '.join(map(str, v))}" for k, v in exc.body().items())
             else:
                 messages.success(request, f"Snapshot {snapshot.pk} is being built (job {snapshot.job_id}).")
                 return redirect("export-list")
@@ -71,9 +91,39 @@ def export_list(request):
             "hub_configured": bool(settings.HF_TOKEN and settings.HF_DATASET_REPO),
             "dedup_choices": KEEP_LABELS.items(),
             "chosen_dedup": request.POST.get("dedup", ""),
+            "status_choices": STATUS_CHOICES,
+            "audits": audits_list()[:AUDITS_OFFERED],
+            "chosen_audit": request.POST.get("audit", ""),
+            "chosen_ceiling": request.POST.get("max_error_rate", ""),
         },
         status=400 if error else 200,
     )
+
+
+def _certification_posted(data) -> dict:
+    """The audit and ceiling a snapshot is to be certified by, as the form posted them ({} for none)."""
+    audit, ceiling = data.get("audit", "").strip(), data.get("max_error_rate", "").strip()
+    if not audit and not ceiling:
+        return {}
+    try:
+        return {"audit": int(audit) if audit else None, "max_error_rate": float(ceiling) if ceiling else None}
+    except ValueError:
+        raise ValidationError({"max_error_rate": ["give the ceiling as a share, such as 0.05"]}) from None
+
+
+def _card_html(snapshot):
+    """The snapshot's dataset card rendered (its front matter left out), or None when it has none to show."""
+    if not snapshot.is_built:
+        return None
+    try:
+        _entry, path = snapshot_file(snapshot, name=None, kind=FileKind.CARD)
+    except ApplicationError:
+        return None
+    text = path.read_text(encoding="utf-8", errors="replace")
+    for entry in snapshot.files:  # the card's plots, from where the page can fetch them
+        if entry["kind"] == FileKind.IMAGE:
+            text = text.replace(f"]({entry['name']})", f"]({snapshot_download_path(snapshot, entry)})")
+    return markdown_html(text)
 
 
 @role_required("annotator")
@@ -88,5 +138,6 @@ def export_detail(request, pk: int):
             "reasons": sorted(snapshot.refusal_reasons.items(), key=lambda kv: -kv[1]),
             "refusals": snapshot.refusals[:REFUSALS_SHOWN],
             "building": snapshot.job.status in ACTIVE_JOB_STATUSES,
+            "card_html": _card_html(snapshot),
         },
     )
