@@ -209,6 +209,7 @@ class Outcome:
         # Set by the transport: (seconds from sending to the answer's last byte, bytes sent, bytes received).
         self.measured: tuple[float, int, int] | None = None
         self.timed_out = False  # the transport gave up waiting for the answer (the endpoint may still be writing it)
+        self.answer_cap = 0  # when timed out: the bytes the endpoint may still write for it
 
 
 class EndpointLimiter:
@@ -271,17 +272,20 @@ class EndpointLimiter:
                 started = time.monotonic()  # the request's own time sizes the hold of its spare lease
                 yield outcome
             finally:
+                if outcome.timed_out and outcome.measured is not None:
+                    # The most the endpoint may still write for it: the request's max_tokens, at 4 bytes a token.
+                    outcome.answer_cap = 4 * max(0, tokens() - outcome.measured[1] // 4)
                 if lease is None:
                     self._local_give_back(outcome, in_flight)
                 else:
                     self._lease_give_back(lease, outcome, took=time.monotonic() - started)
         db_connection_check()  # the database may have restarted while this thread waited on the endpoint
 
-    def expected_seconds(self, sent_bytes: int) -> float | None:
-        """How long a request of this size takes the endpoint alone, by the least time per unit of work seen (this
-        process's figure, or the cluster's as last read from Redis); None before any was measured."""
+    def expected_seconds(self, sent_bytes: int, answer_bytes: int = 0) -> float | None:
+        """How long a request of this size (and answer) takes the endpoint alone, by the least time per unit of work
+        seen (this process's figure, or the cluster's as last read from Redis); None before any was measured."""
         noload = self._local.noload if self._redis is None else self._noload
-        return noload * work_bytes(sent_bytes) / 1000 if noload > 0 else None
+        return noload * work_bytes(sent_bytes, answer_bytes) / 1000 if noload > 0 else None
 
     def abandoned_wait(self) -> float:
         """Seconds until the endpoint should be done with the request this thread last gave up on (0: none): its
@@ -434,7 +438,7 @@ class EndpointLimiter:
             lease.successes += answered
         cool_down_ms = int(self._note_throttled(outcome) * 1000)
         if outcome.timed_out:
-            self._lease_abandon(lease, sample)
+            self._lease_abandon(lease, sample, outcome.answer_cap)
             return
         with self._lock:
             whole = allowed(self._known_limit) >= self.limits.concurrency
@@ -455,13 +459,13 @@ class EndpointLimiter:
         result = "throttled" if outcome.throttled else "ok" if outcome.succeeded else "failed"
         self._lease_release(lease, result, cool_down_ms)
 
-    def _lease_abandon(self, lease: _Lease, sample: Sample | None) -> None:
+    def _lease_abandon(self, lease: _Lease, sample: Sample | None, answer_cap: int) -> None:
         """A request given up on: its timeout lowers the limit at once, and its lease is held until the endpoint
         would have finished it, then given back by the renewing thread."""
         self._lease_release(lease, "failed", 0, keep=True)
         lease.samples, lease.successes = [], 0
         with self._lock:
-            lease.spare_until = self._gave_up.until = time.monotonic() + self._abandoned_hold(sample)
+            lease.spare_until = self._gave_up.until = time.monotonic() + self._abandoned_hold(sample, answer_cap)
             self._abandoned.append(lease)
             if lease.spare_until < self._sweep_at:
                 self._spared.notify()
@@ -544,7 +548,7 @@ class EndpointLimiter:
         with self._lock:
             self._local_in_flight -= 1
             if outcome.timed_out:
-                self._gave_up.until = time.monotonic() + self._abandoned_hold(sample)
+                self._gave_up.until = time.monotonic() + self._abandoned_hold(sample, outcome.answer_cap)
                 self._local_abandoned.append(self._gave_up.until)
             self._local_free.notify_all()
 
@@ -569,12 +573,13 @@ class EndpointLimiter:
         seconds, sent, received = outcome.measured
         return Sample(seconds=seconds, sent=sent, received=received, in_flight=in_flight, dropped=outcome.timed_out)
 
-    def _abandoned_hold(self, sample: Sample | None) -> float:
-        """How long a request given up on keeps its place: the time the endpoint takes for it alone (twice as long as
-        it was given, before anything was measured: a server that ran past a timeout may well need as much again)."""
+    def _abandoned_hold(self, sample: Sample | None, answer_cap: int = 0) -> float:
+        """How long a request given up on keeps its place: the time the endpoint takes for it alone, reading its prompt
+        and writing the longest answer it may (twice as long as it was given, before anything was measured: a server
+        that ran past a timeout may well need as much again)."""
         if sample is None:
             return _ABANDONED_HOLD[0]
-        expected = self.expected_seconds(sample.sent)
+        expected = self.expected_seconds(sample.sent, answer_cap)
         low, high = _ABANDONED_HOLD
         return min(high, max(low, expected if expected is not None else 2 * sample.seconds))
 
