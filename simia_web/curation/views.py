@@ -44,6 +44,7 @@ from .forms import (
 )
 from .models import PENDING_STATUSES, Decision, Review, Trajectory, TrajectoryStatus
 from .selectors.agreement import agreement, agreement_over_time, judge_profiles
+from .selectors.bulk import bulk_preview
 from .selectors.conversation import chat_items, revision_history
 from .selectors.dashboard import (
     jobs_running_and_recent,
@@ -56,6 +57,7 @@ from .selectors.dashboard import (
 from .selectors.first_steps import first_steps
 from .selectors.queue import (
     DEFAULT_SORT,
+    next_free,
     queue_filterset,
     queue_has,
     queue_neighbours,
@@ -77,10 +79,8 @@ from .selectors.trajectory import (
 from .services import (
     BULK_UNDO_MAX,
     ReviewError,
-    bulk_preview,
     draft_discard,
     draft_save,
-    next_free,
     review_decide,
     review_undo,
     reviews_bulk,

@@ -15,6 +15,8 @@ from simia_web.curation.models import (
     Trajectory,
 )
 
+from .trajectory import free_for
+
 
 @dataclass(frozen=True)
 class QueueSort:
@@ -278,3 +280,11 @@ def queue_reviewable(qs: QuerySet[Trajectory], trajectory_id: int | None) -> Tra
 def queue_selection(qs: QuerySet[Trajectory], ids: list[int] | None = None) -> QuerySet[Trajectory]:
     """A bulk action's items: the whole queue, or the `ids` chosen in it, unordered."""
     return (qs if ids is None else qs.filter(pk__in=ids)).order_by()
+
+
+def next_free(*, queue, user, after_id: int, sort: str | None = None) -> int | None:
+    """The id of the first item of `queue` after `after_id` (or from the head, when it left the queue) that
+    nobody else holds: where a decision made outside the stream leads, without claiming it."""
+    free = queue.filter(free_for(user)).exclude(pk=after_id)
+    after = queue_after(free, after_id, sort) if queue.filter(pk=after_id).exists() else free
+    return after.values_list("pk", flat=True).first() or free.values_list("pk", flat=True).first()

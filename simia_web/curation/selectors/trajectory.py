@@ -1,10 +1,10 @@
 """One trajectory: everything its page shows in one query plus prefetches, its standing decision and verdicts,
 the reader's draft and who holds it."""
 
-from django.db.models import Prefetch, QuerySet
+from django.db.models import Prefetch, Q, QuerySet
 from django.utils import timezone
 
-from simia_web.curation.models import STANDING, EditorDraft, JudgeVerdict, Review, Trajectory
+from simia_web.curation.models import STANDING, EditorDraft, JudgeVerdict, Review, Trajectory, TrajectoryStatus
 from simia_web.formats.conversation import message_text
 
 
@@ -35,6 +35,15 @@ def verdicts_split(verdicts) -> tuple[JudgeVerdict | None, list[JudgeVerdict], l
 
 def draft_for(trajectory: Trajectory, user) -> EditorDraft | None:
     return EditorDraft.objects.filter(trajectory=trajectory, author=user).first()
+
+
+# The statuses a person's decision sets (the pipelines set the others).
+HUMAN_STATUSES = frozenset({TrajectoryStatus.ACCEPTED, TrajectoryStatus.REJECTED})
+
+
+def free_for(user) -> Q:
+    """Trajectories `user` may work on now: nobody holds them, the hold ran out, or `user` holds them."""
+    return Q(reserved_by__isnull=True) | Q(reserved_until__lt=timezone.now()) | Q(reserved_by=user)
 
 
 def reservation_holder(trajectory: Trajectory, user):
