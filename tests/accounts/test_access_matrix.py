@@ -11,6 +11,7 @@ from types import SimpleNamespace
 import pytest
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
+from simia_web.audits.services import audit_create
 from simia_web.calibration.models import AssignmentBatch, CalibrationRun, CriterionRating, RatingAssignment
 from simia_web.catalog.models import Api, Seed, Task
 from simia_web.curation.models import Review
@@ -74,6 +75,9 @@ ROUTES: dict[str, Route] = {
     "export-detail": page({"GET": ANNOTATOR}, pk="snapshot"),
     # catalog: everyone reads, curators edit (the detail pages take the edit as a POST)
     "domain-list": page({"GET": ANNOTATOR}),
+    "domain-new": page({"GET": CURATOR, "POST": CURATOR}),
+    "api-new": page({"GET": CURATOR, "POST": CURATOR}),
+    "task-new": page({"GET": CURATOR, "POST": CURATOR}),
     "domain-detail": page({"GET": ANNOTATOR, "POST": CURATOR}, name="domain"),
     "api-list": page({"GET": ANNOTATOR}),
     "api-detail": page({"GET": ANNOTATOR, "POST": CURATOR}, pk="api"),
@@ -126,6 +130,20 @@ ROUTES: dict[str, Route] = {
     # API documentation
     "api-schema": api({"GET": ANNOTATOR}),
     "api-docs": api({"GET": ANNOTATOR}),
+    # audits: annotators decide the sample, curators create audits, switch blind mode and accept the rest
+    "audit-list": page({"GET": ANNOTATOR, "POST": CURATOR}),
+    "audit-detail": page({"GET": ANNOTATOR}, pk="audit"),
+    "audit-next": page({"POST": ANNOTATOR}, pk="audit"),
+    "audit-accept-rest": page({"POST": CURATOR}, pk="audit"),
+    "audit-blind": page({"POST": CURATOR}, pk="audit"),
+    "audit-item": page({"GET": ANNOTATOR}, pk="audit", trajectory_id="trajectory"),
+    "audit-item-decide": page({"POST": ANNOTATOR}, pk="audit", trajectory_id="trajectory"),
+    "audit-item-release": page({"POST": ANNOTATOR}, pk="audit", trajectory_id="trajectory"),
+    "audit-undo": page({"POST": ANNOTATOR}, pk="audit", review_id="review"),
+    "api-audit-list": api({"GET": ANNOTATOR, "POST": CURATOR}),
+    "api-audit-detail": api({"GET": ANNOTATOR}, pk="audit"),
+    "api-audit-items": api({"GET": ANNOTATOR}, pk="audit"),
+    "api-audit-accept-rest": api({"POST": CURATOR}, pk="audit"),
     # REST API
     "api-me": api({"GET": ANNOTATOR}),
     # workspaces: members list theirs, site administrators create; a workspace's admins manage its members
@@ -246,12 +264,14 @@ def route_objects(users: dict) -> dict:
     """One object of each kind a route's URL names, by the key ROUTES' kwargs use (the route walk uses them too)."""
     job = make_job(status=JobStatus.RUNNING)
     t = make_trajectory(judge=verdict(), job=job)
+    audit = audit_create(filters={}, sample_size=1, strategy="uniform", seed=1, actor=users[CURATOR])  # samples t
     domain = t.domain
     task = Task.objects.create(domain=domain, instruction="Cancel W1")
     export_job = Job.objects.create(kind="export", status=JobStatus.QUEUED, params={})
     # Unreachable on purpose: a "send test" in this table must not reach anything.
     webhook = WebhookSubscription.objects.create(name="ops", url="http://127.0.0.1:9/hook", events=["job.failed"])
     return {
+        "audit": audit,
         "trajectory": t,
         "review": Review.objects.create(
             trajectory=t, reviewer=users[ANNOTATOR], decision="accept", trajectory_version=1
