@@ -1,3 +1,5 @@
+"""The Celery app: configured from Django's CELERY_* settings, tasks discovered in every app."""
+
 import gc
 import os
 from collections.abc import Iterator, Mapping

@@ -1,3 +1,5 @@
+"""The Django admin's pages for users, workspaces and memberships (site administrators only)."""
+
 from django.contrib import admin
 from django.contrib.auth.admin import UserAdmin
 

@@ -1,3 +1,5 @@
+"""Users, their role per workspace (annotator, curator, admin), and site administrators."""
+
 from typing import ClassVar
 
 from django.contrib.auth.models import AbstractUser

@@ -1,3 +1,5 @@
+"""Users, workspaces and memberships: every write that changes who may do what, with its audit event."""
+
 import re
 
 from django.contrib.auth.password_validation import validate_password

@@ -1,3 +1,6 @@
+"""The audit pages' forms: a new audit (the population's filters, sample size, strategy, seed, blind) and the
+ceiling for accepting the rest."""
+
 from django import forms
 from django.http import QueryDict
 

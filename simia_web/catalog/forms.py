@@ -1,3 +1,6 @@
+"""The catalog's forms: editing a domain, an API, a task or a seed against the version it was read at, and creating
+a domain, an API or a task."""
+
 import json
 
 from django import forms

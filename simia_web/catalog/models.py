@@ -1,3 +1,6 @@
+"""The catalog: domains (policy, world state and its schema), their APIs (JSON Schema tools), tasks and imported
+seed trajectories, each with its provenance and a version that every edit advances."""
+
 from django.conf import settings
 from django.db import models
 

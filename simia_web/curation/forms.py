@@ -1,3 +1,6 @@
+"""The review pages' forms: bulk decisions by ids or filter, the agreement filters, and the trajectory editor's
+parsing of edited messages and tool calls into the canonical conversation."""
+
 import json
 import re
 

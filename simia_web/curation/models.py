@@ -1,3 +1,6 @@
+"""Trajectories and what people and the judge say of them: statuses, rule violations, judge verdicts, reviews bound
+to a text version, holds, drafts, revisions, and the rollups and search entries kept with every write."""
+
 from datetime import date
 
 from django.conf import settings

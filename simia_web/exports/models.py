@@ -1,3 +1,6 @@
+"""Snapshots: a requested dataset (format, filters, options), the job that builds it, and what came out: its files
+with their checksums, the records left out and why, and its publication."""
+
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models

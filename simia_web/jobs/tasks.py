@@ -1,3 +1,6 @@
+"""The job engine's Celery tasks (start a job, run a unit, the watchdog's probe) and the worker signals that hold
+units' leases: thin, each calls a service. Greenlet pools are refused at start."""
+
 from pathlib import Path
 
 from celery import shared_task

@@ -1,3 +1,6 @@
+"""The Django admin's pages for endpoint profiles, stage routes and the LLM call log; the LLM endpoints page is the
+place most people set a profile up."""
+
 from django import forms
 from django.contrib import admin, messages
 from django.utils.html import format_html, format_html_join

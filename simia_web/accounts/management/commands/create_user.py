@@ -1,3 +1,5 @@
+"""`manage.py create_user USERNAME --role ROLE [--workspace SLUG ...] [--site-admin] [--password P] [--token]`."""
+
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 

@@ -1,3 +1,6 @@
+"""`manage.py workspace create SLUG [--name NAME]`, `workspace member SLUG USERNAME ROLE`,
+`workspace remove SLUG USERNAME`."""
+
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
