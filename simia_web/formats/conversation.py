@@ -5,13 +5,25 @@ This module owns its shape: the constructors, the one tool-call id scheme, the r
 other module uses, and the two normalisers: `messages_strict` for input people give us (it raises a
 FormatError naming the field) and `messages_lenient` for what an LLM wrote (it keeps what it can and
 returns the violations). Pure functions over dicts: no database.
+
+The strict normaliser is compiled for the shape it returns: input already in the canonical shape (every record an
+export reads, since every writer stores that shape) is checked and copied by msgspec Structs in C, in one call
+(`messages_strict`, `tools_list`). Only input that is not canonical (content parts, calls without ids, bare
+function specs, a refused field) is walked by the Python normaliser (`messages_normalised`, `tools_normalised`),
+which makes the canonical shape or names the field it refuses; so the verdict, the reason and the result are the
+normaliser's, whichever path took the input (tests/formats/test_gate_differential.py holds this).
 """
 
+import functools
 import json
+import re
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from simia_web.core.json_input import json_parse
+import msgspec
+from msgspec import UNSET, Meta, Struct, UnsetType
+
+from simia_web.core.json_input import JsonLimits, json_parse
 
 from .errors import FormatError
 
@@ -84,6 +96,48 @@ def tool_schemas(tools: list[dict]) -> dict[str, dict]:
     return schemas
 
 
+_NUMBER_AT_RISK = re.compile(r"\d{19}|\d[eE]")
+
+
+@functools.lru_cache(maxsize=8)
+def _length_beneath_limits(limits: JsonLimits) -> int:
+    """A text no longer than this breaks none of the limits: every level of depth, key, item and value takes a
+    character of it, and a character at most four bytes."""
+    return (
+        min(
+            limits.max_depth,
+            limits.max_items,
+            limits.max_keys,
+            limits.max_values,
+            limits.max_string,
+            limits.max_bytes // 4,
+        )
+        - 1
+    )
+
+
+def arguments_object(text: str) -> bool:
+    """True when `text` is certainly a JSON object that json_parse accepts within the limits (decoded by msgspec,
+    with every limit bounded from above by counting brackets and commas); False when that is not certain, and
+    parse_arguments must say. A text with an escape (json_parse refuses `\u0000`), a number of 19 digits (an
+    integer past 64 bits) or an exponent (a number out of range) goes the long way."""
+    if "\\" in text or _NUMBER_AT_RISK.search(text):
+        return False
+    limits = JsonLimits.from_settings()
+    size = len(text)
+    if size > _length_beneath_limits(limits):
+        if size * 4 > limits.max_bytes or size > limits.max_string:
+            return False
+        brackets = text.count("{") + text.count("[")
+        commas = text.count(",") + 1
+        if brackets > limits.max_depth or commas > min(limits.max_items, limits.max_keys, limits.max_values - brackets):
+            return False
+    try:
+        return isinstance(msgspec.json.decode(text), dict)
+    except (msgspec.DecodeError, ValueError, RecursionError):
+        return False
+
+
 def parse_arguments(call: dict) -> tuple[Any, str | None]:
     """The call's arguments as an object, or an error when they are not a JSON object."""
     raw = (call.get("function") or {}).get("arguments", "{}")
@@ -110,9 +164,94 @@ def arguments_value(arguments: Any) -> Any:
 
 # -- the strict normaliser (input) -------------------------------------------------------------------
 
+# The canonical shape as the normaliser returns it, field for field and in its key order: input that converts to
+# these Structs is returned as msgspec.to_builtins gives it back, which is what the normaliser would have built.
+NonEmpty = Annotated[str, Meta(min_length=1)]
+
+
+class _CallFunction(Struct, forbid_unknown_fields=True):
+    name: NonEmpty
+    arguments: NonEmpty
+
+
+class _Call(Struct, forbid_unknown_fields=True):
+    id: NonEmpty
+    type: Literal["function"]
+    function: _CallFunction
+
+
+class _System(Struct, tag_field="role", tag="system", forbid_unknown_fields=True):
+    content: str
+
+
+class _User(Struct, tag_field="role", tag="user", forbid_unknown_fields=True):
+    content: str
+
+
+class AssistantMessage(Struct, tag_field="role", tag="assistant", forbid_unknown_fields=True):
+    content: str
+    tool_calls: Annotated[list[_Call], Meta(min_length=1)] | UnsetType = UNSET
+
+
+class ToolResultMessage(Struct, tag_field="role", tag="tool", forbid_unknown_fields=True):
+    content: str
+    tool_call_id: NonEmpty
+    name: NonEmpty | UnsetType = UNSET
+
+
+class _ToolFunction(Struct, forbid_unknown_fields=True):
+    name: NonEmpty
+    description: str
+    parameters: dict[str, Any]
+
+
+class _Tool(Struct, forbid_unknown_fields=True):
+    type: Literal["function"]
+    function: _ToolFunction
+
+
+Message = _System | _User | AssistantMessage | ToolResultMessage
+
+
+# Each shape is a Struct's field: msgspec compiles a Struct's field types once, a bare list or union at every call.
+class CanonicalMessages(Struct):
+    messages: Annotated[list[Message], Meta(min_length=1)]
+
+
+class CanonicalTools(Struct):
+    tools: list[_Tool]
+
+
+class CanonicalConversation(Struct):
+    messages: Annotated[list[Message], Meta(min_length=1)]
+    tools: list[_Tool]
+
+
+def canonical_conversation(messages: Any, tools: Any) -> CanonicalConversation | None:
+    """The conversation as Structs when both parts are already in the canonical shape, else None."""
+    try:
+        return msgspec.convert({"messages": messages, "tools": tools}, CanonicalConversation)
+    except (msgspec.ValidationError, TypeError, ValueError, RecursionError):  # a lone surrogate: UnicodeError
+        return None
+
+
+def _canonical(value: Any, shape: type[CanonicalMessages] | type[CanonicalTools], name: str) -> list[dict] | None:
+    """`value` checked against and copied from the canonical shape, or None when it is not in it."""
+    try:
+        checked: list[dict] = msgspec.to_builtins(getattr(msgspec.convert({name: value}, shape), name))
+        return checked
+    except (msgspec.ValidationError, TypeError, ValueError, RecursionError):  # a lone surrogate: UnicodeError
+        return None
+
 
 def tools_list(value: Any, field: str = "tools") -> list[dict]:
     """A tools list from a JSON string or a list; bare function specs are wrapped as OpenAI tools."""
+    canonical = _canonical(value, CanonicalTools, "tools")
+    return tools_normalised(value, field) if canonical is None else canonical
+
+
+def tools_normalised(value: Any, field: str = "tools") -> list[dict]:
+    """tools_list walked in Python: any shape it takes, and the field it refuses."""
     if value in (None, "", []):
         return []
     if isinstance(value, str):
@@ -177,9 +316,9 @@ def message_strict(raw: object, where: str, index: int) -> dict:
     if not isinstance(raw, dict):
         raise FormatError(where, "must be an object")
     role = raw.get("role")
-    if role not in ROLES:
+    if not isinstance(role, str) or role not in ROLES:
         raise FormatError(f"{where}.role", f"must be one of system, user, assistant, tool (got {role!r})")
-    message = {"role": role, "content": content_text(raw.get("content"), f"{where}.content")}
+    message: dict[str, Any] = {"role": role, "content": content_text(raw.get("content"), f"{where}.content")}
     if role == "assistant" and raw.get("tool_calls") is not None:
         if not isinstance(raw["tool_calls"], list):
             raise FormatError(f"{where}.tool_calls", "must be a list")
@@ -201,6 +340,12 @@ def message_strict(raw: object, where: str, index: int) -> dict:
 
 def messages_strict(raw_messages: object, field: str = "messages") -> list[dict]:
     """Canonical messages from input, or a FormatError naming the field (`messages[3].tool_calls[0].function`)."""
+    canonical = _canonical(raw_messages, CanonicalMessages, "messages")
+    return messages_normalised(raw_messages, field) if canonical is None else canonical
+
+
+def messages_normalised(raw_messages: object, field: str = "messages") -> list[dict]:
+    """messages_strict walked in Python: any shape it takes, and the field it refuses."""
     if not isinstance(raw_messages, list):
         raise FormatError(field, "must be a list of messages")
     if not raw_messages:

@@ -4,7 +4,21 @@ The canonical format is the OpenAI chat format itself, so these converters only 
 arguments become JSON strings, content parts become text, tools get the function wrapper.
 """
 
-from .conversation import ROLES, messages_strict, parse_arguments, tool_call, tool_schemas, tools_list
+import msgspec
+
+from .conversation import (
+    ROLES,
+    AssistantMessage,
+    CanonicalConversation,
+    ToolResultMessage,
+    arguments_object,
+    canonical_conversation,
+    messages_strict,
+    parse_arguments,
+    tool_call,
+    tool_schemas,
+    tools_list,
+)
 from .errors import FormatError
 
 
@@ -43,6 +57,47 @@ def strict_to_openai(messages: list[dict], tools: list[dict]) -> dict:
     }
 
 
+def openai_record_strict(messages: object, tools: object) -> tuple[dict, list[dict], list[str]]:
+    """The gate of a stored conversation in one call: (the OpenAI record, the strict messages, openai_problems of
+    the record), equal to strict_to_openai(messages_strict(messages), tools_list(tools)) and openai_problems of it,
+    and raising the FormatError messages_strict or tools_list raises.
+
+    A conversation in the canonical shape that the record's rules pass (every record a curated export holds) is
+    decided and copied from msgspec Structs, with no walk over its dicts; any other goes the long way, which names
+    what it refuses."""
+    conversation = canonical_conversation(messages, tools)
+    if conversation is not None and _conversation_clean(conversation):
+        record = msgspec.to_builtins(conversation)
+        return record, record["messages"], []
+    strict = messages_strict(messages)
+    record = strict_to_openai(strict, tools_list(tools))
+    return record, strict, openai_problems(record)
+
+
+def _conversation_clean(conversation: CanonicalConversation) -> bool:
+    """True when openai_problems finds nothing in the conversation's record and it holds no tool result's `name`
+    (which the record leaves out); False sends it the long way, which finds what is wrong."""
+    names = {tool.function.name for tool in conversation.tools}
+    open_calls: set[str] = set()
+    assistant = False
+    for message in conversation.messages:
+        if isinstance(message, ToolResultMessage):
+            if message.name is not msgspec.UNSET or message.tool_call_id not in open_calls:
+                return False
+            open_calls.discard(message.tool_call_id)
+            continue
+        if open_calls:
+            return False
+        if isinstance(message, AssistantMessage):
+            assistant = True
+            for call in message.tool_calls or ():
+                function = call.function
+                if function.name not in names or not arguments_object(function.arguments):
+                    return False
+                open_calls.add(call.id)
+    return assistant and not open_calls
+
+
 def _call_problems(call: dict, where: str, names: set[str]) -> list[str]:
     problems = []
     name = call["function"]["name"]
@@ -50,10 +105,13 @@ def _call_problems(call: dict, where: str, names: set[str]) -> list[str]:
         problems.append(f"{where}.id: is missing")
     if name not in names:
         problems.append(f"{where}: tool {name!r} is not in tools")
-    if not isinstance(call["function"].get("arguments"), str):
+    arguments = call["function"].get("arguments")
+    if not isinstance(arguments, str):
         problems.append(f"{where}.arguments: must be a JSON string")
-    elif parse_arguments(call)[1]:
-        problems.append(f"{where}.arguments: {parse_arguments(call)[1]}")
+    elif not (arguments and arguments_object(arguments)):
+        error = parse_arguments(call)[1]
+        if error:
+            problems.append(f"{where}.arguments: {error}")
     return problems
 
 
