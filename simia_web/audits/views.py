@@ -2,7 +2,8 @@
 queue's keyboard flow, holds and version checks, with the judge hidden until an item is decided when the audit is
 blind), and accepting the rest on its evidence."""
 
-from django.conf import settings
+from urllib.parse import urlencode
+
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
@@ -13,20 +14,13 @@ from django_htmx.http import HttpResponseClientRedirect
 
 from simia_web.accounts.permissions import role_required
 from simia_web.catalog.selectors import domain_names
-from simia_web.core.clipping import message_href, message_page, shown_in_full
 from simia_web.core.errors import HeldByOther, ValidationFailed
 from simia_web.curation.models import Decision, Review, Trajectory
-from simia_web.curation.selectors.conversation import chat_items
-from simia_web.curation.selectors.trajectory import (
-    draft_for,
-    reservation_holder,
-    review_standing,
-    standing_review,
-    trajectory_detail_queryset,
-    verdicts_split,
-)
+from simia_web.curation.selectors.review_page import review_context
+from simia_web.curation.selectors.trajectory import trajectory_detail_queryset
 from simia_web.curation.services import ReviewError, review_decide, review_undo, trajectory_release
 from simia_web.curation.versions import StaleVersion
+from simia_web.curation.views.common import CONFLICT, int_or_none, last_review
 
 from .forms import AuditForm, CeilingForm
 from .models import Audit, AuditItem
@@ -44,15 +38,6 @@ from .selectors import (
 from .services import audit_accept_rest, audit_blind_set, audit_claim_next, audit_create
 
 PAGE_SIZE = 50
-# A refused decision: the card says why, with this status (htmx swaps it too, see static/js/review.js).
-CONFLICT = 409
-
-
-def _int(value):
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None
 
 
 @role_required("annotator")
@@ -119,7 +104,7 @@ def audit_next(request, pk: int):
     """The audit's stream: claim the next item in the sample's order that no decision counts for and nobody else
     holds (after `after`, the position skipped, when skipping) and open it."""
     audit = get_object_or_404(Audit, pk=pk)
-    claimed = audit_claim_next(audit=audit, user=request.user, after_position=_int(request.POST.get("after")))
+    claimed = audit_claim_next(audit=audit, user=request.user, after_position=int_or_none(request.POST.get("after")))
     if claimed is None:
         messages.info(request, "Nothing left to decide in this audit: every item is decided or held by someone.")
         target = reverse("audit-detail", args=[pk])
@@ -129,52 +114,32 @@ def audit_next(request, pk: int):
 
 
 def _item_context(request, audit: Audit, item: AuditItem, trajectory: Trajectory, **extra) -> dict:
+    """The review keys of curation's trajectory page (with the judge hidden until a decision counts for the item
+    when the audit is blind, so it does not anchor one), with the audit's own: its decision, neighbours and links."""
     decision = item_decision(audit, trajectory.pk)
-    # Blind: the judge stays hidden until a person's decision counts for the item, so it does not anchor one.
-    revealed = not audit.blind or decision is not None
-    verdict, failed_verdicts, older_verdicts = (
-        verdicts_split(list(trajectory.verdicts.all())) if revealed else (None, [], [])
-    )
-    cited = set(verdict.cited_messages or []) if verdict else set()
-    holder = reservation_holder(trajectory, request.user)
-    page = message_page(request, trajectory.messages or [])
-    params = request.GET.copy()
-    for name in ("page", "full"):
-        params.pop(name, None)
-    page_query = params.urlencode()
-    reviews = list(trajectory.reviews.all())
-    standing = standing_review(reviews)
+    context = review_context(request, trajectory, revealed=not audit.blind or decision is not None)
     previous_id, next_id = audit_neighbours(audit, item.position)
-    undo_id = request.session.pop("audit_undo_review", None)
-    context = {
-        "audit": audit,
-        "item": item,
-        "t": trajectory,
-        "decision": decision,
-        "revealed": revealed,
-        "page": page,
-        "page_query": page_query,
-        "items": chat_items(
-            trajectory, cited, start=max(page.start_index() - 1, 0), stop=page.end_index(), full=shown_in_full(request)
-        ),
-        "cited_links": [(i, message_href(page_query, i)) for i in sorted(i for i in cited if isinstance(i, int))],
-        "verdict": verdict,
-        "verdict_stale": verdict is not None and verdict.trajectory_version < trajectory.text_version,
-        "verdict_scores": sorted((verdict.scores or {}).items()) if verdict else [],
-        "failed_verdicts": failed_verdicts,
-        "older_verdicts": older_verdicts,
-        "violations": list(trajectory.violations.all()),
-        "reviews": reviews,
-        "undoable_id": standing.pk if standing else None,
-        "holder": holder,
-        "stream": request.GET.get("stream") == "1" and holder is None,
-        "edited": trajectory.text_version != item.text_version,
-        "previous_id": previous_id,
-        "next_id": next_id,
-        "reservation_seconds": settings.SIMIA_RESERVATION_SECONDS,
-        "last_review": review_standing(undo_id) if undo_id else None,
-        "draft": draft_for(trajectory, request.user),
-    }
+    item_url = _item_url(audit.pk, trajectory.pk)
+    undoable_id, last = context["undoable_id"], last_review(request)
+    query = request.GET.urlencode()
+    context.update(
+        {
+            "audit": audit,
+            "item": item,
+            "decision": decision,
+            "edited": trajectory.text_version != item.text_version,
+            "previous_id": previous_id,
+            "next_id": next_id,
+            "last_review": last,
+            "last_review_undo_url": reverse("audit-undo", args=[audit.pk, last.pk]) if last else None,
+            "undo_url": reverse("audit-undo", args=[audit.pk, undoable_id]) if undoable_id else None,
+            "decide_url": reverse("audit-item-decide", args=[audit.pk, trajectory.pk]) + (f"?{query}" if query else ""),
+            "reload_url": item_url + (f"?{query}" if query else ""),
+            # The editor returns here after a fix is saved.
+            "edit_url": f"{reverse('trajectory-edit', args=[trajectory.pk])}?{urlencode({'next': item_url})}",
+            "decision_notes": "audits/_decision_notes.html",
+        }
+    )
     context.update(extra)
     return context
 
@@ -201,14 +166,15 @@ def audit_item_decide(request, pk: int, trajectory_id: int):
     decision = request.POST.get("decision", "")
     stream = request.GET.get("stream") == "1"
     if decision == Decision.FIX_ACCEPT:
-        return redirect(f"{reverse('trajectory-edit', args=[trajectory_id])}{'?stream=1' if stream else ''}")
+        next_url = urlencode({"next": _item_url(pk, trajectory_id)})
+        return redirect(f"{reverse('trajectory-edit', args=[trajectory_id])}?{next_url}")
     trajectory = get_object_or_404(Trajectory, pk=trajectory_id)
     try:
         review = review_decide(
             trajectory=trajectory,
             reviewer=request.user,
             decision=decision,
-            expected_version=_int(request.POST.get("version")) or -1,
+            expected_version=int_or_none(request.POST.get("version")) or -1,
             reason=request.POST.get("reason", ""),
         )
     except (StaleVersion, HeldByOther, ReviewError) as exc:
@@ -222,13 +188,13 @@ def audit_item_decide(request, pk: int, trajectory_id: int):
             edit_error=None if isinstance(exc, StaleVersion) else str(exc),
             posted_reason=request.POST.get("reason", ""),
         )
-        template = "audits/_decision.html" if request.htmx else "audits/item.html"
+        template = "curation/_decision.html" if request.htmx else "audits/item.html"
         return render(
             request, template, context, status=CONFLICT if isinstance(exc, (StaleVersion, HeldByOther)) else 400
         )
     label = dict(Decision.choices)[review.decision].lower()
     messages.success(request, f"Trajectory {trajectory_id}: {label} (counts for audit {audit.pk}).")
-    request.session["audit_undo_review"] = review.pk
+    request.session["undo_review"] = review.pk  # the next page's toast offers to undo it (curation's key)
     target = _item_url(pk, trajectory_id)
     if stream:
         claimed = audit_claim_next(audit=audit, user=request.user, after_position=item.position)

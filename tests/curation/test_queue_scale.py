@@ -9,9 +9,10 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from simia_web.curation import views
-from simia_web.curation.models import Review, Trajectory, TrajectoryStatus
+from simia_web.curation.models import PENDING_STATUSES, Review, Trajectory, TrajectoryStatus
+from simia_web.curation.selectors import queue as queue_reads
 from simia_web.curation.selectors.queue import QUEUE_SORTS, queue_ordered
+from simia_web.curation.views import bulk as bulk_views
 from simia_web.jobs.models import Job, JobStatus
 from tests.curation.test_review import edit
 from tests.support.factories import conversation, make_trajectory, verdict
@@ -48,7 +49,7 @@ def test_every_sort_pages_by_keyset_in_its_order_whatever_the_rows(client_for, s
     small = _page_queries(client, sort, after=queue_ordered(Trajectory.objects.all(), sort).first().pk)
     _mixed(130)
     expected = list(
-        queue_ordered(Trajectory.objects.filter(status__in=views.PENDING_STATUSES), sort).values_list("pk", flat=True)
+        queue_ordered(Trajectory.objects.filter(status__in=PENDING_STATUSES), sort).values_list("pk", flat=True)
     )
     first = client.get("/review/", {"sort": sort}).context["page"]
     second = client.get("/review/", {"sort": sort, "after": first.last_id, "page": 2}).context["page"]
@@ -58,7 +59,7 @@ def test_every_sort_pages_by_keyset_in_its_order_whatever_the_rows(client_for, s
 
 
 def test_a_count_past_the_bound_is_labelled_and_so_is_a_place_past_it(client_for, monkeypatch):
-    monkeypatch.setattr(views, "QUEUE_COUNT_LIMIT", 3)
+    monkeypatch.setattr(queue_reads, "QUEUE_COUNT_LIMIT", 3)
     made = [make_trajectory(judge=verdict(passed=True, confidence=0.5)) for _ in range(6)]
     client = client_for("annotator")
     response = client.get("/review/")
@@ -93,7 +94,7 @@ def test_search_finds_rare_and_common_words_and_follows_edits(client_for):
 
 
 def test_bulk_over_a_large_filter_is_a_job_with_the_bulk_rules(client_for, users, eager, monkeypatch):
-    monkeypatch.setattr(views, "BULK_IN_REQUEST_MAX", 3)
+    monkeypatch.setattr(bulk_views, "BULK_IN_REQUEST_MAX", 3)
     fails = [make_trajectory(judge=verdict(passed=False)) for _ in range(6)]
     careful, held = fails[0], fails[1]
     edit(client_for("annotator"), careful, **{"content-4": "a careful fix"})

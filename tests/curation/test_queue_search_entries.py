@@ -71,7 +71,7 @@ def _search(client, **params) -> list[int]:
 
 @pytest.mark.parametrize("sort", sorted(QUEUE_SORTS))
 def test_a_search_answers_the_same_from_entries_and_from_the_trajectories(client_for, monkeypatch, settings, sort):
-    monkeypatch.setattr("simia_web.curation.views.QUEUE_PAGE_SIZE", 5)
+    monkeypatch.setattr("simia_web.curation.views.queue.QUEUE_PAGE_SIZE", 5)
     _mixed(40)
     client = client_for("annotator")
     searches = [{"q": "zeppelin"}, {"q": "zeppelin", "domain": "bank", "verdict": "fail"}, {"q": "refund W1"}]

@@ -288,3 +288,26 @@ def next_free(*, queue, user, after_id: int, sort: str | None = None) -> int | N
     free = queue.filter(free_for(user)).exclude(pk=after_id)
     after = queue_after(free, after_id, sort) if queue.filter(pk=after_id).exists() else free
     return after.values_list("pk", flat=True).first() or free.values_list("pk", flat=True).first()
+
+
+# A queue counts its items, and an item's place in it, up to here ("10,000+"): an exact count of a queue of a
+# million reads every entry of its index on every page. Further pages are reached by Next. Read at call time.
+QUEUE_COUNT_LIMIT = 10_000
+# Parameters that move through the queue rather than filter it (and where a form returns to).
+NAVIGATION = ("page", "after", "before", "stream", "full", "next")
+
+
+def queue_for(params, request=None) -> tuple[TrajectoryFilter, QuerySet, str | None]:
+    """The filtered, ordered queue for these parameters (the queue page's default status is `pending`), with its
+    filterset and sort."""
+    filterset = queue_filterset(params=params, request=request)
+    sort = params.get("sort")
+    return filterset, queue_ordered(filterset.qs, sort), sort
+
+
+def filter_query(params) -> str:
+    """The queue's filter and sort parameters, carried from the queue to the trajectory page and back."""
+    params = params.copy()
+    for name in NAVIGATION:
+        params.pop(name, None)
+    return params.urlencode()

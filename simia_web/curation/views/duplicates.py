@@ -8,10 +8,11 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from simia_web.accounts.permissions import role_required
+from simia_web.curation.duplicates import KEEP_LABELS, cluster_detail, clusters_page
+from simia_web.curation.services import BULK_UNDO_MAX, ReviewError, cluster_keep_one
 
-from .duplicates import KEEP_LABELS, cluster_detail, clusters_page
-from .services import BULK_UNDO_MAX, ReviewError, cluster_keep_one
-from .views import _int, bulk_summary, local_next
+from .bulk import bulk_summary
+from .common import int_or_none, local_next
 
 PAGE_SIZE = 25
 MEMBERS_LISTED = 10  # per cluster in the list; a cluster's own page lists up to CLUSTER_MEMBERS_MAX
@@ -20,7 +21,7 @@ CLUSTER_MEMBERS_MAX = 200
 
 @role_required("annotator")
 def clusters_list(request):
-    after = _int(request.GET.get("after"))
+    after = int_or_none(request.GET.get("after"))
     clusters = clusters_page(after=after, limit=PAGE_SIZE + 1, members_shown=MEMBERS_LISTED)
     context = {
         "clusters": clusters[:PAGE_SIZE],
@@ -53,8 +54,8 @@ def cluster_page(request, head: int):
 @require_POST
 def cluster_keep(request, head: int):
     back = local_next(request, reverse("near-duplicate-clusters"))
-    keep = _int(request.POST.get("keep"))
-    shown = [pk for pk in map(_int, request.POST.getlist("shown")) if pk is not None]
+    keep = int_or_none(request.POST.get("keep"))
+    shown = [pk for pk in map(int_or_none, request.POST.getlist("shown")) if pk is not None]
     if keep is None:
         messages.error(request, "Nothing changed: choose the trajectory to keep.")
         return redirect(back)

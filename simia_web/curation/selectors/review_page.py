@@ -1,0 +1,111 @@
+"""What a page that reviews one trajectory shows: the conversation page, the judge's verdicts, rule violations,
+reviews, the hold and the reader's draft (`review_context`, shared by the trajectory page and any other page that
+decides items through curation, such as an audit's item page), and the trajectory page's own navigation through
+the queue, history, tools and near-duplicates (`trajectory_page_context`)."""
+
+from django.conf import settings
+from django.urls import reverse
+
+from simia_web.core.clipping import clipped, message_href, message_page, shown_in_full
+from simia_web.core.display import pretty_json
+from simia_web.curation.duplicates import trajectory_duplicates
+from simia_web.curation.models import PENDING_STATUSES, Trajectory
+
+from . import queue as queue_reads
+from .conversation import chat_items, revision_history
+from .queue import filter_query, queue_for, queue_neighbours, queue_search_entries
+from .trajectory import draft_for, reservation_holder, standing_review, verdicts_split
+
+# The review page's list of tools is cut here (the editor and exports have them all), and its sidebar lists this
+# many cited messages and rule violations.
+TOOLS_CHARS = 20_000
+SIDEBAR_ITEMS = 50
+
+
+def _with_get(url: str, request) -> str:
+    encoded = request.GET.urlencode()
+    return f"{url}?{encoded}" if encoded else url
+
+
+def review_context(request, trajectory: Trajectory, *, revealed: bool = True) -> dict:
+    """The keys every review of one trajectory shows. With `revealed` False the judge's verdicts are left out (and
+    nothing is marked as cited), so they do not anchor a decision."""
+    verdict, failed_verdicts, older_verdicts = (
+        verdicts_split(list(trajectory.verdicts.all())) if revealed else (None, [], [])
+    )
+    cited = set(verdict.cited_messages or []) if verdict else set()
+    holder = reservation_holder(trajectory, request.user)
+    reviews = list(trajectory.reviews.all())
+    standing = standing_review(reviews)
+    page = message_page(request, trajectory.messages or [])
+    params = request.GET.copy()
+    for name in ("page", "full"):
+        params.pop(name, None)
+    page_query = params.urlencode()
+    violations = list(trajectory.violations.all())
+    return {
+        "t": trajectory,
+        "revealed": revealed,
+        "page": page,
+        "page_query": page_query,
+        "items": chat_items(
+            trajectory, cited, start=max(page.start_index() - 1, 0), stop=page.end_index(), full=shown_in_full(request)
+        ),
+        # The sidebar's links reach messages on any page; it lists the first SIDEBAR_ITEMS of each.
+        "cited_links": [
+            (i, message_href(page_query, i)) for i in sorted(i for i in cited if isinstance(i, int))[:SIDEBAR_ITEMS]
+        ],
+        "violations": [
+            (v, message_href(page_query, v.message_index) if v.message_index is not None else "")
+            for v in violations[:SIDEBAR_ITEMS]
+        ],
+        "more_violations": max(len(violations) - SIDEBAR_ITEMS, 0),
+        "verdict": verdict,
+        "verdict_stale": verdict is not None and verdict.trajectory_version < trajectory.text_version,
+        "verdict_scores": sorted((verdict.scores or {}).items()) if verdict else [],
+        "failed_verdicts": failed_verdicts,
+        "older_verdicts": older_verdicts,
+        "reviews": reviews,
+        "undoable_id": standing.pk if standing else None,
+        "holder": holder,
+        "stream": request.GET.get("stream") == "1" and holder is None,
+        "reservation_seconds": settings.SIMIA_RESERVATION_SECONDS,
+        "draft": draft_for(trajectory, request.user),
+        # Where the decision card's forms and links lead; another page sets its own.
+        "decide_url": _with_get(reverse("trajectory-decide", args=[trajectory.pk]), request),
+        "reload_url": _with_get(reverse("trajectory", args=[trajectory.pk]), request),
+        "edit_url": _with_get(reverse("trajectory-edit", args=[trajectory.pk]), request),
+    }
+
+
+def trajectory_page_context(request, trajectory: Trajectory, **extra) -> dict:
+    """The trajectory page: the review keys, and its place in the filtered queue, history, tools and near-duplicates.
+    `extra` (a refusal's conflict or error, the decision just made) is added last."""
+    context = review_context(request, trajectory)
+    filterset, qs, sort = queue_for(request.GET, request)
+    limit = queue_reads.QUEUE_COUNT_LIMIT
+    previous_id, next_id, position = queue_neighbours(
+        qs, trajectory.pk, sort, position_limit=limit, search=queue_search_entries(filterset, page_size=1)
+    )
+    query = filter_query(request.GET)
+    undoable_id = context["undoable_id"]
+    context.update(
+        {
+            "pending": trajectory.status in PENDING_STATUSES and trajectory.reviewable,
+            "query": query,
+            "undo_url": f"{reverse('review-undo', args=[undoable_id])}{'?' + query if query else ''}"
+            if undoable_id
+            else None,
+            "judge_again": True,
+            "previous_id": previous_id,
+            "next_id": next_id,
+            "position": position,
+            "position_capped": position is not None and position > limit,
+            "count_limit": limit,
+            "revisions": revision_history(trajectory),
+            "tools_json": clipped(pretty_json(trajectory.tools), limit=TOOLS_CHARS),
+            "duplicates": trajectory_duplicates(trajectory.pk),
+        }
+    )
+    context.update(extra)
+    return context
