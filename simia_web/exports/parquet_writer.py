@@ -10,11 +10,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from simia_web.catalog.models import Domain
-from simia_web.formats.openai import openai_problems, strict_to_openai
 from simia_web.formats.parquet import SCHEMA, parquet_row
 
 from .files import HashingWriter, Shards
-from .records import ExportStats, Manifest, format_refused, json_line, record_rows, strict_conversation
+from .records import ExportStats, Manifest, format_refused, json_line, record_rows, strict_openai_record
 
 ROW_GROUP_ROWS = 1000
 ROW_GROUP_BYTES = 8 * 1024 * 1024  # of the rows' JSON: a row group of long conversations is cut sooner
@@ -73,11 +72,11 @@ def write_parquet_shards(shards: Shards, queryset, stats: ExportStats, label: st
     domain_names = dict(Domain.objects.values_list("id", "name"))
     writer = _ShardWriter(shards)
     for row in record_rows(queryset):
-        conversation = strict_conversation(row, stats)
-        if conversation is None:
+        gated = strict_openai_record(row, stats)
+        if gated is None:
             continue
-        record = strict_to_openai(*conversation)
-        if format_refused(row, stats, "parquet", openai_problems(record)):
+        record, strict_messages, problems = gated
+        if format_refused(row, stats, "parquet", problems):
             continue
         decision, verdict = row["decision"] or {}, row["verdict"] or {}
         about = {
@@ -92,5 +91,5 @@ def write_parquet_shards(shards: Shards, queryset, stats: ExportStats, label: st
         line = json_line(values)
         writer.add(values, len(line))
         manifest.add(row, line)
-        stats.written(row, conversation[0])
+        stats.written(row, strict_messages)
     writer.close()

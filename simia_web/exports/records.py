@@ -14,6 +14,7 @@ import orjson
 
 from simia_web.formats import FormatError
 from simia_web.formats.conversation import messages_strict, tools_list
+from simia_web.formats.openai import openai_record_strict
 
 from .card_facts import DatasetFacts
 from .selectors import export_records
@@ -189,6 +190,17 @@ def strict_conversation(row: dict, stats: ExportStats) -> tuple[list[dict], list
     field it names) when it refuses them: a tool call without a name, a tool result without its call's id..."""
     try:
         return messages_strict(row["messages"]), tools_list(row["tools"])
+    except FormatError as exc:
+        stats.refuse(row["id"], [f"strict: {exc}"])
+        return None
+
+
+def strict_openai_record(row: dict, stats: ExportStats) -> tuple[dict, list[dict], list[str]] | None:
+    """The row's OpenAI record, its strict messages and what the format's validator finds in the record, from one
+    pass of the compiled gate (formats.openai.openai_record_strict), or None (the row refused as strict_conversation
+    refuses it)."""
+    try:
+        return openai_record_strict(row["messages"], row["tools"])
     except FormatError as exc:
         stats.refuse(row["id"], [f"strict: {exc}"])
         return None

@@ -7,7 +7,8 @@ blocks of about 64 KB, records.Lines), so memory stays flat at any size.
 
 The gate: a record is written only when the trajectory's messages and tools pass the strict normaliser
 (formats.conversation.messages_strict and tools_list, the check people's input goes through; the record is
-converted from what it returns) and the record passes its format's validator. A record that fails either is
+converted from what it returns; OpenAI and Parquet records take its compiled path, formats.openai.
+openai_record_strict, which decides exactly as it does) and the record passes its format's validator. A record that fails either is
 left out with its reasons, which the snapshot keeps; nothing else is dropped.
 
 Each record written gets a manifest line (see records.Manifest) naming its trajectory, version, decision and verdict
@@ -38,7 +39,6 @@ import orjson
 from django.utils import timezone
 
 from simia_web.catalog.models import Domain, Task
-from simia_web.formats.openai import openai_problems, strict_to_openai
 from simia_web.formats.sharegpt import canonical_to_sharegpt, sharegpt_dataset_info, sharegpt_problems, sharegpt_repair
 from simia_web.formats.tau2 import (
     tau2_simulation,
@@ -60,6 +60,7 @@ from .records import (
     record_rows,
     rows_stream,
     strict_conversation,
+    strict_openai_record,
 )
 
 TASK_FIELDS = ("id", "domain_id", "external_id", "instruction", "user_scenario", "expected_outcome", "expected_actions")
@@ -73,16 +74,16 @@ MANIFEST_ENTRY = "manifest.jsonl"  # the manifest's name inside the sharegpt zip
 
 def write_openai(stream, queryset, stats: ExportStats, label: str, manifest: Manifest) -> None:
     for row in record_rows(queryset):
-        conversation = strict_conversation(row, stats)
-        if conversation is None:
+        gated = strict_openai_record(row, stats)
+        if gated is None:
             continue
-        record = strict_to_openai(*conversation)
-        if format_refused(row, stats, "openai", openai_problems(record)):
+        record, strict_messages, problems = gated
+        if format_refused(row, stats, "openai", problems):
             continue
         line = json_line(record)
         stream.write(line + b"\n")
         manifest.add(row, line)
-        stats.written(row, conversation[0])
+        stats.written(row, strict_messages)
 
 
 # --- ShareGPT (LLaMA-Factory) -------------------------------------------------------------------
