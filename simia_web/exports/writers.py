@@ -8,8 +8,8 @@ blocks of about 64 KB, records.Lines), so memory stays flat at any size.
 The gate: a record is written only when the trajectory's messages and tools pass the strict normaliser
 (formats.conversation.messages_strict and tools_list, the check people's input goes through; the record is
 converted from what it returns; OpenAI and Parquet records take its compiled path, formats.openai.
-openai_record_strict, which decides exactly as it does) and the record passes its format's validator. A record that fails either is
-left out with its reasons, which the snapshot keeps; nothing else is dropped.
+openai_record_strict, which decides exactly as it does) and the record passes its format's validator. A record
+that fails either is left out with its reasons, which the snapshot keeps; nothing else is dropped.
 
 Each record written gets a manifest line (see records.Manifest) naming its trajectory, version, decision and verdict
 and the sha256 of its bytes as written.
