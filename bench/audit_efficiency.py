@@ -112,6 +112,7 @@ class Loaded:
 
         django.setup()
         from simia_web.audits.population import population_read
+        from simia_web.audits.services import members_risk
         from simia_web.curation.models import Trajectory
 
         started = time.perf_counter()
@@ -119,14 +120,7 @@ class Loaded:
         print(f"read {len(members):,} members in {time.perf_counter() - started:.1f} s", file=sys.stderr)
         if len(members) < 2 * PLANNED:
             sys.exit(f"the loaded database has {len(members)} trajectories; load at least {2 * PLANNED}")
-        self.risk = sampling.rejection_risk(
-            judge_score=members.judge_score,
-            judge_confidence=members.judge_confidence,
-            judge_failed=members.judge_failed,
-            criterion_spread=members.criterion_spread,
-            violations=members.violations,
-            has_duplicates=members.has_duplicates,
-        )
+        self.risk = members_risk(members)
         badness = -np.nan_to_num(members.judge_score, nan=0.5)
         ranks = average_ranks(badness)
         self.z = np.array([NORMAL.inv_cdf(p) for p in (ranks - 0.5) / len(ranks)])

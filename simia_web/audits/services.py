@@ -42,6 +42,21 @@ SEED_MAX = 2**63 - 1
 SELECTION = "audit"  # the bulk selection of an audit's unchanged members (curation.services.BULK_SELECTIONS)
 
 
+def filter_values_clean(filters: dict) -> dict[str, str]:
+    """Filter values as the queue's filterset takes them in a query string: empty ones left out, a list joined
+    with commas, a boolean as true or false, anything else as its text. Audits and exports store them so."""
+    cleaned: dict[str, str] = {}
+    for name, value in filters.items():
+        if value is None or value == "":
+            continue
+        if isinstance(value, list):
+            value = ",".join(str(v) for v in value)
+        elif isinstance(value, bool):
+            value = "true" if value else "false"
+        cleaned[name] = str(value)
+    return cleaned
+
+
 def audit_filters_clean(filters: Any) -> dict[str, str]:
     """The filters as stored on an audit: the queue's names only, string values; the status defaults to the
     queue's (`pending`: waiting for review). A 400 names an unknown filter, or a value that does not validate."""
@@ -54,15 +69,7 @@ def audit_filters_clean(filters: Any) -> dict[str, str]:
         raise ValidationFailed(
             f"unknown filter {', '.join(map(str, unknown))}; use {', '.join(sorted(POPULATION_FILTERS))}", "filters"
         )
-    cleaned: dict[str, str] = {}
-    for name, value in filters.items():
-        if value is None or value == "":
-            continue
-        if isinstance(value, list):
-            value = ",".join(str(v) for v in value)
-        elif isinstance(value, bool):
-            value = "true" if value else "false"
-        cleaned[name] = str(value)
+    cleaned = filter_values_clean(filters)
     filterset = _filterset(cleaned)
     if not filterset.is_valid():
         name, errors = next(iter(filterset.errors.items()))
@@ -97,7 +104,8 @@ def _positive_int(value: Any, field: str, *, low: int, high: int) -> int:
     return value
 
 
-def _risk(members: Population) -> np.ndarray:
+def members_risk(members: Population) -> np.ndarray:
+    """Each member's rejection risk (sampling.rejection_risk) from what the population read holds of it."""
     return sampling.rejection_risk(
         judge_score=members.judge_score,
         judge_confidence=members.judge_confidence,
@@ -142,7 +150,7 @@ def audit_create(
         raise ValidationFailed("no trajectory matches these filters: the population is empty", "filters")
     if size > n:
         raise ValidationFailed(f"larger than the population ({n} trajectories)", "sample_size")
-    risk = _risk(members)
+    risk = members_risk(members)
     drawn = sampling.draw(strategy=strategy, risk=risk, sample_size=size, seed=seed)
     order = np.asarray(drawn.order, dtype=np.int64)
     inclusion = np.asarray(drawn.inclusion, dtype=np.float64)

@@ -15,6 +15,7 @@ from django.db import connections
 from django.db.models import BooleanField, DateTimeField, F, FloatField, Func, JSONField, QuerySet, TextField, Value
 from django.db.models.functions import Cast, JSONObject
 
+from simia_web.audits.services import filter_values_clean
 from simia_web.core.errors import ApplicationError, Conflict, NotFound
 from simia_web.curation.duplicates import KEEP_LABELS, KEEP_ORDERS, near_duplicates_to_drop, not_indexed
 from simia_web.curation.filters import TrajectoryFilter
@@ -33,15 +34,7 @@ def export_filters_clean(filters: dict | None) -> dict:
     if unknown:
         allowed = ", ".join(sorted(TrajectoryFilter.base_filters))
         raise ValidationError({"filters": f"unknown filter(s) {', '.join(unknown)}; use {allowed}"})
-    cleaned = {}
-    for name, value in filters.items():
-        if value is None or value == "":
-            continue
-        if isinstance(value, list):
-            value = ",".join(str(v) for v in value)
-        elif isinstance(value, bool):
-            value = "true" if value else "false"
-        cleaned[name] = str(value)
+    cleaned = filter_values_clean(filters)
     cleaned.setdefault("status", DEFAULT_STATUS)
     filterset = TrajectoryFilter(data=cleaned, queryset=Trajectory.objects.all())
     if not filterset.is_valid():
