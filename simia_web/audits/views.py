@@ -7,6 +7,7 @@ from urllib.parse import urlencode
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
+from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
@@ -18,9 +19,9 @@ from simia_web.core.errors import HeldByOther, ValidationFailed
 from simia_web.curation.models import Decision, Review, Trajectory
 from simia_web.curation.selectors.review_page import review_context
 from simia_web.curation.selectors.trajectory import trajectory_detail_queryset
-from simia_web.curation.services import ReviewError, review_decide, review_undo, trajectory_release
+from simia_web.curation.services import ReviewError, review_undo, trajectory_release
 from simia_web.curation.versions import StaleVersion
-from simia_web.curation.views.common import CONFLICT, int_or_none, last_review
+from simia_web.curation.views.common import decision_posted, int_or_none, last_review
 
 from .forms import AuditForm, CeilingForm
 from .models import Audit, AuditItem
@@ -168,30 +169,14 @@ def audit_item_decide(request, pk: int, trajectory_id: int):
     if decision == Decision.FIX_ACCEPT:
         next_url = urlencode({"next": _item_url(pk, trajectory_id)})
         return redirect(f"{reverse('trajectory-edit', args=[trajectory_id])}?{next_url}")
-    trajectory = get_object_or_404(Trajectory, pk=trajectory_id)
-    try:
-        review = review_decide(
-            trajectory=trajectory,
-            reviewer=request.user,
-            decision=decision,
-            expected_version=int_or_none(request.POST.get("version")) or -1,
-            reason=request.POST.get("reason", ""),
-        )
-    except (StaleVersion, HeldByOther, ReviewError) as exc:
-        trajectory = get_object_or_404(trajectory_detail_queryset(), pk=trajectory_id)
-        context = _item_context(
-            request,
-            audit,
-            item,
-            trajectory,
-            conflict=exc if isinstance(exc, StaleVersion) else None,
-            edit_error=None if isinstance(exc, StaleVersion) else str(exc),
-            posted_reason=request.POST.get("reason", ""),
-        )
-        template = "curation/_decision.html" if request.htmx else "audits/item.html"
-        return render(
-            request, template, context, status=CONFLICT if isinstance(exc, (StaleVersion, HeldByOther)) else 400
-        )
+    review = decision_posted(
+        request,
+        trajectory_id,
+        page=lambda trajectory, refusal: _item_context(request, audit, item, trajectory, **refusal),
+        template="audits/item.html",
+    )
+    if isinstance(review, HttpResponse):
+        return review
     label = dict(Decision.choices)[review.decision].lower()
     messages.success(request, f"Trajectory {trajectory_id}: {label} (counts for audit {audit.pk}).")
     request.session["undo_review"] = review.pk  # the next page's toast offers to undo it (curation's key)

@@ -1,10 +1,17 @@
 """What the workspace's pages share: reading a request's numbers, links that carry the queue's filter, where a
 form returns to, the decision just made, and the status a refused write answers with."""
 
-from django.http import QueryDict
+from collections.abc import Callable
+
+from django.http import HttpResponse, QueryDict
+from django.shortcuts import get_object_or_404, render
 from django.utils.http import url_has_allowed_host_and_scheme
 
-from simia_web.curation.selectors.trajectory import review_standing
+from simia_web.core.errors import HeldByOther
+from simia_web.curation.models import Review, Trajectory
+from simia_web.curation.selectors.trajectory import review_standing, trajectory_detail_queryset
+from simia_web.curation.services import ReviewError, review_decide
+from simia_web.curation.versions import StaleVersion
 
 # A refused write: the page says why, with this status (htmx swaps it too: see static/js/review.js).
 CONFLICT = 409
@@ -51,3 +58,30 @@ def last_review(request):
     if review_id is None:
         return None
     return review_standing(review_id)
+
+
+def decision_posted(
+    request, pk: int, *, page: Callable[[Trajectory, dict], dict], template: str
+) -> Review | HttpResponse:
+    """Accept or reject trajectory `pk` at the version the decision card posted. A refusal answers with the card
+    (htmx) or the whole page (`template`), its context built by `page(trajectory, refusal)`, saying why."""
+    trajectory = get_object_or_404(Trajectory, pk=pk)
+    try:
+        return review_decide(
+            trajectory=trajectory,
+            reviewer=request.user,
+            decision=request.POST.get("decision", ""),
+            expected_version=int_or_none(request.POST.get("version")) or -1,
+            reason=request.POST.get("reason", ""),
+        )
+    except (StaleVersion, HeldByOther, ReviewError) as exc:
+        trajectory = get_object_or_404(trajectory_detail_queryset(), pk=pk)
+        stale = isinstance(exc, StaleVersion)
+        refusal = {
+            "conflict": exc if stale else None,
+            "edit_error": None if stale else str(exc),
+            "posted_reason": request.POST.get("reason", ""),
+        }
+        status = CONFLICT if isinstance(exc, StaleVersion | HeldByOther) else 400
+        card = "curation/_decision.html" if request.htmx else template
+        return render(request, card, page(trajectory, refusal), status=status)

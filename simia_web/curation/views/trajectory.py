@@ -21,7 +21,6 @@ from simia_web.curation.selectors.review_page import trajectory_page_context
 from simia_web.curation.selectors.trajectory import trajectory_detail_queryset
 from simia_web.curation.services import (
     ReviewError,
-    review_decide,
     review_undo,
     trajectory_claim_next,
     trajectory_judge_again,
@@ -32,7 +31,7 @@ from simia_web.curation.services import (
 from simia_web.curation.versions import StaleVersion
 from simia_web.formats import FormatError
 
-from .common import CONFLICT, int_or_none, last_review, with_query
+from .common import decision_posted, int_or_none, last_review, with_query
 
 
 def _page_context(request, trajectory: Trajectory, **extra) -> dict:
@@ -76,30 +75,17 @@ def decided(request, review: Review, target: str | None = None) -> HttpResponse:
 @role_required("annotator")
 @require_POST
 def trajectory_decide(request, pk: int):
-    trajectory = get_object_or_404(Trajectory, pk=pk)
     decision = request.POST.get("decision", "")
     if decision == Decision.FIX_ACCEPT:
         return redirect(with_query(reverse("trajectory-edit", args=[pk]), request.GET.urlencode()))
-    try:
-        review = review_decide(
-            trajectory=trajectory,
-            reviewer=request.user,
-            decision=decision,
-            expected_version=int_or_none(request.POST.get("version")) or -1,
-            reason=request.POST.get("reason", ""),
-        )
-    except (StaleVersion, HeldByOther, ReviewError) as exc:
-        trajectory = get_object_or_404(trajectory_detail_queryset(), pk=pk)
-        refused = isinstance(exc, StaleVersion | HeldByOther)
-        context = _page_context(
-            request,
-            trajectory,
-            conflict=exc if isinstance(exc, StaleVersion) else None,
-            edit_error=None if isinstance(exc, StaleVersion) else str(exc),
-            posted_reason=request.POST.get("reason", ""),
-        )
-        template = "curation/_decision.html" if request.htmx else "curation/trajectory.html"
-        return render(request, template, context, status=CONFLICT if refused else 400)
+    review = decision_posted(
+        request,
+        pk,
+        page=lambda trajectory, refusal: _page_context(request, trajectory, **refusal),
+        template="curation/trajectory.html",
+    )
+    if isinstance(review, HttpResponse):
+        return review
     return decided(request, review)
 
 
