@@ -46,7 +46,7 @@ def _setup():
         sys.exit("This benchmark needs PostgreSQL: set DATABASE_URL=postgres://...")
 
 
-def _conversation(i: int) -> tuple[list, list]:
+def export_conversation(i: int) -> tuple[list, list]:
     tools = [
         {
             "type": "function",
@@ -122,7 +122,7 @@ def rows_create(n: int) -> int:
                 cursor,
                 (
                     (pk, TrajectoryKind.DEMO, TrajectoryStatus.ACCEPTED, domain.pk)
-                    + tuple(orjson.dumps(part).decode() for part in _conversation(pk - first_id))
+                    + tuple(orjson.dumps(part).decode() for part in export_conversation(pk - first_id))
                     + (True, 0.9, "final_answer", now, now)
                     for pk in ids
                 ),
@@ -255,7 +255,7 @@ def gate_cpu_seconds(fmt: str, n: int) -> tuple[float, float]:
         "tau2": (tau2, tau2_simulation_problems),
         "parquet": (parquet, openai_problems),
     }[fmt]
-    conversations = [_conversation(i) for i in range(n)]
+    conversations = [export_conversation(i) for i in range(n)]
     started = time.process_time()
     for messages, tools in conversations:
         convert(messages, tools)

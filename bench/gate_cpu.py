@@ -15,16 +15,21 @@ tools_normalised, kept for the input that is not already canonical), so one run 
 
 import argparse
 import os
+import random
 import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+BENCH = Path(__file__).resolve().parent
+sys.path[:0] = [str(BENCH.parent), str(BENCH)]  # the project, and the loaders beside this script
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "simia_web.settings")
 
 import django  # noqa: E402
 
 django.setup()
+
+from export_throughput import export_conversation  # noqa: E402
+from review_data import DOMAINS, domain_messages, domain_tools  # noqa: E402
 
 from simia_web.formats.conversation import (  # noqa: E402
     messages_normalised,
@@ -34,75 +39,16 @@ from simia_web.formats.conversation import (  # noqa: E402
 )
 from simia_web.formats.openai import openai_problems, openai_record_strict, strict_to_openai  # noqa: E402
 
-WORDS = "order refund the a is of shipped please cancel item address policy agent you we can help"
-WORD_LIST = WORDS.split(" ")
-
-
-def _tools(domain: str) -> list[dict]:
-    return [
-        {
-            "type": "function",
-            "function": {
-                "name": f"{domain}_{verb}",
-                "description": f"{verb} a {domain} record",
-                "parameters": {"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]},
-            },
-        }
-        for verb in ("get", "update", "cancel")
-    ]
-
-
-def _sentence(i: int, n: int = 14) -> str:
-    return " ".join(WORD_LIST[(i * 7 + k * 13) % len(WORD_LIST)] for k in range(n))
-
 
 def export_shape(i: int) -> tuple[list, list]:
-    tools = [
-        {
-            "type": "function",
-            "function": {
-                "name": "get_order",
-                "description": "Look up an order by id.",
-                "parameters": {
-                    "type": "object",
-                    "properties": {"order_id": {"type": "string"}},
-                    "required": ["order_id"],
-                },
-            },
-        }
-    ]
-    call = {
-        "id": f"call_{i}",
-        "type": "function",
-        "function": {"name": "get_order", "arguments": f'{{"order_id": "W{i}"}}'},
-    }
-    messages = [
-        {"role": "system", "content": "You are a helpful shop assistant. Follow the policy."},
-        {"role": "user", "content": f"Hi, where is my order W{i}? I ordered it last week."},
-        {"role": "assistant", "content": "", "tool_calls": [call]},
-        {"role": "tool", "tool_call_id": f"call_{i}", "content": f'{{"order_id": "W{i}", "status": "shipped"}}'},
-        {"role": "assistant", "content": f"Your order W{i} has shipped and should arrive in two days."},
-    ]
-    return messages, tools
+    """bench/export_throughput.py's record: five messages and one call."""
+    return export_conversation(i)
 
 
 def review_shape(i: int) -> tuple[list, list]:
-    domain = ("retail", "airline", "telecom")[i % 3]
-    messages = [
-        {"role": "system", "content": f"You are a {domain} agent. Follow the policy. " + _sentence(i, 30)},
-        {"role": "user", "content": f"Hello, about {domain} item {i}: " + _sentence(i + 1)},
-    ]
-    for k in range(2):
-        call_id = f"call_{i}_{k}"
-        call = {"name": f"{domain}_get", "arguments": f'{{"id": "{domain[0].upper()}{i}"}}'}
-        messages.append(
-            {"role": "assistant", "content": "", "tool_calls": [{"id": call_id, "type": "function", "function": call}]}
-        )
-        messages.append({"role": "tool", "tool_call_id": call_id, "content": f'{{"status": "{_sentence(i, 1)}"}}'})
-        messages.append({"role": "assistant", "content": _sentence(i + k)})
-        messages.append({"role": "user", "content": _sentence(i + k + 2, 10)})
-    messages.append({"role": "assistant", "content": "Done. " + _sentence(i + 5)})
-    return messages, _tools(domain)
+    """bench/review_data.py's record: sixteen messages and two calls, in one of its domains."""
+    domain = DOMAINS[i % len(DOMAINS)]
+    return domain_messages(random.Random(i), domain, i, unknown_tool=False), domain_tools(domain)
 
 
 def gate_seconds(conversations, normalise_messages, normalise_tools) -> float:

@@ -94,7 +94,7 @@ PROVENANCE = orjson.dumps({"model": MODEL, "stage": "rollout"}).decode()
 JUDGE_MODEL = "bench-judge"
 
 
-def _tools(domain: str) -> list[dict]:
+def domain_tools(domain: str) -> list[dict]:
     return [
         {
             "type": "function",
@@ -112,7 +112,7 @@ def _tools(domain: str) -> list[dict]:
 WORD_OF_BYTE = [WORDS[b % len(WORDS)] for b in range(256)]
 
 
-def _messages(rng: random.Random, domain: str, i: int, *, unknown_tool: bool) -> list[dict]:
+def domain_messages(rng: random.Random, domain: str, i: int, *, unknown_tool: bool) -> list[dict]:
     def sentence(n=14):
         return " ".join(map(WORD_OF_BYTE.__getitem__, rng.randbytes(n)))
 
@@ -151,7 +151,7 @@ class Loader:
         self.first_id, self.first_row, self.now = first_id, first_row, now
         self.start_time, self.step = now - SPREAD, SPREAD / max(1, rows - first_row)
         self.domains, self.jobs, self.reviewers = domains, jobs, reviewers
-        self.tools = {name: _tools(name) for name in DOMAINS}
+        self.tools = {name: domain_tools(name) for name in DOMAINS}
         self.tools_json = {name: orjson.dumps(tools).decode() for name, tools in self.tools.items()}
         self.rng = random.Random()
         self.trajectories = TableRows(
@@ -229,7 +229,7 @@ class Loader:
         rng.seed(i)
         name = DOMAINS[i % len(DOMAINS)]
         status = rng.choices(STATUSES, STATUS_WEIGHTS)[0]
-        messages = _messages(rng, name, i, unknown_tool=status == "rules_failed")
+        messages = domain_messages(rng, name, i, unknown_tool=status == "rules_failed")
         tools = self.tools[name]
         violations = rules_check(messages, tools) if status == "rules_failed" else []
         # A pending status is the one the rules and the verdict give; a person's decision disagrees with the judge
