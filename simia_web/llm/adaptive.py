@@ -19,11 +19,12 @@ Each answered request is a sample: its time, and how many requests were in fligh
   sample, so that a faster moment long past stops being the yardstick, and any faster sample
   replaces it.
 - ratio = time per unit / noload. At or under TOLERANCE (Gradient2's default), latency is flat:
-  the limit grows by INCREASE / limit (an additive increase: about INCREASE per `limit` requests).
-  Over it, with two or more in flight when the request was sent (one alone cannot have waited for
-  another of ours), the limit is multiplied by TOLERANCE / ratio, at least by 0.5.
-- A sample sent with fewer than half the limit in flight says nothing about the limit (Netflix's
-  "app-limited" rule): noload learns from it, the limit stays.
+  the limit grows by INCREASE / limit (an additive increase: about INCREASE per `limit` requests),
+  unless fewer than half the limit were in flight (Netflix's "app-limited" rule: no evidence that
+  more would do). Over it, with two or more in flight when the request was sent (one alone cannot
+  have waited for another of ours), the limit becomes the number that was in flight (at most the
+  limit) times TOLERANCE / ratio, at least half of it: two rollouts sharing a one-slot server
+  bring a limit of 8 down to 1 though they never had 4 in flight.
 - A request that timed out, or that the endpoint refused with a 429, halves the limit (a 429 once
   per cool-down, see limits.py).
 
@@ -87,14 +88,14 @@ def next_limit(limit: float, noload: float, ceiling: int, sample: Sample) -> tup
         return max(1.0, limit / 2), noload
     per_unit = sample.per_unit
     noload = per_unit if noload <= 0 else min(per_unit, noload * (1 + NOLOAD_DRIFT))
-    if 2 * sample.in_flight < limit:
-        return limit, noload
     ratio = per_unit / noload if noload > 0 else 1.0
     if ratio <= TOLERANCE:
+        if 2 * sample.in_flight < limit:
+            return limit, noload
         return min(float(ceiling), limit + INCREASE / limit), noload
     if sample.in_flight < 2:
         return limit, noload
-    return max(1.0, limit * max(MIN_GRADIENT, TOLERANCE / ratio)), noload
+    return max(1.0, min(limit, sample.in_flight) * max(MIN_GRADIENT, TOLERANCE / ratio)), noload
 
 
 def allowed(limit: float) -> int:
@@ -110,12 +111,14 @@ local ceiling, memory_ms, now_ms = 0, 0, 0
 local function adapt(limit, per_unit, in_flight, dropped, noload)
   if dropped == 1 then return math.max(1, limit / 2), noload end
   if noload <= 0 then noload = per_unit else noload = math.min(per_unit, noload * (1 + {NOLOAD_DRIFT})) end
-  if 2 * in_flight < limit then return limit, noload end
   local ratio = 1
   if noload > 0 then ratio = per_unit / noload end
-  if ratio <= {TOLERANCE} then return math.min(ceiling, limit + {INCREASE} / limit), noload end
+  if ratio <= {TOLERANCE} then
+    if 2 * in_flight < limit then return limit, noload end
+    return math.min(ceiling, limit + {INCREASE} / limit), noload
+  end
   if in_flight < 2 then return limit, noload end
-  return math.max(1, limit * math.max({MIN_GRADIENT}, {TOLERANCE} / ratio)), noload
+  return math.max(1, math.min(limit, in_flight) * math.max({MIN_GRADIENT}, {TOLERANCE} / ratio)), noload
 end
 local function allowed(limit) return math.max(1, math.floor(limit + 1e-9)) end
 local function note_limit(before, after, always)

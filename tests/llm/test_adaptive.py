@@ -100,7 +100,12 @@ def test_the_step_falls_with_latency_that_rises_with_the_number_in_flight_and_gr
     bigger = Sample(seconds=2.0, sent=8000, received=0, in_flight=2)  # twice the work in twice the time: flat
     assert next_limit(2.0, 0.25, 8, bigger)[0] == pytest.approx(2.25)
     assert next_limit(8.0, 0.25, 8, Sample(seconds=9, sent=4000, received=0, in_flight=8, dropped=True))[0] == 4.0
-    assert next_limit(8.0, 0.25, 8, Sample(seconds=9, sent=4000, received=0, in_flight=1))[0] == 8.0  # app-limited
+    assert next_limit(8.0, 0.25, 8, Sample(seconds=9, sent=4000, received=0, in_flight=1))[0] == 8.0  # alone
+    assert next_limit(4.0, 0.25, 8, Sample(seconds=1, sent=4000, received=0, in_flight=1))[0] == 4.0  # app-limited
+    # Two in flight of the eight allowed, each waiting for the other: down to what the two showed.
+    assert next_limit(8.0, 0.25, 8, Sample(seconds=2, sent=4000, received=0, in_flight=2))[0] == pytest.approx(
+        1.5, rel=0.03
+    )
 
 
 def test_redis_takes_the_same_steps_as_the_process(redis_url):
