@@ -114,6 +114,13 @@
         if (!submit("stream-next")) go("next");
         break;
       case "k": go("previous"); break;
+      case "s": {
+        // Every state change on the page opens, or closes when all are open.
+        var states = document.querySelectorAll("details.state");
+        var open = Array.prototype.every.call(states, function (d) { return d.open; });
+        states.forEach(function (d) { d.open = !open; });
+        break;
+      }
       case "?":
         if (help) { help.open ? help.close() : help.showModal(); }
         break;

@@ -15,6 +15,7 @@ def test_an_annotator_rates_each_criterion_and_labels_a_message_on_the_review_pa
     trajectory = make_trajectory()
     page = login("annotator")
     page.goto(f"/trajectories/{trajectory.pk}/")
+    page.get_by_text("Your ratings per criterion").click()  # the ratings fold away until asked for
 
     page.get_by_label("task_completed").select_option("0.4")
     page.get_by_label("policy_followed").select_option("1.0")
