@@ -51,4 +51,6 @@ class AuditLogApi(ListAPIView):
     filterset_class = AuditEventFilter
 
     def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):  # the schema generator asks with nobody signed in
+            return AuditEvent.objects.none()
         return selectors.audit_events_visible(user=self.request.user).select_related("actor", "workspace")

@@ -157,7 +157,7 @@ def _profile_fields() -> dict[str, forms.Field]:
     ]
     return {
         f"{PROFILE_PREFIX}{stage}": forms.ChoiceField(
-            label=label,
+            label=f"{label} endpoint",  # beside a kind's own field named after the stage (the judge configuration)
             choices=profiles,
             required=False,
             help_text=f"The endpoint profile for the {label.lower()} stage (empty: the one routed on the LLM "

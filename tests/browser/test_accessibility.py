@@ -394,11 +394,11 @@ def test_job_status_is_announced_and_a_refused_decision_takes_the_focus(browser,
 def test_the_judge_is_chosen_by_its_label_on_a_queue_page_and_a_refusal_marks_it(browser, live_server, users):
     page = log_in(browser, live_server.url, users["curator"].username)
     page.goto("/queue/amplify/")
-    judge = page.get_by_label("Judge")
+    judge = page.get_by_label("Judge:", exact=True)
     expect(judge).to_have_value("route")  # the serializer's default
     judge.select_option("best_calibrated")
     page.get_by_role("button", name="Queue job").click()
-    judge = page.get_by_label("Judge")
+    judge = page.get_by_label("Judge:", exact=True)
     expect(judge).to_have_attribute("aria-invalid", "true")
     expect(page.locator(".errorlist")).to_contain_text("no calibration run has finished")
     assert not Job.objects.filter(kind="amplify").exists()
@@ -412,7 +412,7 @@ def test_the_judge_is_chosen_by_its_label_on_a_queue_page_and_a_refusal_marks_it
         summary={"figures": {"passed": {"kappa": 0.714, "accuracy": 0.9}}},
     )
     page.goto("/queue/rollouts/")
-    expect(page.get_by_label("Judge").locator("option[value=best_calibrated]")).to_have_text(
+    expect(page.get_by_label("Judge:", exact=True).locator("option[value=best_calibrated]")).to_have_text(
         f"The best-calibrated prompt and endpoint (judge-v4 × stub, kappa 0.71, run {run.pk})"
     )
     page.context.close()

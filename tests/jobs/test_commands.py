@@ -23,7 +23,7 @@ def test_create_user_with_a_role_and_an_api_token(db):
     call_command("create_user", "ann", "--role", "annotator", "--password", "long-enough-9", "--token", stdout=out)
     user = User.objects.get(username="ann")
     assert user.role == "annotator" and user.check_password("long-enough-9") and not user.is_staff
-    assert out.getvalue().splitlines() == ["Created annotator ann.", Token.objects.get(user=user).key]
+    assert out.getvalue().splitlines() == ["Created annotator ann in default.", Token.objects.get(user=user).key]
 
 
 @pytest.mark.parametrize(
