@@ -388,6 +388,9 @@ SIMIA_LLM_LIMITS_REDIS_URL = os.environ.get(
 # How long a worker's hold on one of an endpoint's concurrent requests lasts unless renewed: it renews its
 # holds every third of this while their requests run, and a dead worker's holds are free this long after it died.
 SIMIA_LLM_LEASE_SECONDS = float(os.environ.get("SIMIA_LLM_LEASE_SECONDS", "30"))
+# Off: every profile keeps its max_concurrency in flight, whatever its latency does (a server whose capacity is known
+# and fixed); on, the limit adapts to the endpoint's latency under that ceiling (llm.adaptive).
+SIMIA_LLM_ADAPTIVE_CONCURRENCY = env_bool("SIMIA_LLM_ADAPTIVE_CONCURRENCY", True)
 SIMIA_PROFILE_CACHE_SECONDS = float(os.environ.get("SIMIA_PROFILE_CACHE_SECONDS", "10"))
 # How long a worker keeps a job's domain and APIs for its rollout units (edits are seen after at most this).
 SIMIA_CATALOG_CACHE_SECONDS = float(os.environ.get("SIMIA_CATALOG_CACHE_SECONDS", "10"))

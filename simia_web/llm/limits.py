@@ -567,7 +567,9 @@ class EndpointLimiter:
     @staticmethod
     def _sample(outcome: Outcome, in_flight: int) -> Sample | None:
         """The exchange as a sample for the adaptive limit: answered, or given up on; None when unmeasured (not sent,
-        refused, or a 429, which has its own rule)."""
+        refused, or a 429, which has its own rule; or SIMIA_LLM_ADAPTIVE_CONCURRENCY is off)."""
+        if not settings.SIMIA_LLM_ADAPTIVE_CONCURRENCY:
+            return None
         if outcome.measured is None or outcome.throttled or not (outcome.succeeded or outcome.timed_out):
             return None
         seconds, sent, received = outcome.measured

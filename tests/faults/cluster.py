@@ -196,6 +196,9 @@ class Servers:
             "SIMIA_UNIT_HEARTBEAT_SECONDS": str(self.heartbeat),
             "CELERY_VISIBILITY_TIMEOUT": "3600",  # Redis's own redelivery never does the watchdog's work here
             "SIMIA_PROFILE_CACHE_SECONDS": "2",  # reads of the database mid-unit, as in a long production run
+            # Every thread's request held at the gate at once, the moment to break something: the gate's waits would
+            # read as an overloaded endpoint and bring the adaptive limit down.
+            "SIMIA_LLM_ADAPTIVE_CONCURRENCY": "0",
             **extra,
         }
 
