@@ -22,6 +22,7 @@ from .keys import profile_key_shown
 from .models import EndpointProfile, Stage
 from .selectors import (
     llm_calls_with_profile,
+    profile_adaptive_limit,
     profile_as_used_here,
     profile_findings,
     profile_probe_passed,
@@ -143,6 +144,7 @@ def _edit(request, profile: EndpointProfile, *, title: str):
         "environment": _environment(),
         "key": profile_key_shown(shown) if shown else "",
         **({"probe": _probe_context(shown, _since(request))} if shown else {}),
+        **({"adaptive": profile_adaptive_limit(shown)} if shown else {}),
     }
     return render(request, "llm/endpoint_form.html", context, status=status)
 

@@ -161,3 +161,14 @@ def test_stage_routes_are_set_on_the_page(client_for):
     assert not StageRoute.objects.exists()
     refused = client.post("/llm/endpoints/", {"judge": "999999"})
     assert refused.status_code == 400 and "Select a valid choice" in refused.content.decode()
+
+
+def test_a_profile_page_shows_the_requests_it_is_given_at_once(client_for):
+    from simia_web.llm.models import EndpointProfile
+
+    profile = EndpointProfile.objects.create(
+        name="local", base_url="http://127.0.0.1:9/v1", model="m", max_concurrency=8
+    )
+    page = client_for("admin").get(f"/llm/endpoints/{profile.pk}/").content.decode()
+    panel = page[page.index('id="adaptive-limit"') :]
+    assert "of at most 8 in flight allowed now" in panel or "at most 8 at once" in panel
