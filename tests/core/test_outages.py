@@ -75,7 +75,8 @@ def test_an_error_raised_from_an_outage_is_one():
         assert is_outage(error)
 
 
-def test_work_is_tried_again_through_an_outage_and_other_errors_propagate(monkeypatch):
+def test_work_is_tried_again_through_an_outage_and_other_errors_propagate(db, monkeypatch):
+    """Waiting out an outage resets the connections, which the test database allows (the `db` fixture)."""
     monkeypatch.setattr("simia_web.core.outages.time.sleep", lambda seconds: None)
     failures = [redis.ConnectionError("refused"), psycopg.errors.AdminShutdown()]
 
