@@ -249,12 +249,13 @@ def seed_upload(request):
 # ---------------------------------------------------------------- made by hand
 
 
-def _create_page(request, *, form, title: str, intro: str, submit: str, status: int = 200, **context):
+def _create_page(request, *, form, title: str, intro: str, submit: str, **context):
+    """A create form's page: 400 when the form holds refusals, so a refused submit is never read as a success."""
     return render(
         request,
         "catalog/create.html",
         {"form": form, "title": title, "intro": intro, "submit": submit, **context},
-        status=status,
+        status=400 if form.errors else 200,
     )
 
 
@@ -283,7 +284,6 @@ def domain_create(request):
         intro="A domain is the world an agent works in: its APIs, its world state, its tasks and the policy the agent "
         "follows. Create it here, then add APIs by hand, import them, or let a synthesis job write them.",
         submit="Create domain",
-        status=400 if form.errors else 200,
     )
 
 
@@ -306,7 +306,6 @@ def api_create(request):
         intro="One tool of a domain: its name, what it does, and the JSON Schema of its arguments. To add many at "
         "once, import them from an OpenAPI document or an MCP server.",
         submit="Add API",
-        status=400 if form.errors else 200,
         no_domain=no_domain,
         import_link=True,
     )
@@ -328,6 +327,5 @@ def task_create(request):
         intro="A task is what a user asks the agent to do in a domain. Rollout and synthesis jobs roll out the valid "
         "tasks; a task close to one the domain has is kept, flagged as a near-duplicate.",
         submit="Write task",
-        status=400 if form.errors else 200,
         no_domain=no_domain,
     )
