@@ -1,6 +1,7 @@
 """Every page and REST route answered as an admin, with data in every feature, on whichever database Django uses: a
-500 anywhere is a failure. tests/core/test_backend_parity.py runs it in-process on PostgreSQL and, through `python -m
-tests.support.route_walk`, on a fresh SQLite file (the embedded default), so a query only one backend runs is caught.
+500 anywhere is a failure, for a read or for an empty write. tests/core/test_backend_parity.py runs it in-process on
+PostgreSQL and, through `python -m tests.support.route_walk`, on a fresh SQLite file (the embedded default), so a query
+only one backend runs is caught.
 
 Routes come from the URL resolver; the REST list routes are walked again with each query parameter the OpenAPI schema
 documents for them (every choice of a choice, a sample value otherwise), so filters and sorts run on both backends.
@@ -16,6 +17,9 @@ from django.urls import URLPattern, URLResolver, get_resolver, reverse
 # Not walked: the Django admin (its own app), the auth views (public), /metrics (a scrape token, not a session).
 SKIPPED_NAMESPACES = {"admin"}
 SKIPPED_ROUTES = {"login", "logout", "metrics"}
+# Writes are sent last, so that what they change or refuse does not touch the reads; a DELETE is not sent.
+WRITES = ("POST", "PUT", "PATCH")
+WRITE_TYPES = {"api": "application/json", "page": "application/x-www-form-urlencoded"}
 SAMPLES = {"integer": "1", "number": "0.5", "boolean": "true", "string": "a"}
 SAMPLE_FORMATS = {
     "date-time": "2026-01-01T00:00:00Z",
@@ -52,7 +56,8 @@ def feature_data(users: dict) -> dict:
     return {**objects, "near_duplicates": pair}
 
 
-def _get_routes() -> list[tuple[str, object]]:
+def _routes(method: str) -> list[tuple[str, object]]:
+    """The routes that answer `method` (by the access matrix's table), but those the walk leaves out."""
     from tests.accounts.test_access_matrix import ROUTES
 
     routes = []
@@ -60,7 +65,7 @@ def _get_routes() -> list[tuple[str, object]]:
         if namespace in SKIPPED_NAMESPACES or pattern.name in SKIPPED_ROUTES:
             continue
         route = ROUTES.get(pattern.name)
-        if route is not None and "GET" in route.methods:
+        if route is not None and method in route.methods:
             routes.append((pattern.name, route))
     return routes
 
@@ -75,14 +80,13 @@ def _query_samples(parameter: dict) -> list[str]:
 
 
 def walk(client: Client, objects: dict) -> list[str]:
-    """GET every route as the client's user, then every documented query parameter of the REST routes; the failures
-    ("GET url -> 500")."""
+    """GET every route as the client's user, then every documented query parameter of the REST routes, then send every
+    write route an empty body (a refusal is fine, a 500 is not); the failures ("GET url -> 500")."""
     from tests.accounts.test_access_matrix import route_url
 
-    failures, visited = [], {}
-    for name, route in _get_routes():
+    failures = []
+    for name, route in _routes("GET"):
         url = route_url(name, route, objects)
-        visited[url] = name
         status = client.get(url).status_code
         if status >= 500:
             failures.append(f"GET {url} -> {status}")
@@ -97,6 +101,13 @@ def walk(client: Client, objects: dict) -> list[str]:
                 status = client.get(path, {parameter["name"]: value}).status_code
                 if status >= 500:
                     failures.append(f"GET {path}?{parameter['name']}={value} -> {status}")
+    for method in WRITES:
+        for name, route in _routes(method):
+            url = route_url(name, route, objects)
+            body = b"{}" if route.kind == "api" else b""
+            status = client.generic(method, url, data=body, content_type=WRITE_TYPES[route.kind]).status_code
+            if status >= 500:
+                failures.append(f"{method} {url} -> {status}")
     return failures
 
 
@@ -117,7 +128,7 @@ def main() -> int:
     client = Client()
     client.force_login(users["admin"])
     failures = walk(client, feature_data(users))
-    print(json.dumps({"routes": len(_get_routes()), "failures": failures}))
+    print(json.dumps({"routes": len(_routes("GET")), "failures": failures}))
     return 1 if failures else 0
 
 
