@@ -58,6 +58,11 @@ NOLOAD_DRIFT = 0.01
 ANSWER_WEIGHT = 4  # writing a token takes several times as long as reading one, on every server we know
 MIN_WORK_BYTES = 1000  # a request's own overhead: smaller ones are about as slow as this
 HISTORY_KEPT = 100
+# An answer faster than this cannot have waited behind another of ours long enough to show the endpoint at capacity (a
+# request queued on a one-slot server waits for a whole other answer): it may raise the limit, never lower it. Without
+# it, a call held open for long (an RL step's slow simulator answer) made the instant answers sent beside it read as
+# latency risen, since time per byte of tiny answers differs by their size alone, and the limit fell to 1.
+QUEUE_EVIDENCE_SECONDS = 0.1
 
 
 @dataclass(frozen=True)
@@ -69,13 +74,18 @@ class Sample:
     dropped: bool = False  # timed out: the endpoint could not answer in time
 
     @property
+    def fast(self) -> bool:
+        """Too fast to show requests waiting for each other (QUEUE_EVIDENCE_SECONDS)."""
+        return self.seconds < QUEUE_EVIDENCE_SECONDS
+
+    @property
     def per_unit(self) -> float:
         """Seconds per 1,000 bytes of work."""
         return self.seconds * 1000 / work_bytes(self.sent, self.received)
 
     def encoded(self) -> list:
-        """As the Lua step reads it: seconds per unit, in flight, dropped (0/1)."""
-        return [repr(self.per_unit), self.in_flight, int(self.dropped)]
+        """As the Lua step reads it: seconds per unit, in flight, and 1 dropped, 2 fast (see `fast`), else 0."""
+        return [repr(self.per_unit), self.in_flight, 1 if self.dropped else 2 if self.fast else 0]
 
 
 def work_bytes(sent: int, received: int = 0) -> int:
@@ -93,7 +103,7 @@ def next_limit(limit: float, noload: float, ceiling: int, sample: Sample) -> tup
         if 2 * sample.in_flight < limit:
             return limit, noload
         return min(float(ceiling), limit + INCREASE / limit), noload
-    if sample.in_flight < 2:
+    if sample.in_flight < 2 or sample.fast:
         return limit, noload
     return max(1.0, min(limit, sample.in_flight) * max(MIN_GRADIENT, TOLERANCE / ratio)), noload
 
@@ -117,7 +127,7 @@ local function adapt(limit, per_unit, in_flight, dropped, noload)
     if 2 * in_flight < limit then return limit, noload end
     return math.min(ceiling, limit + {INCREASE} / limit), noload
   end
-  if in_flight < 2 then return limit, noload end
+  if in_flight < 2 or dropped == 2 then return limit, noload end
   return math.max(1, math.min(limit, in_flight) * math.max({MIN_GRADIENT}, {TOLERANCE} / ratio)), noload
 end
 local function allowed(limit) return math.max(1, math.floor(limit + 1e-9)) end

@@ -15,9 +15,6 @@ def test_writers_go_through_while_a_step_waits_for_the_simulator(tmp_path):
         "CELERY_BROKER_URL": f"filesystem://{tmp_path / 'broker'}",
         "SIMIA_VAR_DIR": str(tmp_path),
         "SIMIA_LLM_BACKOFF_BASE": "0.01",
-        # The step's simulator call is held open on purpose while the other writers run their own LLM calls: the
-        # adaptive limit reads the held call as a server at capacity and keeps theirs waiting behind it.
-        "SIMIA_LLM_ADAPTIVE_CONCURRENCY": "0",
     }
     script = ROOT / "tests" / "environments" / "sqlite_step_writers.py"
     run = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300)

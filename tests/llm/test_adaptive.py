@@ -313,3 +313,14 @@ def test_a_call_that_timed_out_is_retried_only_once_the_server_is_done_with_it(s
 def _asked_messages() -> list[dict]:
     """The messages `ask` sends (its question with the schema in the system prompt, as the stub's structured mode)."""
     return [{"role": "user", "content": "What is six times seven?"}]
+
+
+def test_an_answer_too_fast_to_have_queued_never_lowers_the_limit_and_a_slow_one_does():
+    from simia_web.llm.adaptive import QUEUE_EVIDENCE_SECONDS, Sample, next_limit
+
+    yardstick = Sample(seconds=0.2, sent=20_000, received=0, in_flight=1).per_unit
+    fast = Sample(seconds=QUEUE_EVIDENCE_SECONDS / 2, sent=10, received=0, in_flight=2)  # many times the yardstick
+    slow = Sample(seconds=2.0, sent=20_000, received=0, in_flight=2)
+    assert fast.per_unit > 3 * yardstick and fast.encoded()[2] == 2
+    assert next_limit(8.0, yardstick, 8, fast)[0] == 8.0
+    assert next_limit(8.0, yardstick, 8, slow)[0] < 8.0
