@@ -35,6 +35,20 @@ class Workspace(models.Model):
         return self.slug
 
 
+def default_workspace_id() -> int:
+    """The `default` workspace's id: the owner of anything made without naming a workspace (data from before
+    workspaces, demo data, a command run without --workspace)."""
+    workspace, _ = Workspace.objects.get_or_create(slug=DEFAULT_WORKSPACE, defaults={"name": "Default"})
+    return workspace.pk
+
+
+def owner_workspace_field(related_name: str = "+") -> models.ForeignKey:
+    """The owner workspace of a team's row; the default workspace when the writer names none."""
+    return models.ForeignKey(
+        Workspace, on_delete=models.PROTECT, related_name=related_name, default=default_workspace_id
+    )
+
+
 class Membership(models.Model):
     """A user's role in one workspace: one row per user and workspace."""
 
@@ -42,6 +56,8 @@ class Membership(models.Model):
     workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="memberships")
     role = models.CharField(max_length=16, choices=Role.choices)
     created_at = models.DateTimeField(auto_now_add=True)
+
+    workspace_path = "workspace"
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["user", "workspace"], name="membership_unique_user_workspace")]

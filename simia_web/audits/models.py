@@ -10,6 +10,8 @@ import numpy as np
 from django.conf import settings
 from django.db import models
 
+from simia_web.accounts.models import owner_workspace_field
+
 
 class Strategy(models.TextChoices):
     UNIFORM = "uniform", "Uniform (simple random sampling without replacement)"
@@ -38,6 +40,9 @@ class Audit(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     created_at = models.DateTimeField(auto_now_add=True)
+    workspace = owner_workspace_field()
+
+    workspace_path = "workspace"
 
     class Meta:
         ordering = ["-id"]
@@ -52,6 +57,8 @@ class AuditPopulation(models.Model):
     rejection that the strategy used (float64; NaN where there was nothing to predict from). Written once."""
 
     audit = models.OneToOneField(Audit, on_delete=models.CASCADE, primary_key=True, related_name="members")
+
+    workspace_path = "audit__workspace"
     ids = models.BinaryField()
     text_versions = models.BinaryField()
     inclusion = models.BinaryField()
@@ -74,6 +81,8 @@ class AuditItem(models.Model):
     estimate counts the decided items at the head of that order."""
 
     audit = models.ForeignKey(Audit, on_delete=models.CASCADE, related_name="items")
+
+    workspace_path = "audit__workspace"
     trajectory = models.ForeignKey("curation.Trajectory", on_delete=models.CASCADE, related_name="audit_items")
     position = models.PositiveIntegerField()
     inclusion_probability = models.FloatField()
@@ -100,6 +109,8 @@ class Acceptance(models.Model):
     decision (its batch; its job when it ran as one) that wrote the acceptances."""
 
     audit = models.ForeignKey(Audit, on_delete=models.CASCADE, related_name="acceptances")
+
+    workspace_path = "audit__workspace"
     max_error_rate = models.FloatField()
     high = models.FloatField(help_text="The estimate's upper bound when it was allowed.")
     estimate = models.JSONField(default=dict)

@@ -4,6 +4,8 @@ that replay the judge on rated items."""
 from django.conf import settings
 from django.db import models
 
+from simia_web.accounts.models import owner_workspace_field
+
 
 class ErrorType(models.TextChoices):
     """What went wrong in a message, as annotators label it. The taxonomy follows the judge's criteria, so a label
@@ -28,6 +30,8 @@ class CriterionRating(models.Model):
     change to the text leaves it as history, as it does a decision."""
 
     trajectory = models.ForeignKey("curation.Trajectory", on_delete=models.CASCADE, related_name="ratings")
+
+    workspace_path = "trajectory__domain__workspace"
     annotator = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="ratings")
     trajectory_version = models.PositiveIntegerField(help_text="The text version rated.")
     scores = models.JSONField(default=dict, help_text="{criterion: grade}; a criterion left out was not rated.")
@@ -52,6 +56,8 @@ class MessageLabel(models.Model):
     """An annotator's error types and comment on one message of the version they rated."""
 
     rating = models.ForeignKey(CriterionRating, on_delete=models.CASCADE, related_name="message_labels")
+
+    workspace_path = "rating__trajectory__domain__workspace"
     message_index = models.PositiveIntegerField()
     error_types = models.JSONField(default=list, blank=True)
     comment = models.TextField(blank=True)
@@ -73,6 +79,9 @@ class AssignmentBatch(models.Model):
     overlap = models.PositiveSmallIntegerField(help_text="Annotators per item (k).")
     selection = models.JSONField(default=dict, help_text="The filter or the ids the items were picked by.")
     created_at = models.DateTimeField(auto_now_add=True)
+    workspace = owner_workspace_field()
+
+    workspace_path = "workspace"
 
     def __str__(self):
         return f"assignment batch {self.pk} (k={self.overlap})"
@@ -82,6 +91,8 @@ class RatingAssignment(models.Model):
     """An item given to an annotator to rate. It is done when they have rated its current text."""
 
     batch = models.ForeignKey(AssignmentBatch, on_delete=models.CASCADE, related_name="assignments")
+
+    workspace_path = "batch__workspace"
     trajectory = models.ForeignKey("curation.Trajectory", on_delete=models.CASCADE, related_name="rating_assignments")
     annotator = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="rating_assignments")
     created_at = models.DateTimeField(auto_now_add=True)
@@ -111,6 +122,9 @@ class CalibrationRun(models.Model):
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     created_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    workspace = owner_workspace_field()
+
+    workspace_path = "workspace"
 
     class Meta:
         ordering = ["-id"]
@@ -123,6 +137,8 @@ class CalibrationAnswer(models.Model):
     """The judge's answer on one rated item in a run: its per-criterion scores, or why there are none."""
 
     run = models.ForeignKey(CalibrationRun, on_delete=models.CASCADE, related_name="answers")
+
+    workspace_path = "run__workspace"
     trajectory = models.ForeignKey("curation.Trajectory", on_delete=models.CASCADE, related_name="+")
     trajectory_version = models.PositiveIntegerField()
     scores = models.JSONField(default=dict, blank=True)

@@ -4,6 +4,8 @@ seed trajectories, each with its provenance and a version that every edit advanc
 from django.conf import settings
 from django.db import models
 
+from simia_web.accounts.models import owner_workspace_field
+
 from .validation import STATE_PROBLEM_LABELS
 
 
@@ -39,6 +41,10 @@ class Domain(Provenance):
     initial_state = models.JSONField(default=dict, blank=True)
     state_errors = models.JSONField(default=list, blank=True)
     source = models.CharField(max_length=16, choices=DomainSource.choices, default=DomainSource.MANUAL)
+    # Everything made from a domain (APIs, tasks, seeds, trajectories and what hangs off them) is its workspace's.
+    workspace = owner_workspace_field(related_name="domains")
+
+    workspace_path = "workspace"
 
     class Meta:
         ordering = ["name"]
@@ -61,6 +67,8 @@ class Api(Provenance):
     """A tool of a domain: its JSON Schema parameters, return schema, and the state it touches."""
 
     domain = models.ForeignKey(Domain, on_delete=models.CASCADE, related_name="apis")
+
+    workspace_path = "domain__workspace"
     name = models.CharField(max_length=120)
     description = models.TextField(blank=True)
     parameters = models.JSONField(default=dict)
@@ -97,6 +105,8 @@ class TaskStatus(models.TextChoices):
 
 class Task(Provenance):
     domain = models.ForeignKey(Domain, on_delete=models.CASCADE, related_name="tasks")
+
+    workspace_path = "domain__workspace"
     external_id = models.CharField(max_length=80, blank=True)
     instruction = models.TextField()
     user_scenario = models.JSONField(default=dict, blank=True)
@@ -125,6 +135,8 @@ class Seed(Provenance):
     """An imported trajectory in the canonical format, used as the pattern for amplification."""
 
     domain = models.ForeignKey(Domain, on_delete=models.CASCADE, related_name="seeds")
+
+    workspace_path = "domain__workspace"
     source_format = models.CharField(max_length=16, choices=SeedFormat.choices)
     source_name = models.CharField(max_length=300, blank=True)
     source_record = models.PositiveIntegerField(default=0)
@@ -147,6 +159,8 @@ class DomainReference(models.Model):
     what fidelity measures the simulator against, and what a rollout can run against instead of it."""
 
     domain = models.OneToOneField(Domain, on_delete=models.CASCADE, related_name="reference")
+
+    workspace_path = "domain__workspace"
     command = models.CharField(max_length=2000, blank=True, help_text="Run over stdio (admins only).")
     url = models.CharField(max_length=2000, blank=True, help_text="A streamable-HTTP MCP endpoint.")
     reset_tool = models.CharField(

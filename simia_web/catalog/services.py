@@ -100,7 +100,7 @@ def tasks_store(*, domain: Domain, tasks: list[dict], job=None, provenance: dict
         if errors:
             status = TaskStatus.REJECTED
         else:
-            duplicate_of = task_duplicate_of(domain_id=domain.pk, instruction=instruction)
+            duplicate_of = task_duplicate_of(domain=domain, instruction=instruction)
             if duplicate_of is not None:
                 status = TaskStatus.DUPLICATE
                 errors.append(f"near-duplicate of task {duplicate_of}")
@@ -124,7 +124,9 @@ def tasks_store(*, domain: Domain, tasks: list[dict], job=None, provenance: dict
 
 def task_index(task: Task, new: bool = False) -> None:
     """Sign the task's instruction in the near-duplicate index, in the transaction that writes it."""
-    item_index(corpus=TASKS, item_id=task.pk, text=task.instruction, new=new)
+    item_index(
+        corpus=TASKS, workspace_id=task.domain.workspace_id, item_id=task.pk, text=task.instruction, new=new
+    )
 
 
 # --- Edits with revisions -------------------------------------------------------------------------
@@ -439,7 +441,7 @@ def task_create(
         errors["difficulty"] = "at most 16 characters"
     if errors:
         raise ValidationError(errors)
-    duplicate_of = task_duplicate_of(domain_id=domain.pk, instruction=instruction)
+    duplicate_of = task_duplicate_of(domain=domain, instruction=instruction)
     task = Task.objects.create(
         domain=domain,
         instruction=instruction,

@@ -42,6 +42,13 @@ class NotFound(ApplicationError):
     code = "not_found"
 
 
+class Forbidden(ApplicationError):
+    """The caller may see the thing but their role does not allow this."""
+
+    status_code = 403
+    code = "forbidden"
+
+
 class Conflict(ApplicationError):
     """The request is fine but the thing it acts on is not in a state that allows it."""
 

@@ -21,6 +21,8 @@ class AuditEvent(models.Model):
         "accounts.Workspace", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
 
+    workspace_path = "workspace"
+
     class Meta:
         # The audit log pages newest first (-id) under each of its filters: one index per filter, ending in id.
         indexes = [

@@ -19,6 +19,7 @@ CORPUS = Corpus(
     name=TRAJECTORIES,
     queryset=lambda: Trajectory.objects.all(),
     fields=("messages",),
+    workspace="domain__workspace_id",
     text=lambda values: conversation_text(values["messages"] or []),
 )
 
@@ -86,10 +87,10 @@ def _members(ids: list[int]) -> list[dict]:
     return list(rows.order_by(*KEEP_ORDERS["accepted_first"]).values(*MEMBER_FIELDS, "accepted_at"))
 
 
-def clusters_page(*, after: int | None, limit: int, members_shown: int) -> list[Cluster]:
-    """A keyset page of clusters (by representative), each with its size and its first `members_shown` members:
-    three queries."""
-    heads = index.cluster_heads(corpus=TRAJECTORIES, after=after, limit=limit)
+def clusters_page(*, workspace_ids: list[int], after: int | None, limit: int, members_shown: int) -> list[Cluster]:
+    """A keyset page of the workspaces' clusters (by representative), each with its size and its first
+    `members_shown` members: three queries."""
+    heads = index.cluster_heads(corpus=TRAJECTORIES, workspace_ids=workspace_ids, after=after, limit=limit)
     found = index.clusters_first_members(corpus=TRAJECTORIES, heads=heads, limit=members_shown)
     rows = _members([pk for _, ids in found.values() for pk in ids])
     clusters = []
@@ -99,9 +100,11 @@ def clusters_page(*, after: int | None, limit: int, members_shown: int) -> list[
     return clusters
 
 
-def cluster_detail(*, head: int, limit: int) -> Cluster | None:
-    """One cluster with its first `limit` members (the representative always among them); None when it has fewer
-    than two members (it is no cluster, or no longer one)."""
+def cluster_detail(*, workspace_ids: list[int], head: int, limit: int) -> Cluster | None:
+    """One cluster of the workspaces with its first `limit` members (the representative always among them); None
+    when it has fewer than two members (it is no cluster, or no longer one) or is another workspace's."""
+    if not Signature.objects.filter(corpus=TRAJECTORIES, item_id=head, workspace_id__in=workspace_ids).exists():
+        return None
     size, ids = index.clusters_first_members(corpus=TRAJECTORIES, heads=[head], limit=limit).get(head, (0, []))
     if size < 2:
         return None

@@ -117,6 +117,8 @@ class Trajectory(models.Model):
         max_length=16, choices=TrajectoryStatus.choices, default=TrajectoryStatus.GENERATED, db_index=True
     )
     domain = models.ForeignKey("catalog.Domain", on_delete=models.PROTECT, related_name="trajectories")
+
+    workspace_path = "domain__workspace"
     task = models.ForeignKey(
         "catalog.Task", null=True, blank=True, on_delete=models.SET_NULL, related_name="trajectories"
     )
@@ -212,6 +214,8 @@ class QueueSearchEntry(models.Model):
     judge_score = models.FloatField(null=True)
     judge_passed = models.BooleanField(null=True)
     domain_id = models.BigIntegerField()
+
+    workspace_path = "domain_id"  # a plain column (the trigger writes it): accounts.scoping reads it as such
     domain_name = models.CharField(max_length=80)
     created_at = models.DateTimeField()
     turns = models.PositiveIntegerField()
@@ -226,6 +230,8 @@ class QueueSearchEntry(models.Model):
 
 class RuleViolation(models.Model):
     trajectory = models.ForeignKey(Trajectory, on_delete=models.CASCADE, related_name="violations")
+
+    workspace_path = "trajectory__domain__workspace"
     code = models.CharField(max_length=40, db_index=True)
     message_index = models.IntegerField(null=True, blank=True)
     detail = models.TextField(blank=True)
@@ -240,6 +246,8 @@ class RuleViolation(models.Model):
 
 class JudgeVerdict(models.Model):
     trajectory = models.ForeignKey(Trajectory, on_delete=models.CASCADE, related_name="verdicts")
+
+    workspace_path = "trajectory__domain__workspace"
     passed = models.BooleanField(null=True)
     scores = models.JSONField(default=dict)
     score = models.FloatField(null=True)
@@ -275,6 +283,8 @@ class Review(models.Model):
     made; an undo (undone_at) or a later change to the text (superseded_at) ends it, and the row stays as history."""
 
     trajectory = models.ForeignKey(Trajectory, on_delete=models.CASCADE, related_name="reviews")
+
+    workspace_path = "trajectory__domain__workspace"
     reviewer = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT)
     decision = models.CharField(max_length=16, choices=Decision.choices)
     reason = models.TextField(blank=True)
@@ -329,6 +339,8 @@ class TrajectoryChange(models.Model):
     """What made each version after the generated one (version 1), and who: the record a refused write names."""
 
     trajectory = models.ForeignKey(Trajectory, on_delete=models.CASCADE, related_name="changes")
+
+    workspace_path = "trajectory__domain__workspace"
     version = models.PositiveIntegerField()
     action = models.CharField(max_length=16, choices=Change.choices)
     actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
@@ -350,6 +362,8 @@ class EditorDraft(models.Model):
     ({name: [values]}), and the version they were editing."""
 
     trajectory = models.ForeignKey(Trajectory, on_delete=models.CASCADE, related_name="drafts")
+
+    workspace_path = "trajectory__domain__workspace"
     author = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="editor_drafts")
     based_on_version = models.PositiveIntegerField()
     fields = models.JSONField(default=dict)
@@ -391,6 +405,8 @@ class Rollup(models.Model):
 
     figure = models.CharField(max_length=24, choices=Figure.choices)
     domain = models.ForeignKey("catalog.Domain", on_delete=models.CASCADE, related_name="+")
+
+    workspace_path = "domain__workspace"
     job = models.PositiveIntegerField(default=0)
     profile = models.PositiveIntegerField(default=0)
     reviewer = models.PositiveIntegerField(default=0)

@@ -10,6 +10,7 @@ class Corpus:
     name: str  # stored on every signature and hashed into every band key
     queryset: Callable  # () -> the items' queryset
     fields: tuple[str, ...]  # what `text` reads of an item
+    workspace: str  # the lookup of an item's owner workspace id, as `queryset().values()` reads it
     text: Callable[[dict], str]  # an item's values -> the text compared
 
 

@@ -55,14 +55,15 @@ def signature_load(data) -> np.ndarray:
     return np.frombuffer(data, dtype=_STORED)
 
 
-def band_keys(corpus: str, values: np.ndarray) -> list[int]:
-    """One signed 64-bit key per band: items of `corpus` sharing any key are candidates."""
+def band_keys(corpus: str, workspace_id: int, values: np.ndarray) -> list[int]:
+    """One signed 64-bit key per band: items of `corpus` in the workspace `workspace_id` sharing any key are
+    candidates. The workspace is hashed into the key, so an item never meets another workspace's items."""
     raw = signature_bytes(values)
     width = ROWS * _STORED.itemsize
     keys = []
     for band in range(BANDS):
         digest = hashlib.blake2b(digest_size=8)
-        digest.update(f"{corpus}:{band}:".encode())
+        digest.update(f"{corpus}:{workspace_id}:{band}:".encode())
         digest.update(raw[band * width : (band + 1) * width])
         keys.append(int.from_bytes(digest.digest(), "big", signed=True))
     return keys

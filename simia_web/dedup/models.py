@@ -10,6 +10,8 @@ stored signatures without reading any text.
 from django.db import models
 from django.db.models import F, Q
 
+from simia_web.accounts.models import owner_workspace_field
+
 
 class Signature(models.Model):
     corpus = models.CharField(max_length=16)
@@ -18,6 +20,9 @@ class Signature(models.Model):
     # The item's cluster, named by its representative's item_id (the representative's own row names itself);
     # null while the item is near-duplicate of no representative.
     cluster = models.BigIntegerField(null=True, blank=True)
+    workspace = owner_workspace_field()
+
+    workspace_path = "workspace"
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["corpus", "item_id"], name="dedup_signature_item")]
@@ -40,6 +45,8 @@ class Band(models.Model):
     pk = models.CompositePrimaryKey("key", "signature")
     key = models.BigIntegerField()
     signature = models.ForeignKey(Signature, on_delete=models.CASCADE, related_name="bands")
+
+    workspace_path = "signature__workspace"
 
     def __str__(self):
         return f"band {self.key} of {self.signature_id}"

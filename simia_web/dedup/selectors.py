@@ -89,14 +89,14 @@ def _joinable_sql(vendor: str, keys: int) -> str:
 
 
 def joinable_neighbour(
-    *, corpus: str, minhash, exclude: int | None = None, keys: list[int] | None = None
+    *, corpus: str, workspace_id: int, minhash, exclude: int | None = None, keys: list[int] | None = None
 ) -> Neighbour | None:
     """The item an item with this signature joins (see services._cluster_choice): the oldest indexed item of `corpus`
     that leads a cluster or is in none and whose similarity reaches the threshold. Other clusters' members are not
     read, and candidates are compared oldest first until one passes: a text copied thousands of times costs a copy
     one comparison with its cluster's representative, not hundreds. `keys`: the signature's band keys, where the
     caller has them already."""
-    keys = keys or band_keys(corpus, minhash)
+    keys = keys or band_keys(corpus, workspace_id, minhash)
     with connection.cursor() as cursor:
         cursor.execute(_joinable_sql(connection.vendor, len(keys)), [corpus, *keys])
         rows = cursor.fetchall()
@@ -109,18 +109,21 @@ def joinable_neighbour(
     return None
 
 
-def text_candidates(*, corpus: str, text: str) -> list[int]:
-    """Items of `corpus` the index finds for a text not stored yet (sharing a band with it), for a caller that
-    compares the texts themselves."""
+def text_candidates(*, corpus: str, workspace_id: int, text: str) -> list[int]:
+    """Items of `corpus` in the workspace the index finds for a text not stored yet (sharing a band with it), for a
+    caller that compares the texts themselves."""
     minhash = signature(text)
     if minhash is None:
         return []
-    return [item_id for item_id, _, _ in _rows(corpus, band_keys(corpus, minhash))]
+    return [item_id for item_id, _, _ in _rows(corpus, band_keys(corpus, workspace_id, minhash))]
 
 
-def cluster_heads(*, corpus: str, after: int | None = None, limit: int = 25) -> list[int]:
-    """Representatives of clusters, in id order, keyset-paged after `after` (the partial index's order)."""
-    heads = Signature.objects.filter(corpus=corpus, cluster=F("item_id"))
+def cluster_heads(
+    *, corpus: str, workspace_ids: list[int], after: int | None = None, limit: int = 25
+) -> list[int]:
+    """Representatives of the workspaces' clusters, in id order, keyset-paged after `after` (the partial index's
+    order)."""
+    heads = Signature.objects.filter(corpus=corpus, cluster=F("item_id"), workspace_id__in=workspace_ids)
     if after is not None:
         heads = heads.filter(item_id__gt=after)
     return list(heads.order_by("item_id").values_list("item_id", flat=True)[:limit])

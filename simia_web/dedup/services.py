@@ -75,15 +75,15 @@ def _leave(row: Signature) -> list[int]:
     return members
 
 
-def _signature_insert(corpus: str, item_id: int, data: bytes, keys: list[int]) -> None:
+def _signature_insert(corpus: str, workspace_id: int, item_id: int, data: bytes, keys: list[int]) -> None:
     """Write a new item's signature and its bands, as fixed SQL (core.rows): every trajectory a job writes is signed
     here, in its unit's transaction. On PostgreSQL one statement writes both, the band keys as one array."""
     if connection.vendor != "postgresql":
-        row = rows_insert([Signature(corpus=corpus, item_id=item_id, minhash=data)])[0]
+        row = rows_insert([Signature(corpus=corpus, workspace_id=workspace_id, item_id=item_id, minhash=data)])[0]
         rows_insert([Band(key=key, signature=row) for key in keys])
         return
     with connection.cursor() as cursor:
-        cursor.execute(_signature_insert_sql(), [corpus, item_id, data, keys])
+        cursor.execute(_signature_insert_sql(), [corpus, workspace_id, item_id, data, keys])
 
 
 @functools.cache
@@ -91,17 +91,19 @@ def _signature_insert_sql() -> str:
     signature_id = quoted_column(Signature, "id")
     return (
         f"WITH new AS (INSERT INTO {quoted_table(Signature)} ({quoted_column(Signature, 'corpus')}, "
-        f"{quoted_column(Signature, 'item_id')}, {quoted_column(Signature, 'minhash')}) VALUES (%s, %s, %s) "
+        f"{quoted_column(Signature, 'workspace')}, {quoted_column(Signature, 'item_id')}, "
+        f"{quoted_column(Signature, 'minhash')}) VALUES (%s, %s, %s, %s) "
         f"RETURNING {signature_id}) "
         f"INSERT INTO {quoted_table(Band)} ({quoted_column(Band, 'key')}, {quoted_column(Band, 'signature')}) "
         f"SELECT band.key, new.{signature_id} FROM new, unnest(%s::bigint[]) AS band(key)"
     )
 
 
-def item_index(*, corpus: str, item_id: int, text: str, new: bool = False) -> None:
-    """(Re)sign an item whose text was written, in the caller's transaction: its signature, its bands and its
-    cluster. An unchanged text changes nothing; a text without words takes the item out of the index. `new`: the
-    item was just created, so there is no signature to replace (one query fewer on the pipelines' write path)."""
+def item_index(*, corpus: str, workspace_id: int, item_id: int, text: str, new: bool = False) -> None:
+    """(Re)sign an item of the workspace `workspace_id` whose text was written, in the caller's transaction: its
+    signature, its bands and its cluster (among that workspace's items only). An unchanged text changes nothing;
+    a text without words takes the item out of the index. `new`: the item was just created, so there is no
+    signature to replace (one query fewer on the pipelines' write path)."""
     minhash = signature(text)
     data = signature_bytes(minhash) if minhash is not None else None
     with transaction.atomic(savepoint=False):  # all or nothing with the text it describes
@@ -112,9 +114,12 @@ def item_index(*, corpus: str, item_id: int, text: str, new: bool = False) -> No
         if row is not None:
             row.delete()
         if minhash is not None and data is not None:
-            keys = band_keys(corpus, minhash)
-            _signature_insert(corpus, item_id, data, keys)
-            _join(corpus, item_id, joinable_neighbour(corpus=corpus, minhash=minhash, exclude=item_id, keys=keys))
+            keys = band_keys(corpus, workspace_id, minhash)
+            _signature_insert(corpus, workspace_id, item_id, data, keys)
+            neighbour = joinable_neighbour(
+                corpus=corpus, workspace_id=workspace_id, minhash=minhash, exclude=item_id, keys=keys
+            )
+            _join(corpus, item_id, neighbour)
         if len(left_behind) > 1:
             transaction.on_commit(lambda: _recluster_later(corpus, left_behind), robust=True)
 
@@ -131,9 +136,10 @@ def clusters_refresh(*, corpus: str, item_ids: list[int]) -> None:
             row = Signature.objects.select_for_update().filter(corpus=corpus, item_id=item_id).first()
             if row is None or row.cluster is not None:
                 continue
-            _join(
-                corpus, item_id, joinable_neighbour(corpus=corpus, minhash=signature_load(row.minhash), exclude=item_id)
+            neighbour = joinable_neighbour(
+                corpus=corpus, workspace_id=row.workspace_id, minhash=signature_load(row.minhash), exclude=item_id
             )
+            _join(corpus, item_id, neighbour)
 
 
 # ---------------------------------------------------------------- rebuild
@@ -153,7 +159,7 @@ def index_sign_missing(*, corpus: str, resign: bool = False, progress=_progress_
     if not resign:
         items = items.exclude(pk__in=signed.values("item_id"))
     done, batch = 0, []
-    for values in items.order_by("pk").values("pk", *source.fields).iterator(chunk_size=CHUNK):
+    for values in items.order_by("pk").values("pk", source.workspace, *source.fields).iterator(chunk_size=CHUNK):
         batch.append(values)
         if len(batch) == CHUNK:
             done += _signatures_write(corpus, source, batch)
@@ -169,7 +175,12 @@ def _signatures_write(corpus: str, source, batch: list[dict]) -> int:
     for values in batch:
         minhash = signature(source.text(values))
         if minhash is not None:
-            rows.append(Signature(corpus=corpus, item_id=values["pk"], minhash=signature_bytes(minhash)))
+            workspace_id = values[source.workspace]
+            rows.append(
+                Signature(
+                    corpus=corpus, workspace_id=workspace_id, item_id=values["pk"], minhash=signature_bytes(minhash)
+                )
+            )
     with transaction.atomic():
         Signature.objects.filter(corpus=corpus, item_id__in=[values["pk"] for values in batch]).delete()
         Signature.objects.bulk_create(rows)
@@ -177,8 +188,9 @@ def _signatures_write(corpus: str, source, batch: list[dict]) -> int:
 
 
 def _signatures(corpus: str):
-    """(pk, item_id, minhash) of every signature of `corpus`, in item order, streamed."""
-    rows = Signature.objects.filter(corpus=corpus).order_by("item_id").values_list("pk", "item_id", "minhash")
+    """(pk, item_id, workspace_id, minhash) of every signature of `corpus`, in item order, streamed."""
+    rows = Signature.objects.filter(corpus=corpus).order_by("item_id")
+    rows = rows.values_list("pk", "item_id", "workspace_id", "minhash")
     return rows.iterator(chunk_size=CHUNK)
 
 
@@ -203,13 +215,13 @@ def index_rebuild(*, corpus: str, progress=_progress_noop) -> dict:
     item_of: dict[int, int] = {}  # signature pk -> item id
     for batch in _chunks(_signatures(corpus)):
         with transaction.atomic():
-            Band.objects.filter(signature_id__in=[pk for pk, _, _ in batch]).delete()
+            Band.objects.filter(signature_id__in=[pk for pk, _, _, _ in batch]).delete()
             Band.objects.bulk_create(
                 Band(key=key, signature_id=pk)
-                for pk, _, data in batch
-                for key in band_keys(corpus, signature_load(data))
+                for pk, _, workspace_id, data in batch
+                for key in band_keys(corpus, workspace_id, signature_load(data))
             )
-        item_of.update((pk, item_id) for pk, item_id, _ in batch)
+        item_of.update((pk, item_id) for pk, item_id, _, _ in batch)
         done += len(batch)
         progress(done, "banded")
     buckets_of = _shared_buckets(item_of)

@@ -29,6 +29,8 @@ class EnvGroup(models.Model):
 
     key = models.CharField(max_length=120, unique=True)
     domain = models.ForeignKey("catalog.Domain", on_delete=models.PROTECT, related_name="+")
+
+    workspace_path = "domain__workspace"
     task = models.ForeignKey("catalog.Task", on_delete=models.PROTECT, related_name="+")
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
@@ -46,6 +48,8 @@ class EnvSession(models.Model):
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     domain = models.ForeignKey("catalog.Domain", on_delete=models.PROTECT, related_name="env_sessions")
+
+    workspace_path = "domain__workspace"
     task = models.ForeignKey("catalog.Task", on_delete=models.PROTECT, related_name="env_sessions")
     group = models.ForeignKey(EnvGroup, null=True, blank=True, on_delete=models.SET_NULL, related_name="sessions")
     trajectory = models.OneToOneField(

@@ -37,6 +37,8 @@ class Snapshot(models.Model):
     # (push_to_hub, hub_repo). See exports.selectors.export_options_clean.
     options = models.JSONField(default=dict, blank=True)
     job = models.OneToOneField("jobs.Job", on_delete=models.PROTECT, related_name="snapshot")
+
+    workspace_path = "job__workspace"
     count = models.PositiveIntegerField(default=0)
     refused_count = models.PositiveIntegerField(default=0)
     # {reason: n} over every refused row, and the first rows with their reasons (capped).

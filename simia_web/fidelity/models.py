@@ -19,6 +19,8 @@ class FidelityRun(models.Model):
     outcome, written when the run ends."""
 
     domain = models.ForeignKey("catalog.Domain", on_delete=models.CASCADE, related_name="fidelity_runs")
+
+    workspace_path = "domain__workspace"
     job = models.OneToOneField(
         "jobs.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="fidelity_run"
     )
@@ -42,6 +44,8 @@ class FidelityTrajectory(models.Model):
     those the reference answered). `latest` marks the newest run's row of each trajectory."""
 
     run = models.ForeignKey(FidelityRun, on_delete=models.CASCADE, related_name="trajectories")
+
+    workspace_path = "run__domain__workspace"
     trajectory = models.ForeignKey("curation.Trajectory", on_delete=models.CASCADE, related_name="fidelity_results")
     trajectory_version = models.PositiveIntegerField()
     counts = models.JSONField(default=dict)
@@ -69,6 +73,8 @@ class FidelityCall(models.Model):
     """One tool call: what the simulator answered beside what the reference answered, and how they compare."""
 
     run = models.ForeignKey(FidelityRun, on_delete=models.CASCADE, related_name="calls")
+
+    workspace_path = "run__domain__workspace"
     result = models.ForeignKey(FidelityTrajectory, on_delete=models.CASCADE, related_name="call_results")
     message_index = models.PositiveIntegerField()
     position = models.PositiveSmallIntegerField(default=0)

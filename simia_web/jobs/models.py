@@ -3,6 +3,8 @@
 from django.conf import settings
 from django.db import models
 
+from simia_web.accounts.models import owner_workspace_field
+
 from .kinds import KIND_MAX_LENGTH, STAGE_MAX_LENGTH, job_kind_choices
 
 
@@ -30,6 +32,9 @@ class Job(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    workspace = owner_workspace_field()
+
+    workspace_path = "workspace"
 
     class Meta:
         ordering = ["-id"]
@@ -64,6 +69,8 @@ class JobUnit(models.Model):
     """
 
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="units")
+
+    workspace_path = "job__workspace"
     stage = models.CharField(max_length=STAGE_MAX_LENGTH)
     key = models.CharField(max_length=200)
     params = models.JSONField(default=dict)

@@ -142,6 +142,8 @@ class LLMCall(models.Model):
     profile = models.ForeignKey(EndpointProfile, null=True, on_delete=models.SET_NULL)
     model = models.CharField(max_length=120)
     job = models.ForeignKey("jobs.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="llm_calls")
+
+    workspace_path = "job__workspace"
     request_hash = models.CharField(max_length=64, db_index=True)
     prompt_version = models.CharField(max_length=40, blank=True)
     request = DocumentJSONField()

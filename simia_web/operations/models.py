@@ -5,6 +5,8 @@ import secrets
 from django.conf import settings
 from django.db import models
 
+from simia_web.accounts.models import owner_workspace_field
+
 
 class MetricCount(models.Model):
     """One series of a counter: a metric name, its labels (canonical JSON) and the total so far.
@@ -53,6 +55,9 @@ class WebhookSubscription(models.Model):
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+    workspace = owner_workspace_field()
+
+    workspace_path = "workspace"
 
     class Meta:
         ordering = ["name", "id"]
@@ -71,6 +76,8 @@ class WebhookDelivery(models.Model):
     """One event for one subscription, and how its attempts went (the last attempt's answer is kept)."""
 
     subscription = models.ForeignKey(WebhookSubscription, on_delete=models.CASCADE, related_name="deliveries")
+
+    workspace_path = "subscription__workspace"
     event = models.CharField(max_length=40)
     payload = models.JSONField()
     status = models.CharField(max_length=16, choices=DeliveryStatus.choices, default=DeliveryStatus.PENDING)
@@ -94,6 +101,8 @@ class ReviewMilestone(models.Model):
     """A share of a job's trajectories reached reviewed (accepted or rejected): announced once per job and share."""
 
     job = models.ForeignKey("jobs.Job", on_delete=models.CASCADE, related_name="review_milestones")
+
+    workspace_path = "job__workspace"
     percent = models.PositiveSmallIntegerField()
     reached_at = models.DateTimeField(auto_now_add=True)
 

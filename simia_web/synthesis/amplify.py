@@ -78,7 +78,9 @@ def _first_user_text(messages: list[dict]) -> str:
 def _siblings(job, seed_id: int, exclude_unit, messages: list[dict]) -> list[tuple[str, list[dict]]]:
     """Outputs of the same seed in this job that the near-duplicate index finds for `messages`: the candidates the
     exact rule then compares, instead of every sibling."""
-    candidates = text_candidates(corpus=TRAJECTORIES, text=conversation_text(messages))
+    candidates = text_candidates(
+        corpus=TRAJECTORIES, workspace_id=job.workspace_id, text=conversation_text(messages)
+    )
     rows = (
         Trajectory.objects.filter(pk__in=candidates, job=job, seed_id=seed_id)
         .exclude(unit=exclude_unit)

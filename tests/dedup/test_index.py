@@ -7,6 +7,7 @@ from django.core.management import call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from simia_web.accounts.models import default_workspace_id
 from simia_web.catalog.models import TaskStatus
 from simia_web.catalog.services import domain_ensure, task_update, tasks_store
 from simia_web.curation.duplicates import TRAJECTORIES, trajectory_duplicates
@@ -138,12 +139,12 @@ def test_a_new_item_is_signed_with_its_bands_in_one_statement(db):
     """On PostgreSQL the signature and its 16 band keys go in one INSERT; the lookup of an item to join follows."""
     text = words(41)
     with CaptureQueriesContext(connection) as queries:
-        item_index(corpus=TRAJECTORIES, item_id=10**9, text=text, new=True)
+        item_index(corpus=TRAJECTORIES, workspace_id=default_workspace_id(), item_id=10**9, text=text, new=True)
     expected = minhash.signature(text)
     row = Signature.objects.get(corpus=TRAJECTORIES, item_id=10**9)
     assert bytes(row.minhash) == minhash.signature_bytes(expected) and row.cluster is None
     keys = sorted(Band.objects.filter(signature=row).values_list("key", flat=True))
-    assert keys == sorted(minhash.band_keys(TRAJECTORIES, expected)) and len(keys) == minhash.BANDS
+    assert keys == sorted(minhash.band_keys(TRAJECTORIES, row.workspace_id, expected)) and len(keys) == minhash.BANDS
     writes = [
         query["sql"]
         for query in queries.captured_queries

@@ -38,7 +38,7 @@ def _text_write(locked: Trajectory, messages: list, *, actor, action: str, note:
         **fields,
     )
     revision_record(obj=locked, data=_snapshot(locked), author=actor, note=note)
-    _duplicates_index(locked.pk, messages)
+    _duplicates_index(locked, messages)
 
 
 def _undecided(locked: Trajectory) -> str:

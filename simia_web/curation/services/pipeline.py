@@ -59,14 +59,20 @@ def trajectory_create(*, violations: list, verdict: dict | None = None, **fields
     )
     if verdict is not None:
         rows_insert([JudgeVerdict(trajectory=trajectory, **verdict)])
-    _duplicates_index(trajectory.pk, trajectory.messages, new=True)
+    _duplicates_index(trajectory, trajectory.messages, new=True)
     rollups_add(trajectory)  # last: concurrent writers of the same job and domain wait on these rows till commit
     return trajectory
 
 
-def _duplicates_index(trajectory_id: int, messages: list, new: bool = False) -> None:
-    """Sign the text in the near-duplicate index, in the transaction that writes it."""
-    item_index(corpus=TRAJECTORIES, item_id=trajectory_id, text=conversation_text(messages or []), new=new)
+def _duplicates_index(trajectory: Trajectory, messages: list, new: bool = False) -> None:
+    """Sign the text in the near-duplicate index (among its workspace's), in the transaction that writes it."""
+    item_index(
+        corpus=TRAJECTORIES,
+        workspace_id=trajectory.domain.workspace_id,
+        item_id=trajectory.pk,
+        text=conversation_text(messages or []),
+        new=new,
+    )
 
 
 # Rollouts that ended on an error hold no conversation worth a person's time.

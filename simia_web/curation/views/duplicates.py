@@ -8,6 +8,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from simia_web.accounts.permissions import role_required
+from simia_web.accounts.scoping import page_workspace_ids
 from simia_web.curation.duplicates import KEEP_LABELS, cluster_detail, clusters_page
 from simia_web.curation.services import BULK_UNDO_MAX, ReviewError, cluster_keep_one
 
@@ -22,7 +23,9 @@ CLUSTER_MEMBERS_MAX = 200
 @role_required("annotator")
 def clusters_list(request):
     after = int_or_none(request.GET.get("after"))
-    clusters = clusters_page(after=after, limit=PAGE_SIZE + 1, members_shown=MEMBERS_LISTED)
+    clusters = clusters_page(
+        workspace_ids=page_workspace_ids(request.user), after=after, limit=PAGE_SIZE + 1, members_shown=MEMBERS_LISTED
+    )
     context = {
         "clusters": clusters[:PAGE_SIZE],
         "next_after": clusters[PAGE_SIZE - 1].head if len(clusters) > PAGE_SIZE else None,
@@ -37,7 +40,7 @@ def clusters_list(request):
 
 @role_required("annotator")
 def cluster_page(request, head: int):
-    cluster = cluster_detail(head=head, limit=CLUSTER_MEMBERS_MAX)
+    cluster = cluster_detail(workspace_ids=page_workspace_ids(request.user), head=head, limit=CLUSTER_MEMBERS_MAX)
     if cluster is None:
         raise Http404("No such cluster: its members may have changed since.")
     context = {

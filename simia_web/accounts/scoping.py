@@ -1,0 +1,145 @@
+"""Workspace scoping: which workspaces a request may see, and any team-owned queryset cut down to them.
+
+Every model that holds a team's data names the path from itself to its owner workspace in `workspace_path`
+(`"workspace"`, `"domain__workspace"`, `"trajectory__domain__workspace"`, ...). Reads start from `scoped()`, so a
+selector names the workspaces it reads from rather than remembering a filter; `tests/accounts/test_ownership.py`
+holds every model to having a path, or to being listed in `DEPLOYMENT_WIDE` with the reason.
+
+Pages work in the user's current workspace (the switcher in the header chooses it). The REST API reads from every
+workspace the caller belongs to, or from the one `?workspace=SLUG` names.
+"""
+
+from collections.abc import Iterable
+from typing import Any
+
+from django.apps import apps
+from django.db.models import Model, QuerySet
+
+from simia_web.core.errors import Forbidden, NotFound, ValidationFailed
+
+from .models import DEFAULT_WORKSPACE, ROLE_RANK, Membership, Workspace
+
+# The path of a row that keeps its domain's id in a plain column rather than a foreign key (a trigger's table).
+DOMAIN_ID_COLUMN = "domain_id"
+
+# Models that belong to the deployment rather than to a team, by label, with the reason.
+DEPLOYMENT_WIDE: dict[str, str] = {
+    "accounts.user": "a person may belong to several workspaces; memberships say where",
+    "accounts.workspace": "the workspaces themselves",
+    "core.revision": "a revision belongs to the workspace of the object it versions (its target)",
+    "jobs.watchdogturn": "the watchdog's turn-taking between workers, no team's data",
+    "llm.endpointprofile": "the deployment's LLM endpoints, set up by its administrators for every team",
+    "llm.stageroute": "which endpoint serves which stage, deployment-wide like the endpoints",
+    "operations.metriccount": "operator counters behind /metrics, whose labels carry no workspace content",
+    "calibration.ratingsrevision": "one counter that orders rating writes, holding no data",
+    "calibration.keptfigures": "a cache of computed figures keyed by what they were computed from, scope included",
+}
+
+
+def workspace_path(model: type[Model]) -> str | None:
+    """The lookup path from `model` to its owner workspace, or None for a deployment-wide model."""
+    return getattr(model, "workspace_path", None)
+
+
+def scoped(queryset: QuerySet[Any], workspace_ids: Iterable[int]) -> QuerySet[Any]:
+    """`queryset` cut to the rows owned by the workspaces `workspace_ids`."""
+    path = workspace_path(queryset.model)
+    if path is None:
+        raise TypeError(f"{queryset.model._meta.label} has no owner workspace to scope by.")
+    if path == DOMAIN_ID_COLUMN:
+        domains = apps.get_model("catalog", "Domain")._default_manager.filter(workspace_id__in=list(workspace_ids))
+        return queryset.filter(domain_id__in=domains.values("pk"))
+    return queryset.filter(**{f"{path}__in": list(workspace_ids)})
+
+
+def member_workspace_ids(user) -> list[int]:
+    """Every workspace `user` may read: theirs, or every one for a site administrator."""
+    if not getattr(user, "is_authenticated", False) or not user.is_active:
+        return []
+    if user.is_site_admin:
+        return list(Workspace.objects.values_list("pk", flat=True))
+    return list(Membership.objects.filter(user=user).values_list("workspace_id", flat=True))
+
+
+def page_workspace_ids(user) -> list[int]:
+    """The workspace a page works in: the user's current one (none for a user who belongs nowhere)."""
+    if not getattr(user, "is_authenticated", False) or user.current_workspace_id is None:
+        return []
+    return [user.current_workspace_id]
+
+
+def api_workspace_ids(user, slug: str | None = None) -> list[int]:
+    """What a REST read sees: every workspace the caller belongs to, or the one `slug` names (one of theirs)."""
+    ids = member_workspace_ids(user)
+    if not slug:
+        return ids
+    workspace = Workspace.objects.filter(slug=slug, pk__in=ids).values_list("pk", flat=True).first()
+    if workspace is None:
+        raise ValidationFailed(f"You belong to no workspace {slug!r}.", field="workspace")
+    return [workspace]
+
+
+def role_in(user, workspace_id: int) -> str | None:
+    """`user`'s role in the workspace `workspace_id` (admin for a site administrator), None for a non-member."""
+    if not getattr(user, "is_authenticated", False) or not user.is_active:
+        return None
+    if user.is_site_admin:
+        return "admin"
+    if workspace_id == user.current_workspace_id:
+        return user.role or None
+    return Membership.objects.filter(user=user, workspace_id=workspace_id).values_list("role", flat=True).first()
+
+
+def has_role_in(user, workspace_id: int, role: str) -> bool:
+    held = role_in(user, workspace_id)
+    return held is not None and ROLE_RANK.get(held, 0) >= ROLE_RANK[role]
+
+
+def owned_or_404(queryset: QuerySet[Any], workspace_ids: Iterable[int], **lookup) -> Any:
+    """The one row `lookup` finds among those the workspaces own; another workspace's row is not found, as is a
+    missing one, so nobody learns it exists."""
+    row = scoped(queryset, workspace_ids).filter(**lookup).first()
+    if row is None:
+        raise NotFound(f"No {queryset.model._meta.verbose_name} matches.")
+    return row
+
+
+def role_require_in(user, workspace_id: int, role: str) -> None:
+    """Refuse a write in the workspace `workspace_id`: not found for a non-member (nobody learns what another
+    workspace holds), forbidden for a member whose role there ranks below `role`."""
+    held = role_in(user, workspace_id)
+    if held is None:
+        raise NotFound("Not found.")
+    if ROLE_RANK.get(held, 0) < ROLE_RANK[role]:
+        raise Forbidden(f"This needs the {role} role in this workspace.")
+
+
+def workspace_for_write(user, slug: str | None = None, *, role: str) -> Workspace:
+    """The workspace a new object goes to: the one `slug` names, else the caller's only workspace; a caller in
+    several must name one. The caller needs `role` there."""
+    ids = member_workspace_ids(user)
+    if slug:
+        workspace = Workspace.objects.filter(slug=slug, pk__in=ids).first()
+        if workspace is None:
+            raise ValidationFailed(f"You belong to no workspace {slug!r}.", field="workspace")
+    elif len(ids) == 1:
+        workspace = Workspace.objects.get(pk=ids[0])
+    elif ids:
+        raise ValidationFailed("You belong to several workspaces: name one (workspace=SLUG).", field="workspace")
+    else:
+        raise NotFound("You belong to no workspace.")
+    role_require_in(user, workspace.pk, role)
+    return workspace
+
+
+def page_workspace(user) -> Workspace | None:
+    """The workspace a page creates in: the user's current one."""
+    return user.current_workspace if getattr(user, "is_authenticated", False) else None
+
+
+def command_workspace(slug: str | None) -> Workspace:
+    """The workspace a management command works in: the one `--workspace` names, `default` otherwise."""
+    workspace = Workspace.objects.filter(slug=slug or DEFAULT_WORKSPACE).first()
+    if workspace is None:
+        raise ValidationFailed(f"No workspace {slug!r}.", field="workspace")
+    return workspace
