@@ -7,6 +7,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 
 from simia_web.accounts.permissions import IsMember
 from simia_web.accounts.views import LoginView
+from simia_web.core.views import favicon
 
 # Each app owns its pages (urls.py) and its REST endpoints (api_urls.py).
 APPS = [
@@ -25,6 +26,7 @@ APPS = [
 ]
 
 urlpatterns = [
+    path("favicon.ico", favicon, name="favicon"),
     path("admin/", admin.site.urls),
     path("accounts/login/", LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),

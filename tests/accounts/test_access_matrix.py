@@ -51,6 +51,8 @@ ROUTES: dict[str, Route] = {
     # auth (public by design: checked separately below)
     "login": page({}),
     "logout": page({}),
+    # the site's icon (public: browsers ask for it before anyone signs in)
+    "favicon": page({}),
     # workspace
     "dashboard": page({"GET": ANNOTATOR}),
     "review-queue": page({"GET": ANNOTATOR}),

@@ -106,3 +106,13 @@ def test_the_queued_message_goes_once_the_job_has_ended(client_for):
 def test_every_page_has_an_icon(client_for):
     page = client_for("annotator").get("/").content.decode()
     assert 'rel="icon" href="/static/favicon.svg"' in page
+
+
+def test_favicon_ico_is_served_to_anyone(client, db):
+    """Clients that ask for /favicon.ico by convention (no page's link read) get the icon, not a 404."""
+    response = client.get("/favicon.ico")
+    assert response.status_code == 200 and response["Content-Type"] == "image/x-icon"
+    assert b"".join(response.streaming_content)[:4] == b"\x00\x00\x01\x00"  # an ICO file's header
+    assert "max-age" in response["Cache-Control"]
+    assert client.head("/favicon.ico").status_code == 200
+    assert client.post("/favicon.ico").status_code == 405
