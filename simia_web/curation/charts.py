@@ -12,6 +12,8 @@ LABEL_WIDTH = 110
 BAR_HEIGHT = 18
 ROW_GAP = 6
 PLOT_HEIGHT = 140
+# Room above a line chart's largest value, so that its dot (radius 3) is drawn whole.
+PLOT_TOP = 6
 
 STATUS_COLOURS = {
     "generated": "c-generated",
@@ -66,15 +68,20 @@ def stacked_bar(data: dict[str, dict[str, int]], colours: dict[str, str]) -> dic
 
 
 def line_chart(series: dict[str, list[tuple[date, float]]]) -> dict:
-    """Polylines of numbers per day on a shared day axis, scaled to the largest value (0 at the bottom)."""
+    """Polylines of numbers per day on a shared day axis, scaled to the largest value (0 at the bottom, the largest
+    PLOT_TOP below the top). One day of data is drawn in the middle, under one label."""
     days = sorted({day for points in series.values() for day, _ in points})
     largest = max((value for points in series.values() for _, value in points), default=0) or 1
     left, span = 40, WIDTH - 60
-    step = span / max(len(days) - 1, 1)
-    x_of = {day: left + i * step for i, day in enumerate(days)}
+    if len(days) == 1:
+        x_of = {days[0]: left + span / 2}
+    else:
+        step = span / max(len(days) - 1, 1)
+        x_of = {day: left + i * step for i, day in enumerate(days)}
+    rise = PLOT_HEIGHT - PLOT_TOP
     lines = []
     for k, (name, points) in enumerate(series.items()):
-        coords = [(round(x_of[day], 1), round(PLOT_HEIGHT - PLOT_HEIGHT * value / largest, 1)) for day, value in points]
+        coords = [(round(x_of[day], 1), round(PLOT_HEIGHT - rise * value / largest, 1)) for day, value in points]
         lines.append(
             {
                 "name": name,
@@ -91,11 +98,14 @@ def line_chart(series: dict[str, list[tuple[date, float]]]) -> dict:
         "width": WIDTH,
         "height": PLOT_HEIGHT + 24,
         "plot_bottom": PLOT_HEIGHT,
+        "largest_y": PLOT_TOP + 4,
         "left": left,
+        "middle": round(left + span / 2, 1),
         "right": left + span,
         "largest": largest,
         "first_day": days[0] if days else None,
         "last_day": days[-1] if days else None,
+        "one_day": len(days) == 1,
     }
 
 

@@ -14,7 +14,8 @@ from simia_web.catalog.selectors import domain_names
 from simia_web.core.errors import ApplicationError
 from simia_web.core.markdown import markdown_html
 from simia_web.curation.duplicates import KEEP_LABELS
-from simia_web.curation.models import TrajectoryStatus
+from simia_web.curation.filters import TrajectoryFilter
+from simia_web.curation.models import Trajectory, TrajectoryStatus
 from simia_web.jobs.models import ACTIVE_JOB_STATUSES
 
 from .models import ExportFormat, FileKind
@@ -70,6 +71,13 @@ def export_list(request):
             else:
                 messages.success(request, f"Snapshot {snapshot.pk} is being built (job {snapshot.job_id}).")
                 return redirect("export-list")
+    matching = export_match_count(filters)
+    # No count while a filter is wrong (an old link's unknown status, say): the page says which and why.
+    filter_problems = ""
+    if matching is None:
+        filterset = TrajectoryFilter(data=filters, queryset=Trajectory.objects.none())
+        if not filterset.is_valid():
+            filter_problems = "; ".join(f"{name}: {' '.join(said)}" for name, said in filterset.errors.items())
     # The snapshot list has a filter of its own (`format`, as in the REST list) beside the new snapshot's filters.
     listed = Paginator(snapshot_list(filters=request.GET), SNAPSHOTS_PER_PAGE).get_page(request.GET.get("page"))
     query = request.GET.copy()
@@ -81,7 +89,8 @@ def export_list(request):
             "formats": ExportFormat.choices,
             "chosen_format": request.POST.get("format", ExportFormat.OPENAI),
             "filters": filters,
-            "matching": export_match_count(filters),
+            "matching": matching,
+            "filter_problems": filter_problems,
             "domains": domain_names(),
             "page": listed,
             "query": query.urlencode(),

@@ -54,7 +54,12 @@
       .then(function (response) { return response.json(); })
       .then(function (answer) {
         if (!status) return;
-        status.textContent = answer.saved ? "Draft saved " + new Date(answer.at).toLocaleTimeString() : answer.error;
+        if (!answer.saved) { status.textContent = answer.error; return; }
+        // The server's text for the moment (simia_web.core.dates), as every page shows dates.
+        var when = document.createElement("time");
+        when.dateTime = answer.at;
+        when.textContent = answer.shown;
+        status.replaceChildren("Draft saved ", when);
       })
       .catch(function () { if (status) status.textContent = "Draft not saved (offline?)"; });
   }

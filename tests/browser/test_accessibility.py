@@ -489,3 +489,36 @@ def test_queue_trajectory_and_editor_at_390px(browser, live_server, users, eager
         fits_the_width(page)
     print(f"\nscreenshots at 390 px: {shots}")
     page.context.close()
+
+
+def sticky_heights(page) -> list[float]:
+    """The heights of the editor's sticky parts (what stays on screen over the messages as one scrolls)."""
+    return page.evaluate(
+        """[...document.querySelectorAll('#editor, #editor *')]
+             .filter(el => getComputedStyle(el).position === 'sticky')
+             .map(el => el.getBoundingClientRect().height)"""
+    )
+
+
+@pytest.mark.parametrize("device", ["phone", "narrow window"])
+def test_editor_save_bar_is_compact_at_390px(browser, live_server, users, transactional_db, device):
+    """At 390 × 844 the sticky save bar takes under a tenth of the screen (it took a sixth), with a saved draft's
+    status shown too, on a touch phone and in a narrow desktop window (whose buttons name their keys)."""
+    trajectory = make_trajectory()
+    options = PHONE if device == "phone" else {"viewport": PHONE["viewport"]}
+    page = log_in(browser, live_server.url, users["annotator"].username, **options)
+    page.goto(f"/trajectories/{trajectory.pk}/edit/")
+    fits_the_width(page)
+    limit = 0.10 * PHONE["viewport"]["height"]
+    heights = sticky_heights(page)
+    assert len(heights) == 1 and heights[0] < limit, f"the save bar is {heights} px high at 390 px (limit {limit})"
+    page.locator(".edit-msg textarea").first.fill("Please cancel order W1 today.")
+    expect(page.locator("#draft-status")).to_contain_text("Draft saved")
+    heights = sticky_heights(page)
+    assert len(heights) == 1 and heights[0] < limit, f"with its status, the save bar is {heights} px high"
+    for control in ("#save-fix", "#save-edit", "input[name=reason]"):
+        within_reach(page, control)
+    assert page.locator("#save-fix").inner_text().strip() == "Save and accept"  # its key hint goes whole
+    # A field the keyboard reaches mid-page is not under the bar.
+    within_reach(page, ".edit-msg:nth-child(2) textarea")
+    page.context.close()

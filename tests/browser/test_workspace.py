@@ -317,6 +317,6 @@ def test_judge_again_after_a_fix(login, users, eager, llm_stub):
     page.goto(f"/trajectories/{t.pk}/")
     expect(page.locator("#verdict-stale")).to_contain_text("the text is now version 2")
     page.click("#judge-again button")
-    expect(page.locator(".messages")).to_contain_text("Judging version 2 again")
+    expect(page.locator(".messages")).to_contain_text("Judging version 2: job")
     expect(page.locator("#verdict-stale")).to_have_count(0)
     expect(page.get_by_text("On version 2")).to_be_visible()

@@ -79,3 +79,23 @@ def test_chart_legends_name_statuses_as_the_badges_do():
     assert {s["key"] for s in chart["rows"][0]["segments"]} == {"Judge: fail", "Accepted"}
     verdicts = charts.stacked_bar({"shop": {"pass": 1}}, charts.VERDICT_COLOURS)
     assert [label for label, _cls in verdicts["legend"]] == ["Judge: pass", "Judge: fail", "Not judged"]
+
+
+def test_per_day_chart_with_one_day_draws_its_points_whole(client_for, users):
+    """One day of data: the points sit in the middle under one day label, and the largest is not cut by the top."""
+    from datetime import date
+
+    from simia_web.curation import charts
+
+    chart = charts.line_chart({"ann": [(date(2026, 1, 5), 4.0)], "cur": [(date(2026, 1, 5), 1.0)]})
+    dots = [dot for line in chart["lines"] for dot in line["dots"]]
+    assert {dot["x"] for dot in dots} == {chart["middle"]}
+    assert all(3 <= dot["y"] <= chart["plot_bottom"] for dot in dots)  # radius 3 inside the drawing
+    many = charts.line_chart({"ann": [(date(2026, 1, 5), 4.0), (date(2026, 1, 6), 2.0)]})
+    assert min(dot["y"] for dot in many["lines"][0]["dots"]) >= 3 and not many["one_day"]
+
+    review_decide(trajectory=make_trajectory(), reviewer=users["annotator"], decision="accept", expected_version=1)
+    body = client_for("annotator").get("/").content.decode()
+    svg = body[body.index('id="chart-throughput"') :]
+    svg = svg[: svg.index("</svg>")]
+    assert svg.count('text-anchor="middle"') == 1 and 'cy="6.0"' in svg

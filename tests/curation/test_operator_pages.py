@@ -125,7 +125,7 @@ def test_judge_again_scores_the_current_version(client_for, users, eager, llm_st
     client = client_for("curator")
     assert 'id="verdict-stale"' in client.get(f"/trajectories/{t.pk}/").content.decode()
     response = client.post(f"/trajectories/{t.pk}/judge/", follow=True)
-    assert "Judging version 2 again" in response.content.decode()
+    assert "Judging version 2: job" in response.content.decode()
     latest = JudgeVerdict.objects.filter(trajectory=t).order_by("-id").first()
     assert latest.trajectory_version == 2 and latest.model == "stub-model" and not latest.error
     t.refresh_from_db()
@@ -133,6 +133,39 @@ def test_judge_again_scores_the_current_version(client_for, users, eager, llm_st
     body = client.get(f"/trajectories/{t.pk}/").content.decode()
     assert "On version 2" in body and 'id="verdict-stale"' not in body and "Earlier, v1" in body
     assert client_for("annotator").post(f"/trajectories/{t.pk}/judge/").status_code == 403
+
+
+def test_judge_button_says_again_only_for_text_the_judge_has_judged(client_for, users):
+    """The button says "again" only where the standing verdict judged the current text."""
+    from simia_web.curation.models import JudgeVerdict
+    from simia_web.curation.services import trajectory_edit
+
+    def button(t):
+        body = client_for("curator").get(f"/trajectories/{t.pk}/").content.decode()
+        form = body[body.index('id="judge-again"') :]
+        return form[form.index("<button") : form.index("</button>")].split(">", 1)[1]
+
+    never = make_trajectory()
+    assert button(never) == "Judge version 1"
+    judged = make_trajectory(judge=verdict(passed=True, score=0.9))
+    assert button(judged) == "Judge version 1 again"
+    # A failed judge call is not a verdict.
+    JudgeVerdict.objects.create(trajectory=never, trajectory_version=1, error="timed out")
+    assert button(never) == "Judge version 1"
+    # After an edit, the verdict is on older text: version 2 was never judged.
+    edited = [dict(m) for m in judged.messages]
+    edited[4]["content"] = "Order W1 is cancelled."
+    trajectory_edit(trajectory=judged, editor=users["annotator"], messages=edited, expected_version=1)
+    assert button(judged) == "Judge version 2"
+
+
+def test_queue_labels_the_judges_confidence_apart_from_its_score(client_for):
+    t = make_trajectory(judge=verdict(passed=False, score=0.3, confidence=0.95))
+    body = client_for("annotator").get("/review/").content.decode()
+    assert ">Judge (confidence)</th>" in body
+    row = body[body.index(f'data-href="/trajectories/{t.pk}/') :]
+    assert '<span class="bad">fail</span> <span class="muted small" title="confidence">(0.95)</span>' in row
+    assert '<td class="num">0.30</td>' in row
 
 
 def test_dashboard_score_chart_for_one_domain_or_job(client_for):

@@ -42,6 +42,16 @@ def test_statuses_are_chosen_from_a_list(client_for, db):
     assert '<option value="accepted" selected>' in select
 
 
+def test_an_unknown_status_says_why_there_is_no_count(client_for, db):
+    """An old link's unknown status does not make the count vanish silently: the page names the filter."""
+    page = client_for("curator").get("/exports/", {"status": "judged_bad"}).content.decode()
+    assert 'id="export-matching"' not in page
+    notice = page[page.index('id="export-filters-invalid"') :]
+    notice = notice[: notice.index("</p>")]
+    assert "status:" in notice and "judged_bad" in notice
+    assert 'id="export-filters-invalid"' not in client_for("curator").get("/exports/").content.decode()
+
+
 @pytest.mark.django_db
 def test_a_snapshot_is_certified_by_an_audit_from_the_form_and_refused_on_it_above_the_ceiling(
     client_for, users, settings, tmp_path

@@ -11,6 +11,7 @@ from django.views.decorators.http import require_POST
 
 from simia_web.accounts.permissions import role_required
 from simia_web.core.clipping import EDIT_MAX_BYTES, too_large_to_edit
+from simia_web.core.dates import shown
 from simia_web.core.errors import HeldByOther
 from simia_web.curation.forms import (
     editor_blocks,
@@ -149,7 +150,8 @@ def trajectory_draft(request, pk: int):
         )
     except ReviewError as exc:
         return JsonResponse({"saved": False, "error": str(exc)}, status=413)
-    return JsonResponse({"saved": True, "at": draft.updated_at.isoformat(), "version": based_on})
+    at = draft.updated_at
+    return JsonResponse({"saved": True, "at": at.isoformat(), "shown": shown(at, "seconds"), "version": based_on})
 
 
 # Form fields a draft does not keep: the token, and what the page sets itself.

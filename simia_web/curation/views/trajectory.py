@@ -138,7 +138,7 @@ def trajectory_judge_again_view(request, pk: int):
     """Queue the judge on the current version (an LLM call: curators decide when it is worth it)."""
     trajectory = get_object_or_404(Trajectory.objects.only("pk", "version"), pk=pk)
     job = trajectory_judge_again(trajectory=trajectory, actor=request.user)
-    messages.success(request, f"Judging version {trajectory.version} again: job {job.pk}.")
+    messages.success(request, f"Judging version {trajectory.version}: job {job.pk}.")
     return redirect(with_query(reverse("trajectory", args=[pk]), filter_query(request.GET)))
 
 
