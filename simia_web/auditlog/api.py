@@ -1,5 +1,7 @@
 """GET /api/v1/audit-log/: the audit log, filtered and cursor-paged (admins; site administrators read all)."""
 
+from datetime import UTC
+
 import django_filters
 from rest_framework import serializers
 from rest_framework.generics import ListAPIView
@@ -28,14 +30,21 @@ class AuditEventSerializer(serializers.ModelSerializer):
         return [list(change) for change in selectors.audit_changes(event.data)]
 
 
+class UtcDateTimeFilter(django_filters.IsoDateTimeFilter):
+    """An ISO 8601 instant compared in UTC: PostgreSQL refuses offsets beyond ±15:59, which ISO 8601 allows."""
+
+    def filter(self, qs, value):
+        return super().filter(qs, value.astimezone(UTC) if value else value)
+
+
 class AuditEventFilter(BoundedFilterSet):
     actor = django_filters.CharFilter(field_name="actor__username", help_text="A username.")
     action = django_filters.CharFilter(method="_action", help_text='An action, or a prefix ending in "."')
     target_type = django_filters.CharFilter(help_text='The object\'s type, e.g. "accounts.user".')
     target_id = django_filters.CharFilter(help_text="The object's id (with target_type).")
     workspace = django_filters.CharFilter(field_name="workspace__slug", help_text="A workspace slug.")
-    since = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="gte")
-    until = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="lt")
+    since = UtcDateTimeFilter(field_name="created_at", lookup_expr="gte")
+    until = UtcDateTimeFilter(field_name="created_at", lookup_expr="lt")
 
     class Meta:
         model = AuditEvent

@@ -1,7 +1,7 @@
 """The audit log as people read it: who did what, to which object, where, with the values before and after."""
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
 from django.db.models import Q, QuerySet
 
@@ -52,10 +52,11 @@ def audit_events(*, user, filters: AuditFilters) -> QuerySet[AuditEvent]:
         events = events.filter(target_id=filters.target_id)
     if filters.workspace:
         events = events.filter(workspace__slug=filters.workspace)
+    # Compared in UTC: ISO 8601 allows offsets PostgreSQL refuses (beyond ±15:59), and the instant is the same.
     if filters.since:
-        events = events.filter(created_at__gte=filters.since)
+        events = events.filter(created_at__gte=filters.since.astimezone(UTC))
     if filters.until:
-        events = events.filter(created_at__lt=filters.until)
+        events = events.filter(created_at__lt=filters.until.astimezone(UTC))
     return events.select_related("actor", "workspace").order_by("-id")
 
 
