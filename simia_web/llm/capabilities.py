@@ -51,6 +51,20 @@ _PROBE_TOOL = {
         "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
     },
 }
+# A tool with one free-text argument (bounded, so the probe ends in seconds even where max_tokens is not honoured).
+_NOTE_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "save_note",
+        "description": "Save a note.",
+        "parameters": {
+            "type": "object",
+            "properties": {"text": {"type": "string", "maxLength": 400}},
+            "required": ["text"],
+        },
+    },
+}
+_BOUNDED_ANSWER_TOKENS = 8
 _OLLAMA_DEFAULT_CTX = 4096  # what Ollama serves when the model's parameters set no num_ctx
 _discovered: dict[tuple, int | None] = {}
 _discovery_lock = threading.Lock()
@@ -201,7 +215,27 @@ def _tool_mode(profile: EndpointProfile) -> tuple[str, list[Probe]]:
         outcomes[name] = verdict
         probes.append(Probe(name, status, verdict, _excerpt(calls or _message(body).get("content") or body)))
     native = outcomes["tools, tool_choice named"] == "honoured" and outcomes["tools, tool_choice auto"] != "refused"
+    if native:
+        probe = _tool_answer_bounded(profile)
+        probes.append(probe)
+        native = probe.verdict != "ignored"
     return (ToolMode.NATIVE if native else ToolMode.PROMPT), probes
+
+
+def _tool_answer_bounded(profile: EndpointProfile) -> Probe:
+    """Whether an answer with tools offered ("auto") stops at max_tokens. llama-cpp-python's function-calling chat
+    format writes such answers with no limit at all: a small model filling a free-text argument then runs on to the
+    end of its context, minutes a call. The probe's note is bounded by its schema (maxLength), so this request ends
+    in seconds either way; with tools in the prompt the server's plain chat path honours max_tokens."""
+    ask = [{"role": "user", "content": "Write a note of about 100 words on the sea, then save it with the tool."}]
+    extra = {"tools": [_NOTE_TOOL], "tool_choice": "auto", "max_tokens": _BOUNDED_ANSWER_TOKENS}
+    status, body = _complete(profile, ask, extra)
+    name = f"tools, tool_choice auto, max_tokens={_BOUNDED_ANSWER_TOKENS}"
+    if status != 200:
+        return Probe(name, status, "refused" if status else "unreachable", _excerpt(body))
+    written = ((body.get("usage") or {}) if isinstance(body, dict) else {}).get("completion_tokens") or 0
+    verdict = "ignored" if written > 2 * _BOUNDED_ANSWER_TOKENS else "honoured"
+    return Probe(name, status, verdict, f"{written} answer tokens")
 
 
 # -- pace ----------------------------------------------------------------------------------------

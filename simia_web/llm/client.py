@@ -449,6 +449,12 @@ class LLMClient:
             reply.calls.append(call)
             self._learn_ratio(fitted.chars, tokens_in)
             self._learn_rate(tokens_out, latency_ms)
+            if extra.get("tools") and tokens_out > 2 * max_tokens and self.profile.tool_mode == "auto":
+                # Written past max_tokens with tools offered (llama-cpp-python's function calling sets no limit):
+                # the next answer may run to the end of the context, so tools go in the prompt from now on, where
+                # the server's plain chat path keeps to max_tokens. This answer is used as it is.
+                evidence = f"an answer of {tokens_out} tokens with max_tokens={max_tokens}"
+                self._fall_back("tools", ToolMode.NATIVE, ToolMode.PROMPT, evidence=evidence)
             if truncated:
                 # Resending the same request gives the same cut-off answer: only more room can help.
                 room = int(self.context_window() * (1 - SAFETY_SHARE)) - SAFETY_TOKENS - tokens_in

@@ -156,7 +156,7 @@ def test_openai_rate_limit_waits_as_told(server, sleeps):
 # -- the probe ----------------------------------------------------------------------------------
 
 PROBED = [
-    (LlamaCppPython, "json_object_schema", "native", None, "not reported"),
+    (LlamaCppPython, "json_object_schema", "prompt", None, "not reported"),  # answers with tools run past max_tokens
     (VLLM, "json_schema", "prompt", 8192, "/v1/models max_model_len"),
     (Ollama, "json_object", "native", 8192, "Ollama /api/show"),
     (OpenAI, "json_schema", "native", None, "not reported"),
@@ -264,3 +264,34 @@ def test_the_probe_over_rest_is_for_admins_and_fills_capabilities(server, settin
     profile = clients["admin"].get(f"/api/v1/llm/profiles/{server.profile.pk}/").json()
     assert profile["context_window"] == 4096 and profile["capabilities"]["structured"] == "json_schema"
     assert profile["capabilities"]["evidence"]  # what each probe request got
+
+
+def test_probe_sees_llama_cpp_python_write_past_max_tokens_with_tools_and_puts_tools_in_the_prompt(server):
+    """Its function-calling chat format sets no limit on an answer with tool_choice "auto": a small model then runs to
+    the end of its context, minutes a call. Tools in the prompt go through its plain chat path, which keeps to it."""
+    server.personality = LlamaCppPython()
+    found = endpoint_check(profile=server.profile)
+    evidence = {p["name"]: p for p in found["evidence"]}
+    bounded = evidence["tools, tool_choice auto, max_tokens=8"]
+    assert bounded["verdict"] == "ignored" and bounded["detail"] == "32 answer tokens"
+    assert found["tools"] == "prompt"
+    for honest in (VLLM(auto_tool_choice=True), Ollama(), OpenAI()):
+        server.personality = honest
+        found = endpoint_check(profile=server.profile)
+        assert found["tools"] == "native", honest.name
+        assert {p["name"]: p for p in found["evidence"]}["tools, tool_choice auto, max_tokens=8"]["verdict"] == "honoured"
+
+
+def test_an_answer_past_max_tokens_with_tools_sends_tools_in_the_prompt_from_then_on(server):
+    """An endpoint never probed learns it from the first such answer: that answer is kept, the next turn carries no
+    `tools` (they are in its prompt) and its max_tokens holds."""
+    server.personality = LlamaCppPython()
+    agent = client_for_stage("agent")
+    first = agent.chat(messages=HISTORY, tools=TOOLS)
+    assert first.data["tool_calls"] and [c.mode for c in first.calls] == ["native"]
+    profile = EndpointProfile.objects.get(pk=server.profile.pk)
+    assert profile.capabilities["tools"] == "prompt"
+    assert profile.capabilities["learned"][-1]["evidence"].endswith("with max_tokens=" + str(agent.max_tokens))
+    second = client_for_stage("agent").chat(messages=HISTORY, tools=TOOLS)
+    assert second.data["tool_calls"] and [c.mode for c in second.calls] == ["prompt"]
+    assert "tools" not in server.requests[-1].body

@@ -38,6 +38,7 @@ class Reply:
     delay: float = 0.0
     raw_body: str | None = None  # send exactly this body (for broken responses)
     headers: dict = field(default_factory=dict)
+    completion_tokens: int | None = None  # reported as given (an answer that ran past max_tokens), else counted
 
 
 @dataclass
@@ -339,7 +340,8 @@ def _completion(reply: Reply, model: str, prompt_tokens: int = 100) -> dict:
             }
             for call in reply.tool_calls
         ]
-    completion_tokens = max(1, len(content or "") // 4)
+    arguments = "".join(call["function"]["arguments"] for call in message.get("tool_calls") or [])
+    completion_tokens = reply.completion_tokens or max(1, len(content or "") // 4 + len(arguments) // 4)
     return {
         "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
         "object": "chat.completion",

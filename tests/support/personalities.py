@@ -8,7 +8,8 @@ read in their source), so that the client's modes, fallbacks and budget are test
   enforces its `schema` and without one gives free-form JSON; a schema whose grammar repeats too much (a
   string of more than 1,000 characters) is refused by llama.cpp's grammar parser, and the server then
   crashes (here: a 500); a prompt of `n_ctx` tokens or more -> 400 `context_length_exceeded`; no `/props`
-  and no window in `/v1/models`.
+  and no window in `/v1/models`; with `tool_choice: "auto"` its completions are made with `max_tokens=None`, so
+  an answer runs past `max_tokens` (here: four times it, as SmolLM2 filling a tool call's free-text argument).
 - vLLM: `json_schema` honoured; `tool_choice: "auto"` -> 400 without `--enable-auto-tool-choice`;
   prompt + max_tokens over `max_model_len` -> 400; `max_model_len` in `/v1/models`.
 - Ollama's OpenAI endpoint: `json_object` only (a `json_schema` format is ignored); native tools;
@@ -19,6 +20,7 @@ The responder stands for the model: it answers as a model that saw the schema wo
 keeps the schema from the model (ignored, not in the prompt), the personality answers in prose instead.
 """
 
+import dataclasses
 import json
 from collections.abc import Callable
 
@@ -135,7 +137,10 @@ class LlamaCppPython(Personality):
             return Reply(content={})  # free-form JSON: the grammar allows any object
         if body.get("tools") and body.get("tool_choice") in (None, "none"):
             return Reply(content="I can help with that.")  # a missing tool_choice reads as "none"
-        return super().shape(request, responder)
+        reply = super().shape(request, responder)
+        if body.get("tools") and body.get("tool_choice") == "auto" and reply.status == 200:
+            return dataclasses.replace(reply, completion_tokens=4 * (body.get("max_tokens") or 16))
+        return reply
 
     def get(self, path, models):
         if path.rstrip("/").endswith("/models"):
