@@ -449,12 +449,7 @@ class LLMClient:
             reply.calls.append(call)
             self._learn_ratio(fitted.chars, tokens_in)
             self._learn_rate(tokens_out, latency_ms)
-            if extra.get("tools") and tokens_out > 2 * max_tokens and self.profile.tool_mode == "auto":
-                # Written past max_tokens with tools offered (llama-cpp-python's function calling sets no limit):
-                # the next answer may run to the end of the context, so tools go in the prompt from now on, where
-                # the server's plain chat path keeps to max_tokens. This answer is used as it is.
-                evidence = f"an answer of {tokens_out} tokens with max_tokens={max_tokens}"
-                self._fall_back("tools", ToolMode.NATIVE, ToolMode.PROMPT, evidence=evidence)
+            self._learn_tools_bounded(extra, tokens_out, max_tokens)
             if truncated:
                 # Resending the same request gives the same cut-off answer: only more room can help.
                 room = int(self.context_window() * (1 - SAFETY_SHARE)) - SAFETY_TOKENS - tokens_in
@@ -468,6 +463,14 @@ class LLMClient:
             return message, call
         kind = last_error.split(":", 1)[0] or "unavailable"
         raise LLMError(kind, f"gave up after {attempts} attempts; last: {last_error}")
+
+    def _learn_tools_bounded(self, extra: dict, tokens_out: int, max_tokens: int) -> None:
+        """An answer with tools offered written past max_tokens (llama-cpp-python's function calling sets no limit):
+        the next may run to the end of the context, so tools go in the prompt from now on, where the server's plain
+        chat path keeps to max_tokens. The answer itself is used as it is."""
+        if extra.get("tools") and tokens_out > 2 * max_tokens and self.profile.tool_mode == "auto":
+            evidence = f"an answer of {tokens_out} tokens with max_tokens={max_tokens}"
+            self._fall_back("tools", ToolMode.NATIVE, ToolMode.PROMPT, evidence=evidence)
 
     def _send(self, request: dict, timeout: float) -> tuple[Any, int]:
         """One HTTP request: (the completion, or the exception it raised; latency in ms, queueing excluded)."""

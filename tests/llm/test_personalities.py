@@ -279,7 +279,8 @@ def test_probe_sees_llama_cpp_python_write_past_max_tokens_with_tools_and_puts_t
         server.personality = honest
         found = endpoint_check(profile=server.profile)
         assert found["tools"] == "native", honest.name
-        assert {p["name"]: p for p in found["evidence"]}["tools, tool_choice auto, max_tokens=8"]["verdict"] == "honoured"
+        evidence = {p["name"]: p for p in found["evidence"]}
+        assert evidence["tools, tool_choice auto, max_tokens=8"]["verdict"] == "honoured"
 
 
 def test_an_answer_past_max_tokens_with_tools_sends_tools_in_the_prompt_from_then_on(server):
