@@ -1,6 +1,5 @@
 """`me`: check a token and its role; workspaces and their members."""
 
-from django.core.exceptions import ValidationError as DjangoValidationError
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
 from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
@@ -65,14 +64,10 @@ class WorkspaceListApi(ListCreateAPIView):
             raise PermissionDenied("Only site administrators create workspaces.")
         serializer = self.get_serializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        try:
-            workspace = services.workspace_create(
-                slug=serializer.validated_data["slug"],
-                name=serializer.validated_data.get("name", ""),
-                actor=request.user,
-            )
-        except DjangoValidationError as exc:
-            raise ValidationError(exc.message_dict) from exc
+        # A refused slug is a ValidationFailed, answered {field: [message]} with 400 by core's exception handler.
+        workspace = services.workspace_create(
+            slug=serializer.validated_data["slug"], name=serializer.validated_data.get("name", ""), actor=request.user
+        )
         return Response(self.get_serializer(workspace).data, status=201)
 
 

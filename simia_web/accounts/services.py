@@ -4,12 +4,12 @@ import re
 
 from django.contrib.auth.password_validation import validate_password
 from django.contrib.auth.tokens import default_token_generator
-from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils.encoding import force_bytes
 from django.utils.http import urlsafe_base64_encode
 from rest_framework.authtoken.models import Token
 
+from simia_web.core.errors import ValidationFailed, django_validation
 from simia_web.core.services import audit_record
 
 from .models import DEFAULT_WORKSPACE, Membership, Role, User, Workspace
@@ -34,16 +34,17 @@ def workspace_default() -> Workspace:
 def workspace_get(*, slug: str) -> Workspace:
     workspace = Workspace.objects.filter(slug=slug).first()
     if workspace is None:
-        raise ValidationError({"workspace": f"No workspace {slug!r}."})
+        raise ValidationFailed(f"No workspace {slug!r}.", field="workspace")
     return workspace
 
 
 @transaction.atomic
 def workspace_create(*, slug: str, name: str = "", actor=None) -> Workspace:
     if Workspace.objects.filter(slug=slug).exists():
-        raise ValidationError({"slug": f"A workspace {slug!r} exists already."})
+        raise ValidationFailed(f"A workspace {slug!r} exists already.", field="slug")
     workspace = Workspace(slug=slug, name=name or slug)
-    workspace.full_clean()
+    with django_validation():
+        workspace.full_clean()
     workspace.save()
     audit_record(
         actor=actor, action="workspace.create", target=workspace, workspace=workspace, data={"name": workspace.name}
@@ -116,7 +117,7 @@ def workspace_switch(*, user: User, workspace: Workspace) -> User:
     """Make `workspace` the user's current one (remembered for their next visits); members and site
     administrators only."""
     if not user.is_site_admin and not Membership.objects.filter(user=user, workspace=workspace).exists():
-        raise ValidationError({"workspace": "You are not a member of this workspace."})
+        raise ValidationFailed("You are not a member of this workspace.", field="workspace")
     user.current_workspace = workspace
     _user_role_sync(user)
     return user
@@ -144,8 +145,10 @@ def user_create(
     """A user with `role` in each of `workspaces` (by slug; the `default` workspace when none is named)."""
     _role_check(role)
     user = User(username=username, role=role, email=email, is_site_admin=site_admin)
-    user.full_clean(exclude=["password"])
-    validate_password(password, user)  # the same length and similarity rules as the password forms
+    with django_validation():
+        user.full_clean(exclude=["password"])
+    with django_validation(field="password"):
+        validate_password(password, user)  # the same length and similarity rules as the password forms
     user.set_password(password)
     user.save()
     audit_record(actor=actor, action="user.create", target=user, data={"role": role, "site_admin": site_admin})
@@ -197,8 +200,8 @@ def _last_admin_check(*, user: User, workspace: Workspace | None, role: str, is_
     else:
         others = admins.filter(role=Role.ADMIN)
     if not (others.exists() or admins.filter(is_site_admin=True).exists()):
-        raise ValidationError(
-            {"role": "This is the only active admin: make another user an admin first, or nobody can manage users."}
+        raise ValidationFailed(
+            "This is the only active admin: make another user an admin first, or nobody can manage users.", field="role"
         )
 
 
@@ -207,7 +210,8 @@ def user_invite(*, username: str, role: str, actor, email: str = "", workspaces:
     """A user without a password yet: they choose one through the link of `user_password_link`."""
     _role_check(role)
     user = User(username=username, role=role, email=email)
-    user.full_clean(exclude=["password"])
+    with django_validation():
+        user.full_clean(exclude=["password"])
     user.set_unusable_password()
     user.save()
     audit_record(actor=actor, action="user.invite", target=user, data={"role": role})
@@ -229,7 +233,7 @@ def user_update(
     in; never the last active admin's."""
     _role_check(role)
     if actor is not None and user.pk == actor.pk and not is_active:
-        raise ValidationError({"is_active": "You cannot deactivate yourself: ask another admin."})
+        raise ValidationFailed("You cannot deactivate yourself: ask another admin.", field="is_active")
     _last_admin_check(user=user, workspace=workspace, role=role, is_active=is_active)
     if workspace is not None:
         membership_set(workspace=workspace, user=user, role=role, actor=actor)
@@ -239,7 +243,8 @@ def user_update(
     changes: dict[str, str | bool] = {}
     if email != user.email:
         user.email = email
-        user.full_clean(exclude=["password"])
+        with django_validation():
+            user.full_clean(exclude=["password"])
         changes["email"] = email
     if is_active != user.is_active:
         user.is_active = is_active
@@ -252,7 +257,8 @@ def user_update(
 
 @transaction.atomic
 def user_password_set(*, user: User, password: str, actor) -> User:
-    validate_password(password, user)
+    with django_validation(field="password"):
+        validate_password(password, user)
     user.set_password(password)
     user.save(update_fields=["password"])
     audit_record(actor=actor, action="user.password", target=user, data={})
@@ -318,7 +324,8 @@ def oidc_sign_in(*, issuer: str, claims: dict) -> User:
             user = User(username=username, email=str(claims.get("email") or ""), role="")
             user.oidc_issuer, user.oidc_subject = issuer, subject
             user.set_unusable_password()
-            user.full_clean(exclude=["password"])
+            with django_validation():
+                user.full_clean(exclude=["password"])
             user.save()
             audit_record(actor=None, action="user.create", target=user, data={"via": "oidc", "issuer": issuer})
             _oidc_memberships_sync(user=user, grants=grants)

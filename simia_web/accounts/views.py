@@ -7,7 +7,6 @@ from django.contrib import messages
 from django.contrib.auth import login
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
 from django.http import Http404
 from django.shortcuts import redirect, render
@@ -17,6 +16,7 @@ from django.views.decorators.http import require_POST
 from joserfc.errors import BadSignatureError, ExpiredTokenError, InvalidClaimError, JoseError, MissingClaimError
 from requests import RequestException
 
+from simia_web.core.errors import ValidationFailed
 from simia_web.core.forms import form_errors_add
 
 from . import selectors, services
@@ -89,7 +89,7 @@ def user_create(request):
                     actor=request.user,
                     workspaces=workspaces,
                 )
-        except ValidationError as exc:
+        except ValidationFailed as exc:
             form_errors_add(form, _on_password(exc))
         else:
             if data["how"] == SET_PASSWORD:
@@ -101,9 +101,11 @@ def user_create(request):
     return render(request, "accounts/user_form.html", {"form": form}, status=400 if form.errors else 200)
 
 
-def _on_password(exc: ValidationError) -> ValidationError:
-    """A password validator's refusal (a list of messages) is about the password field."""
-    return exc if hasattr(exc, "error_dict") else ValidationError({"password1": exc.messages})
+def _on_password(exc: ValidationFailed) -> ValidationFailed:
+    """The service's refusal of the password is about the form's first password field."""
+    if "password" not in exc.errors:
+        return exc
+    return ValidationFailed.of({"password1" if name == "password" else name: said for name, said in exc.errors.items()})
 
 
 @role_required("admin")
@@ -114,7 +116,7 @@ def user_edit(request, pk: int):
     if request.method == "POST" and form.is_valid():
         try:
             services.user_update(user=person, actor=request.user, workspace=_scope(request), **form.cleaned_data)
-        except ValidationError as exc:
+        except ValidationFailed as exc:
             form_errors_add(form, exc)
         else:
             messages.success(request, f"User {person.username} saved.")
@@ -136,7 +138,7 @@ def user_password(request, pk: int):
             services.user_password_set(
                 user=person, password=password_form.cleaned_data["password1"], actor=request.user
             )
-        except ValidationError as exc:
+        except ValidationFailed as exc:
             form_errors_add(password_form, _on_password(exc))
         else:
             messages.success(request, f"The password of {person.username} was changed.")
@@ -266,7 +268,7 @@ def workspace_switch(request):
         raise Http404("No such workspace.")
     try:
         services.workspace_switch(user=request.user, workspace=workspace)
-    except ValidationError as exc:
+    except ValidationFailed as exc:
         raise Http404("You are not a member of this workspace.") from exc
     messages.success(request, f"Now working in {workspace.name}.")
     back = request.POST.get("next", "")

@@ -2,11 +2,12 @@
 domain's reference environment on its page."""
 
 from django.contrib import messages
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import PermissionDenied
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from simia_web.accounts.permissions import role_required
+from simia_web.core.errors import ValidationFailed, fields_said
 
 from .importers import ImportRejected, apis_import
 from .mcp import McpServer
@@ -63,8 +64,8 @@ def domain_reference(request, name: str):
         reference_set(domain=domain, config=config, actor=request.user)
     except PermissionDenied as exc:
         messages.error(request, str(exc))
-    except ValidationError as exc:
-        messages.error(request, "; ".join(f"{field}: {' '.join(errors)}" for field, errors in exc.message_dict.items()))
+    except ValidationFailed as exc:
+        messages.error(request, fields_said(exc.errors))
     else:
         messages.success(request, f"Reference environment set: {config.describe()}.")
     return redirect("domain-detail", name=name)

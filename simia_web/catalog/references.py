@@ -9,9 +9,9 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import jsonpointer
-from django.core.exceptions import ValidationError
 from django.db import transaction
 
+from simia_web.core.errors import ValidationFailed
 from simia_web.core.services import audit_record
 
 from .importers.names import snake_name
@@ -65,11 +65,11 @@ def reference_problems(config: ReferenceConfig) -> dict[str, str]:
 
 @transaction.atomic
 def reference_set(*, domain: Domain, config: ReferenceConfig, actor=None) -> DomainReference:
-    """Name (or change) the domain's reference. ValidationError by field; PermissionDenied for a command
+    """Name (or change) the domain's reference. ValidationFailed by field; PermissionDenied for a command
     named by someone who is not an admin."""
     mcp_command_check(config.server, actor)
     if problems := reference_problems(config):
-        raise ValidationError(problems)
+        raise ValidationFailed.of(problems)
     author = actor if getattr(actor, "pk", None) else None
     reference, _ = DomainReference.objects.update_or_create(
         domain=domain, defaults={**config.as_dict(), "updated_by": author}

@@ -4,10 +4,10 @@ from collections.abc import Callable
 from typing import Any
 
 from django.contrib.contenttypes.models import ContentType
-from django.core.exceptions import ValidationError
 from django.db import models, transaction
 from django.utils import timezone
 
+from simia_web.core.errors import ValidationFailed, django_validation
 from simia_web.core.jsonutil import content_hash
 from simia_web.core.models import Revision
 from simia_web.core.services import audit_record, revision_record, versioned_update
@@ -221,11 +221,11 @@ def seed_update(*, seed: Seed, expected_version: int, actor, messages=None, tool
         new_messages = messages_strict(new["messages"])
         new_tools = tools_list(new["tools"])
     except FormatError as exc:
-        raise ValidationError({"messages" if exc.field.startswith("messages") else "tools": str(exc)}) from None
+        raise ValidationFailed(str(exc), field="messages" if exc.field.startswith("messages") else "tools") from None
     digest = content_hash({"messages": new_messages, "tools": new_tools})
     twin = Seed.objects.filter(domain_id=seed.domain_id, content_hash=digest).exclude(pk=seed.pk).first()
     if twin is not None:
-        raise ValidationError({"messages": f"identical to seed {twin.pk} of this domain"})
+        raise ValidationFailed(f"identical to seed {twin.pk} of this domain", field="messages")
     problems = seed_problems_compute(new_messages, new_tools)
     fields = {
         "messages": new_messages,
@@ -258,12 +258,12 @@ def api_update(
         "touches": api.touches,
     }
     if not isinstance(spec["description"], str):
-        raise ValidationError({"description": "must be text"})
+        raise ValidationFailed("must be text", field="description")
     problems = api_problems(spec)
     if problems:
-        raise ValidationError({"api": problems})
+        raise ValidationFailed.of({"api": problems})
     if not api.valid and Api.objects.filter(domain_id=api.domain_id, name=api.name, valid=True).exists():
-        raise ValidationError({"name": f"the domain already has a valid API named {api.name!r}"})
+        raise ValidationFailed(f"the domain already has a valid API named {api.name!r}", field="name")
     fields = {
         "description": spec["description"],
         "parameters": spec["parameters"],
@@ -310,7 +310,7 @@ def task_update(
     if not isinstance(new_difficulty, str) or len(new_difficulty) > 16:
         errors["difficulty"] = "must be text of at most 16 characters"
     if errors:
-        raise ValidationError(errors)
+        raise ValidationFailed.of(errors)
     fields = {
         "instruction": new_instruction.strip(),
         "expected_outcome": new_outcome,
@@ -352,7 +352,7 @@ def domain_update(
     if not isinstance(new["initial_state"], dict):  # episodes patch the state by JSON Pointer from an object root
         errors["initial_state"] = "must be a JSON object"
     if errors:
-        raise ValidationError(errors)
+        raise ValidationFailed.of(errors)
     # The state is valid now: drop its old problems, keep those of the API set.
     stale = domain.state_problems
     fields = {**new, "state_errors": [e for e in domain.state_errors if e not in stale]}
@@ -371,11 +371,12 @@ RESERVED_DOMAIN_NAMES = frozenset({"new"})  # /domains/new/ is the page that cre
 def domain_create(*, name: str, description: str = "", policy: str = "", actor) -> Domain:
     """A new domain, written by hand: its APIs, tasks and world state come next (by form, import or synthesis)."""
     if name in RESERVED_DOMAIN_NAMES:
-        raise ValidationError({"name": f"{name!r} is reserved: choose another name"})
+        raise ValidationFailed(f"{name!r} is reserved: choose another name", field="name")
     if Domain.objects.filter(name=name).exists():
-        raise ValidationError({"name": f"a domain named {name!r} exists already: choose another name, or open it"})
+        raise ValidationFailed(f"a domain named {name!r} exists already: choose another name, or open it", field="name")
     domain = Domain(name=name, description=description, policy=policy, source=DomainSource.MANUAL)
-    domain.full_clean()
+    with django_validation():
+        domain.full_clean()
     domain.save()
     audit_record(actor=actor, action="domain.create", target=domain, data={"source": DomainSource.MANUAL})
     revision_initial(obj=domain, actor=actor)
@@ -399,9 +400,9 @@ def api_create(*, domain: Domain, name: str, kind: str, parameters, description:
     spec = {"name": name, "description": description, "kind": kind, "parameters": parameters, "returns": returns or {}}
     problems = api_problems(spec)
     if problems:
-        raise ValidationError({"parameters" if "parameters" in problems[0] else "__all__": problems})
+        raise ValidationFailed.of({"parameters" if "parameters" in problems[0] else "detail": problems})
     if domain.apis.filter(valid=True, name=name).exists():
-        raise ValidationError({"name": f"the domain already has an API named {name!r}: edit that one instead"})
+        raise ValidationFailed(f"the domain already has an API named {name!r}: edit that one instead", field="name")
     api = Api.objects.create(
         domain=domain,
         name=name,
@@ -440,7 +441,7 @@ def task_create(
     if len(difficulty) > 16:
         errors["difficulty"] = "at most 16 characters"
     if errors:
-        raise ValidationError(errors)
+        raise ValidationFailed.of(errors)
     duplicate_of = task_duplicate_of(domain=domain, instruction=instruction)
     task = Task.objects.create(
         domain=domain,

@@ -3,14 +3,14 @@
 from functools import partial
 
 from django.contrib import messages
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.shortcuts import get_object_or_404, redirect, render
 
 from simia_web.accounts.permissions import role_required
 from simia_web.core.clipping import clipped, message_page, shown_in_full, too_large_to_edit
 from simia_web.core.display import pretty_json
-from simia_web.core.errors import VersionConflict
+from simia_web.core.errors import ValidationFailed, VersionConflict
 from simia_web.core.forms import form_errors_add
 from simia_web.core.selectors import revision_diffs
 
@@ -118,7 +118,7 @@ def _edit(request, *, obj, form_class, update, template: str, context: dict):
             except VersionConflict as exc:
                 conflict = exc
                 obj.refresh_from_db()
-            except ValidationError as exc:
+            except ValidationFailed as exc:
                 form_errors_add(form, exc)
             else:
                 messages.success(request, f"Saved version {obj.version}.")
@@ -265,7 +265,7 @@ def _created(request, form, create):
         return None
     try:
         return create(actor=request.user, **form.cleaned_data)
-    except ValidationError as exc:
+    except ValidationFailed as exc:
         form_errors_add(form, exc)
         return None
 

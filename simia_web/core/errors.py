@@ -4,9 +4,17 @@ Each names its HTTP status, a short `code` and a human `detail`; `body()` is the
 header it needs (Retry-After). The REST API turns every one into its answer in one place
 (`simia_web.core.rest.exception_handler`); pages catch the ones they explain on the page, and answer the rest as
 a plain-text refusal with the same status (`simia_web.core.middleware.RefusalMiddleware`).
+
+Services, selectors and the rule modules they call raise only these, never Django's or DRF's ValidationError
+(`tests/core/test_error_family.py` holds them to it); `django_validation` turns Django's own validation run inside a
+service (a model's `full_clean`, a field's validators, the password validators) into a ValidationFailed.
 """
 
-from typing import Any
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any, Self
+
+from django.core.exceptions import ValidationError as DjangoValidationError
 
 
 class ApplicationError(Exception):
@@ -25,16 +33,50 @@ class ApplicationError(Exception):
 
 
 class ValidationFailed(ApplicationError):
-    """An input that is wrong, answered `{field: [message]}` as the API answers a serializer's errors."""
+    """An input that is wrong, answered `{field: [message]}` as the API answers a serializer's errors.
+
+    `ValidationFailed.of({field: message or messages, ...})` refuses several fields at once. `errors` holds each
+    field's messages (the field `detail` is about no field in particular), `messages` all of them in order."""
 
     code = "invalid"
 
     def __init__(self, detail: str, field: str = "detail"):
         super().__init__(detail)
         self.field = field
+        self.errors: dict[str, list[str]] = {field: [detail]}
+
+    @classmethod
+    def of(cls, errors: Mapping[str, str | Iterable[Any]]) -> Self:
+        """One refusal naming each field with its messages; its `detail` says them all, "field: message; ..."."""
+        named = {
+            name: [messages] if isinstance(messages, str) else [str(message) for message in messages]
+            for name, messages in errors.items()
+        }
+        refusal = cls(fields_said(named), field=next(iter(named), "detail"))
+        refusal.errors = named
+        return refusal
+
+    @property
+    def messages(self) -> list[str]:
+        return [message for messages in self.errors.values() for message in messages]
 
     def body(self) -> dict[str, Any]:
-        return {self.field: [self.detail]}
+        return {name: list(messages) for name, messages in self.errors.items()}
+
+
+def fields_said(errors: Mapping[str, list[str]], *, between: str = " ") -> str:
+    """Each field's messages on one line: "name: message message; other: message"."""
+    return "; ".join(f"{name}: {between.join(messages)}" for name, messages in errors.items())
+
+
+@contextmanager
+def django_validation(*, field: str = "detail") -> Iterator[None]:
+    """Django's own validation run inside (a model's `full_clean`, a field's validators, the password validators)
+    refused as a ValidationFailed: per field as Django names them, else under `field`."""
+    try:
+        yield
+    except DjangoValidationError as exc:
+        raise ValidationFailed.of(exc.message_dict if hasattr(exc, "error_dict") else {field: exc.messages}) from None
 
 
 class NotFound(ApplicationError):

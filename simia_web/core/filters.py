@@ -26,9 +26,7 @@ class QueryTooLong(ValidationFailed, BadRequest):
             "; ".join(f"{name}: {message}" for name, message in too_long.items()), field=next(iter(too_long))
         )
         self.too_long = too_long
-
-    def body(self) -> dict:
-        return {name: [message] for name, message in self.too_long.items()}
+        self.errors = {name: [message] for name, message in too_long.items()}
 
 
 def _too_long_message() -> str:

@@ -4,6 +4,7 @@ from django import forms
 from django.core.exceptions import ValidationError
 from django.forms.fields import InvalidJSONInput
 
+from .errors import ValidationFailed
 from .json_input import JsonInvalid, JsonRefused, json_parse
 
 
@@ -30,13 +31,13 @@ class GatedJSONField(forms.JSONField):
             return InvalidJSONInput(data)
 
 
-def form_errors_add(form: forms.BaseForm, exc: ValidationError) -> None:
-    """Show a service's ValidationError on the form: per field when it names one, else at the top with its name."""
-    if not hasattr(exc, "error_dict"):
-        form.add_error(None, exc.messages)
-        return
-    for name, errors in exc.message_dict.items():
+def form_errors_add(form: forms.BaseForm, exc: ValidationFailed) -> None:
+    """Show a service's refusal on the form: per field when it names one of the form's, at the top when it names
+    none (`detail`), else at the top with its name."""
+    for name, errors in exc.errors.items():
         if name in form.fields:
             form.add_error(name, errors)
+        elif name == "detail":
+            form.add_error(None, errors)
         else:
             form.add_error(None, [f"{name}: {error}" for error in errors])

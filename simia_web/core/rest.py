@@ -29,8 +29,9 @@ class ErrorSerializer(serializers.Serializer):
 
 
 def exception_handler(exc, context):
-    """Every refusal as its answer: an ApplicationError with its own status, body and headers; a service's Django
-    ValidationError as a 400 naming the fields; the rest as DRF answers them."""
+    """Every refusal as its answer: an ApplicationError with its own status, body and headers; Django's own
+    ValidationError (a model's validation run outside a service) as a 400 naming the fields; the rest as DRF
+    answers them."""
     if isinstance(exc, ApplicationError):
         set_rollback()
         return Response(exc.body(), status=exc.status_code, headers=exc.headers())

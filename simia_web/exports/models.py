@@ -2,8 +2,9 @@
 with their checksums, the records left out and why, and its publication."""
 
 from django.conf import settings
-from django.core.exceptions import ValidationError
 from django.db import models
+
+from simia_web.core.errors import Conflict
 
 
 class ExportFormat(models.TextChoices):
@@ -71,7 +72,7 @@ class Snapshot(models.Model):
 
     def save(self, *args, **kwargs):
         if self.pk and Snapshot.objects.filter(pk=self.pk).exclude(sha256="").exists():
-            raise ValidationError("A built snapshot is immutable.")
+            raise Conflict("A built snapshot is immutable.")
         super().save(*args, **kwargs)
 
     @property

@@ -10,13 +10,12 @@ from urllib.parse import quote
 
 import orjson
 from django.conf import settings
-from django.core.exceptions import ValidationError
 from django.db import connections
 from django.db.models import BooleanField, DateTimeField, F, FloatField, Func, JSONField, QuerySet, TextField, Value
 from django.db.models.functions import Cast, JSONObject
 
 from simia_web.audits.services import filter_values_clean
-from simia_web.core.errors import ApplicationError, Conflict, NotFound
+from simia_web.core.errors import ApplicationError, Conflict, NotFound, ValidationFailed
 from simia_web.curation.duplicates import KEEP_LABELS, KEEP_ORDERS, near_duplicates_to_drop, not_indexed
 from simia_web.curation.filters import TrajectoryFilter
 from simia_web.curation.models import STANDING, JudgeVerdict, Review, Trajectory, TrajectoryStatus
@@ -33,12 +32,12 @@ def export_filters_clean(filters: dict | None) -> dict:
     unknown = sorted(set(filters) - set(TrajectoryFilter.base_filters))
     if unknown:
         allowed = ", ".join(sorted(TrajectoryFilter.base_filters))
-        raise ValidationError({"filters": f"unknown filter(s) {', '.join(unknown)}; use {allowed}"})
+        raise ValidationFailed(f"unknown filter(s) {', '.join(unknown)}; use {allowed}", field="filters")
     cleaned = filter_values_clean(filters)
     cleaned.setdefault("status", DEFAULT_STATUS)
     filterset = TrajectoryFilter(data=cleaned, queryset=Trajectory.objects.all())
     if not filterset.is_valid():
-        raise ValidationError({f"filters.{k}": [str(e) for e in v] for k, v in filterset.errors.items()})
+        raise ValidationFailed.of({f"filters.{k}": v for k, v in filterset.errors.items()})
     return cleaned
 
 
@@ -46,7 +45,7 @@ def export_queryset(filters: dict):
     """The trajectories a snapshot with these (cleaned) filters contains."""
     filterset = TrajectoryFilter(data=filters, queryset=Trajectory.objects.all())
     if not filterset.is_valid():
-        raise ValidationError(filterset.errors)
+        raise ValidationFailed.of(filterset.errors)
     return filterset.qs
 
 
@@ -306,5 +305,5 @@ def export_options_clean(options: dict | None) -> dict:
         else:
             cleaned["dedup"] = dedup
     if errors:
-        raise ValidationError(errors)
+        raise ValidationFailed.of(errors)
     return cleaned

@@ -18,7 +18,6 @@ from typing import Any
 
 import numpy as np
 from django.conf import settings
-from django.core.exceptions import ValidationError
 from django.db import connection, transaction
 from django.utils import timezone
 
@@ -342,7 +341,7 @@ def snapshot_create(
     `max_error_rate` the snapshot is certified by the audit: refused while its upper bound is above the ceiling, and
     its report, card and manifest carry the audit's block."""
     if format not in ExportFormat.values:
-        raise ValidationError({"format": f"choose from {', '.join(ExportFormat.values)}"})
+        raise ValidationFailed(f"choose from {', '.join(ExportFormat.values)}", field="format")
     cleaned = export_filters_clean(filters)
     chosen = export_options_clean(options)
     certification = _certification(audit, max_error_rate)

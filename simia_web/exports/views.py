@@ -4,14 +4,14 @@ out."""
 
 from django.conf import settings
 from django.contrib import messages
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.shortcuts import get_object_or_404, redirect, render
 
 from simia_web.accounts.permissions import role_required
 from simia_web.audits.selectors import audits_list
 from simia_web.catalog.selectors import domain_names
-from simia_web.core.errors import ApplicationError
+from simia_web.core.errors import ApplicationError, ValidationFailed, fields_said
 from simia_web.core.markdown import markdown_html
 from simia_web.curation.duplicates import KEEP_LABELS
 from simia_web.curation.filters import TrajectoryFilter
@@ -64,8 +64,8 @@ def export_list(request):
                     actor=request.user,
                     **_certification_posted(request.POST),
                 )
-            except ValidationError as exc:
-                error = "; ".join(f"{k}: {', '.join(v)}" for k, v in exc.message_dict.items())
+            except ValidationFailed as exc:
+                error = fields_said(exc.errors, between=", ")
             except ApplicationError as exc:
                 error = "; ".join(f"{k}: {' '.join(map(str, v))}" for k, v in exc.body().items())
             else:
@@ -117,7 +117,7 @@ def _certification_posted(data) -> dict:
     try:
         return {"audit": int(audit) if audit else None, "max_error_rate": float(ceiling) if ceiling else None}
     except ValueError:
-        raise ValidationError({"max_error_rate": ["give the ceiling as a share, such as 0.05"]}) from None
+        raise ValidationFailed("give the ceiling as a share, such as 0.05", field="max_error_rate") from None
 
 
 def _card_html(snapshot):

@@ -6,13 +6,13 @@ later does not change a run under way."""
 
 from collections import Counter, defaultdict
 
-from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Count
 from django.utils import timezone
 
 from simia_web.catalog.models import Domain
 from simia_web.catalog.references import ReferenceConfig, reference_for
+from simia_web.core.errors import ValidationFailed
 from simia_web.curation.models import Trajectory
 from simia_web.jobs.models import Job
 from simia_web.jobs.services import job_create
@@ -30,14 +30,15 @@ COMPARED = (Outcome.EQUAL, Outcome.EQUIVALENT, Outcome.DIFFERENT)
 def fidelity_job_create(*, domain: str, limit: int | None = None, actor=None) -> Job:
     found = Domain.objects.filter(name=domain).first()
     if found is None:
-        raise ValidationError({"domain": f"no domain named {domain!r}"})
+        raise ValidationFailed(f"no domain named {domain!r}", field="domain")
     config = reference_for(found)
     if config is None:
-        raise ValidationError(
-            {"domain": f"{domain} has no reference environment: name one on its page, over the API or with fidelity"}
+        raise ValidationFailed(
+            f"{domain} has no reference environment: name one on its page, over the API or with fidelity",
+            field="domain",
         )
     if not replayable_trajectories(found).exists():
-        raise ValidationError({"domain": f"{domain} has no trajectory with a simulated tool call to replay"})
+        raise ValidationFailed(f"{domain} has no trajectory with a simulated tool call to replay", field="domain")
     with transaction.atomic():
         run = FidelityRun.objects.create(
             domain=found,

@@ -6,12 +6,12 @@ import sys
 import time
 from pathlib import Path
 
-from django.core.exceptions import ValidationError
 from django.core.management.base import CommandError
 from rest_framework import serializers
 from rest_framework.fields import empty
 from tqdm import tqdm
 
+from simia_web.core.errors import ValidationFailed
 from simia_web.core.json_input import JsonRefused, json_parse
 
 from .kinds import JobKind, job_kinds_queueable
@@ -70,14 +70,14 @@ def job_wait(job: Job, stdout, poll: float = 0.5, progress_to=None) -> Job:
 def parameters_from_pairs(job_kind: JobKind, pairs: list[str]) -> dict:
     """The parameters given as NAME=VALUE (a dash in NAME is an underscore), as text for the kind's serializer to
     judge: each pair for a list parameter adds an item, a dict parameter's VALUE is JSON, and VALUE @PATH is the
-    text of that file. ValidationError naming what cannot be read."""
+    text of that file. ValidationFailed naming what cannot be read."""
     rules = job_kind.parameters_serializer()().fields
     values: dict = {}
     for pair in pairs:
         name, equals, text = pair.partition("=")
         name = name.strip().replace("-", "_")
         if not equals or name not in rules:
-            raise ValidationError({"param": [f"{pair!r}: expected NAME=VALUE, NAME one of {', '.join(rules)}"]})
+            raise ValidationFailed(f"{pair!r}: expected NAME=VALUE, NAME one of {', '.join(rules)}", field="param")
         value = _file_text(name, text[1:]) if text.startswith("@") else text
         rule = rules[name]
         if isinstance(rule, serializers.ListField):
@@ -93,20 +93,14 @@ def _file_text(name: str, path: str) -> str:
     try:
         return Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise ValidationError({name: [f"cannot read {path}: {exc}"]}) from None
+        raise ValidationFailed(f"cannot read {path}: {exc}", field=name) from None
 
 
 def _json(name: str, text: str):
     try:
         return json_parse(text, where=name)
     except JsonRefused as exc:
-        raise ValidationError({name: [f"not JSON: {exc}"]}) from None
-
-
-def refusals_said(exc: ValidationError) -> str:
-    """A refusal of job_queue (or of the pairs) on one line: each parameter with what is wrong with it."""
-    refusals = exc.message_dict.items() if hasattr(exc, "error_dict") else [("error", exc.messages)]
-    return "; ".join(f"{name}: {' '.join(messages)}" for name, messages in refusals)
+        raise ValidationFailed(f"not JSON: {exc}", field=name) from None
 
 
 def kinds_described() -> str:

@@ -38,10 +38,11 @@ class DescribedChoiceField(serializers.ChoiceField):
         super().__init__(**kwargs)
 
 
-def units_cap_check(units: int) -> None:
-    """Refuse a job that would plan more units than SIMIA_MAX_UNITS_PER_JOB (its parameters' product), under
-    the name `units`, which every way in shows as it shows a parameter's refusal."""
+def units_cap_refusal(units: int) -> str:
+    """Why a job that would plan more units than SIMIA_MAX_UNITS_PER_JOB (its parameters' product) is refused, or ""
+    within the cap. A kind's serializer refuses it under the name `units`, which every way in shows as it shows a
+    parameter's refusal."""
     cap = settings.SIMIA_MAX_UNITS_PER_JOB
     if units > cap:
-        message = f"these parameters make {units:,} units of work; at most {cap:,} per job (SIMIA_MAX_UNITS_PER_JOB)"
-        raise serializers.ValidationError({"units": message})
+        return f"these parameters make {units:,} units of work; at most {cap:,} per job (SIMIA_MAX_UNITS_PER_JOB)"
+    return ""

@@ -6,10 +6,10 @@ from itertools import chain
 from urllib.parse import urlsplit, urlunsplit
 
 from django.conf import settings
-from django.core.exceptions import ValidationError
 from django.db.models import Count, Q, QuerySet, Sum
 from django.utils import timezone
 
+from simia_web.core.errors import ValidationFailed
 from simia_web.llm.models import LLMCall
 
 from .filters import JobFilter
@@ -35,10 +35,10 @@ LLM_ERROR_HINTS = {
 
 def job_list(*, filters) -> QuerySet[Job]:
     """Jobs, newest first, filtered as the REST API filters them (jobs.filters.JobFilter: one meaning per
-    parameter); ValidationError naming the parameters it refuses."""
+    parameter); ValidationFailed naming the parameters it refuses."""
     filterset = JobFilter(data=filters, queryset=Job.objects.select_related("created_by").order_by("-id"))
     if not filterset.is_valid():
-        raise ValidationError(filterset.errors)
+        raise ValidationFailed.of(filterset.errors)
     return filterset.qs
 
 

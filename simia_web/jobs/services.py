@@ -9,14 +9,13 @@ import traceback
 from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
-from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
 from simia_web.core.db import db_connection_check
 from simia_web.core.dispatch import task_producer, task_send
-from simia_web.core.errors import Conflict
+from simia_web.core.errors import Conflict, ValidationFailed
 from simia_web.core.outages import OutagePauses, is_outage, through_outages
 from simia_web.core.services import audit_record
 from simia_web.llm.services import llm_calls_held, llm_calls_write, llm_job_finishing
@@ -83,14 +82,14 @@ def job_queue(*, kind: object, params: dict, actor=None) -> Job:
     """Queue a job of a registered kind, the one way the commands, the queue pages and the API do it.
 
     The kind's parameters serializer checks the ranges and caps and its save() queues the job, so a refused
-    job writes nothing. Raises ValidationError with the refusals per parameter.
+    job writes nothing. Raises ValidationFailed with the refusals per parameter.
     """
     job_kind = job_kinds_queueable().get(kind) if isinstance(kind, str) else None
     if job_kind is None:
-        raise ValidationError({"kind": [f"choose one of {', '.join(sorted(job_kinds_queueable()))}"]})
+        raise ValidationFailed(f"choose one of {', '.join(sorted(job_kinds_queueable()))}", field="kind")
     parameters = job_kind.parameters_serializer()(data=params)
     if not parameters.is_valid():
-        raise ValidationError({name: list(_error_lines(errors)) for name, errors in parameters.errors.items()})
+        raise ValidationFailed.of({name: list(_error_lines(errors)) for name, errors in parameters.errors.items()})
     return parameters.save(actor=actor)
 
 

@@ -4,7 +4,6 @@ the queue page of every kind that takes parameters."""
 from collections import defaultdict
 
 from django.contrib import messages
-from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
@@ -12,7 +11,7 @@ from django.views.decorators.http import require_POST
 
 from simia_web.accounts.permissions import role_required
 from simia_web.core.display import pretty_json
-from simia_web.core.errors import ApplicationError
+from simia_web.core.errors import ApplicationError, ValidationFailed, fields_said
 from simia_web.core.forms import form_errors_add
 from simia_web.llm.models import LLMCall
 
@@ -80,9 +79,9 @@ def job_list(request):
     refused = ""
     try:
         jobs = selectors.job_list(filters=request.GET)
-    except ValidationError as exc:
+    except ValidationFailed as exc:
         jobs = Job.objects.none()
-        refused = "; ".join(f"{name}: {' '.join(errors)}" for name, errors in exc.message_dict.items())
+        refused = fields_said(exc.errors)
     page = Paginator(jobs, PAGE_SIZE).get_page(request.GET.get("page"))
     query = request.GET.copy()
     query.pop("page", None)
@@ -155,7 +154,7 @@ def job_queue_page(request, slug: str):
     if request.method == "POST" and form.is_valid():
         try:
             job = job_queue(kind=job_kind.kind, params=form.parameters(), actor=request.user)
-        except ValidationError as exc:
+        except ValidationFailed as exc:
             form_errors_add(form, exc)
         except ApplicationError as exc:  # a kind's service refused what its serializer let through: said on the form
             field = getattr(exc, "field", None)

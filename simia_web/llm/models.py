@@ -1,10 +1,11 @@
+from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator
 from django.db import models
 from django.utils import timezone
 
 from simia_web.core.fields import DocumentJSONField
 
-from .validation import profile_validate
+from .validation import profile_problems
 
 
 class StructuredMode(models.TextChoices):
@@ -122,7 +123,8 @@ class EndpointProfile(models.Model):
         return f"{self.name} ({self.model})"
 
     def clean(self):
-        profile_validate(base_url=self.base_url, api_key_env=self.api_key_env)
+        if problems := profile_problems(base_url=self.base_url, api_key_env=self.api_key_env):
+            raise ValidationError(problems)
 
 
 class StageRoute(models.Model):

@@ -12,9 +12,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
-from django.core.exceptions import ValidationError
 from django.db import transaction
 
+from simia_web.core.errors import ValidationFailed
 from simia_web.core.rows import rows_insert
 from simia_web.core.services import audit_record
 
@@ -199,7 +199,7 @@ def stage_routes_set(*, routes: dict[str, int | None], actor) -> list[str]:
     changed = []
     for stage, profile_id in routes.items():
         if stage not in Stage.values:
-            raise ValidationError({stage: f"no stage named {stage}"})
+            raise ValidationFailed(f"no stage named {stage}", field=stage)
         route = current.get(stage)
         before = route.profile_id if route else None
         if before == profile_id:
@@ -210,7 +210,7 @@ def stage_routes_set(*, routes: dict[str, int | None], actor) -> list[str]:
             route.delete()
         elif profile_id is not None:
             if not EndpointProfile.objects.filter(pk=profile_id).exists():
-                raise ValidationError({stage: f"no endpoint profile with id {profile_id}"})
+                raise ValidationFailed(f"no endpoint profile with id {profile_id}", field=stage)
             route, _ = StageRoute.objects.update_or_create(stage=stage, defaults={"profile_id": profile_id})
             audit_record(
                 actor=actor, action="llm.route", target=route, data={"stage": stage, "from": before, "to": profile_id}

@@ -12,7 +12,6 @@ import socket
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from django.conf import settings
-from django.core.exceptions import ValidationError
 
 logger = logging.getLogger(__name__)
 
@@ -94,8 +93,8 @@ def api_key_read(name: str) -> str:
     return os.environ.get(name, "")
 
 
-def profile_validate(*, base_url: str, api_key_env: str) -> None:
-    """Raise a ValidationError naming the field when a profile's URL or key variable is not allowed."""
+def profile_problems(*, base_url: str, api_key_env: str) -> dict[str, str]:
+    """What is not allowed in a profile's URL or key variable, by field (nothing when both are fine)."""
     errors = {}
     credentials = url_credentials(base_url or "")
     if credentials:
@@ -110,5 +109,4 @@ def profile_validate(*, base_url: str, api_key_env: str) -> None:
             "must name a variable ending in _API_KEY (or one listed in SIMIA_ALLOWED_KEY_ENVS); "
             f"{', '.join(sorted(FORBIDDEN_KEY_ENVS))} are never allowed"
         )
-    if errors:
-        raise ValidationError(errors)
+    return errors

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 from django.conf import settings
 from django.contrib import messages
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import PermissionDenied
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.http import urlencode
@@ -14,6 +14,7 @@ from django.views.decorators.http import require_POST
 
 from simia_web.accounts.permissions import role_required
 from simia_web.core.display import pretty_json
+from simia_web.core.errors import ValidationFailed
 from simia_web.core.forms import form_errors_add
 
 from .access import llm_call_visible
@@ -80,7 +81,7 @@ def endpoint_list(request):
         if routes_form.is_valid():
             try:
                 changed = stage_routes_set(routes=routes_form.routes(), actor=request.user)
-            except ValidationError as exc:
+            except ValidationFailed as exc:
                 form_errors_add(routes_form, exc)
             else:
                 messages.success(request, f"Routes saved ({len(changed)} changed).")
@@ -128,7 +129,7 @@ def _edit(request, profile: EndpointProfile, *, title: str):
         if form.is_valid():
             try:
                 saved = profile_save(profile=form.save(commit=False), api_key=form.key_change(), actor=request.user)
-            except ValidationError as exc:
+            except ValidationFailed as exc:
                 form_errors_add(form, exc)
             else:
                 if request.POST.get("then") == "test":

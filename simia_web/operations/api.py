@@ -74,7 +74,7 @@ class WebhookSubscriptionViewSet(
         return selectors.subscription_list().order_by("id")
 
     def perform_create(self, serializer):
-        # A refused subscription is a ValidationError, answered as a 400 by core's exception handler.
+        # A refused subscription is a ValidationFailed, answered as a 400 by core's exception handler.
         serializer.instance = services.webhook_subscription_create(**serializer.validated_data, actor=self.request.user)
 
     def perform_update(self, serializer):

@@ -16,12 +16,12 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx2
 import orjson
 from django.conf import settings
-from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import Count, Q
 from django.utils import timezone
 
 from simia_web.core.dispatch import task_send
+from simia_web.core.errors import ValidationFailed
 from simia_web.core.outages import through_outages
 from simia_web.core.services import audit_record
 from simia_web.curation.models import Trajectory, TrajectoryStatus
@@ -52,7 +52,7 @@ SWEEP_BATCH = 500  # deliveries sent again per look; the rest at the next
 
 
 def webhook_subscription_validate(*, url: str, events: list) -> None:
-    """Raise a ValidationError naming the field when a subscription may not send to `url` or names unknown events."""
+    """Raise a ValidationFailed naming the field when a subscription may not send to `url` or names unknown events."""
     errors = {}
     host = urlsplit(url or "").hostname or ""
     if address := url_address_problem(url or ""):
@@ -65,7 +65,7 @@ def webhook_subscription_validate(*, url: str, events: list) -> None:
             f" (unknown: {', '.join(map(str, unknown))})" if unknown else ""
         )
     if errors:
-        raise ValidationError(errors)
+        raise ValidationFailed.of(errors)
 
 
 def webhook_subscription_create(
@@ -221,7 +221,7 @@ def webhook_secret_rotate(*, subscription: WebhookSubscription, actor, overlap_h
     """Give the subscription a new secret; the old one signs every delivery too for `overlap_hours` (0: not at all),
     so the receiver can switch without refusing a delivery."""
     if not 0 <= overlap_hours <= MAX_OVERLAP_HOURS:
-        raise ValidationError({"overlap_hours": f"must be between 0 and {MAX_OVERLAP_HOURS}"})
+        raise ValidationFailed(f"must be between 0 and {MAX_OVERLAP_HOURS}", field="overlap_hours")
     with transaction.atomic():
         locked = WebhookSubscription.objects.select_for_update().get(pk=subscription.pk)
         locked.previous_secret, locked.secret = locked.secret, webhook_secret()

@@ -5,7 +5,6 @@ import ipaddress
 
 from django.conf import settings
 from django.contrib import messages
-from django.core.exceptions import ValidationError
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
@@ -13,6 +12,7 @@ from django.views.decorators.http import require_GET, require_POST
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from simia_web.accounts.permissions import role_required
+from simia_web.core.errors import ValidationFailed
 
 from . import selectors, services
 from .forms import WebhookSubscriptionForm
@@ -52,8 +52,8 @@ def metrics(request):
     return response
 
 
-def _form_errors(form, exc: ValidationError) -> None:
-    for field, errors in exc.message_dict.items():
+def _form_errors(form, exc: ValidationFailed) -> None:
+    for field, errors in exc.errors.items():
         for error in errors:
             form.add_error(field if field in form.fields else None, error)
 
@@ -64,7 +64,7 @@ def webhook_list(request):
     if request.method == "POST" and form.is_valid():
         try:
             subscription = services.webhook_subscription_create(**form.cleaned_data, actor=request.user)
-        except ValidationError as exc:
+        except ValidationFailed as exc:
             _form_errors(form, exc)
         else:
             messages.success(request, f"Webhook “{subscription.name}” created: its signing secret is on this page.")
@@ -104,7 +104,7 @@ def webhook_detail(request, pk: int):
     if request.method == "POST" and form.is_valid():
         try:
             services.webhook_subscription_update(subscription=subscription, actor=request.user, **form.cleaned_data)
-        except ValidationError as exc:
+        except ValidationFailed as exc:
             _form_errors(form, exc)
         else:
             messages.success(request, "Saved.")
@@ -149,7 +149,7 @@ def webhook_secret_rotate(request, pk: int):
     try:
         overlap = float(request.POST.get("overlap_hours", "24"))
         services.webhook_secret_rotate(subscription=subscription, actor=request.user, overlap_hours=overlap)
-    except (ValueError, ValidationError):
+    except (ValueError, ValidationFailed):
         messages.error(request, f"Overlap: give a number of hours from 0 to {services.MAX_OVERLAP_HOURS}.")
     else:
         messages.success(request, "New signing secret: the old one signs deliveries too until the overlap ends.")

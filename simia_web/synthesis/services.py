@@ -7,12 +7,12 @@ caps, then one of the *_job_create functions applies the rules that need the dat
 
 import secrets
 
-from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from simia_web.catalog.models import Domain, DomainReference, DomainSource, Seed, TaskStatus
 from simia_web.catalog.selectors import domain_unusable_reason
 from simia_web.catalog.services import domain_ensure
+from simia_web.core.errors import ValidationFailed
 from simia_web.formats.rules import NEAR_DUPLICATE_THRESHOLD
 from simia_web.jobs.models import Job
 from simia_web.jobs.services import job_create, job_queue
@@ -88,13 +88,13 @@ def rollout_job_create(
 ) -> Job:
     found = Domain.objects.filter(name=domain).first()
     if found is None:
-        raise ValidationError({"domain": f"no domain named {domain!r}"})
+        raise ValidationFailed(f"no domain named {domain!r}", field="domain")
     if reason := domain_unusable_reason(found):
-        raise ValidationError({"domain": reason})
+        raise ValidationFailed(reason, field="domain")
     if environment == REFERENCE and not DomainReference.objects.filter(domain=found).exists():
-        raise ValidationError({"environment": f"{domain} has no reference environment: name one on its page"})
+        raise ValidationFailed(f"{domain} has no reference environment: name one on its page", field="environment")
     if not found.tasks.filter(status=TaskStatus.VALID).exists():
-        raise ValidationError({"domain": f"{domain} has no valid task to roll out"})
+        raise ValidationFailed(f"{domain} has no valid task to roll out", field="domain")
     params = {
         "domain": domain,
         "rollouts": rollouts,
@@ -127,23 +127,23 @@ def amplification_job_create(
     seeds = Seed.objects.filter(usable=True)
     if domain:
         if not Domain.objects.filter(name=domain).exists():
-            raise ValidationError({"domain": f"no domain named {domain!r}"})
+            raise ValidationFailed(f"no domain named {domain!r}", field="domain")
         seeds = seeds.filter(domain__name=domain)
     if seed_ids:
         found = set(Seed.objects.filter(pk__in=seed_ids).values_list("id", "usable"))
         missing = sorted(set(seed_ids) - {pk for pk, _ in found})
         if missing:
-            raise ValidationError({"seed": f"no seed with id {', '.join(map(str, missing))}"})
+            raise ValidationFailed(f"no seed with id {', '.join(map(str, missing))}", field="seed")
         unusable = sorted(pk for pk, usable in found if not usable)
         if unusable:
-            raise ValidationError(
-                {"seed": f"seeds {', '.join(map(str, unusable))} fail the rules (see their problems)"}
+            raise ValidationFailed(
+                f"seeds {', '.join(map(str, unusable))} fail the rules (see their problems)", field="seed"
             )
         seeds = seeds.filter(pk__in=seed_ids)
     seed_domains = dict(seeds.order_by("id").values_list("id", "domain_id"))
     chosen = list(seed_domains)
     if not chosen:
-        raise ValidationError({"seed": "no usable seed matches; import seeds first or fix their problems"})
+        raise ValidationFailed("no usable seed matches; import seeds first or fix their problems", field="seed")
     if strategy == "random" and rng_seed is None:
         rng_seed = secrets.randbelow(2**32)
     params = {

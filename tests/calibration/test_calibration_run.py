@@ -3,11 +3,11 @@ trajectories' verdicts, garbage answers recorded with their reason, and its figu
 against values computed by hand; the best-calibrated configuration."""
 
 import pytest
-from django.core.exceptions import ValidationError
 
 from simia_web.calibration.models import CalibrationAnswer, CalibrationRun
 from simia_web.calibration.selectors import best_calibrated
 from simia_web.calibration.services import calibration_job_create, rating_save
+from simia_web.core.errors import ValidationFailed
 from simia_web.curation.models import JudgeVerdict, Trajectory
 from simia_web.jobs.models import Job, JobStatus
 from simia_web.llm.models import EndpointProfile
@@ -120,7 +120,7 @@ def test_the_best_calibrated_configuration_is_the_one_whose_verdicts_agree_most(
 
 
 def test_a_judging_job_told_to_use_the_best_calibrated_configuration_judges_with_it(labelled, llm_stub, users, seed):  # noqa: F811
-    with pytest.raises(ValidationError, match="no calibration run has finished"):
+    with pytest.raises(ValidationFailed, match="no calibration run has finished"):
         amplification_queue(count=1, judge_configuration="best_calibrated")
     calibration_job_create(prompt_version=RUBRIC_PROMPT_VERSION, actor=users["curator"])
     other = EndpointProfile.objects.create(name="other", base_url=llm_stub.url, model="stub-model")

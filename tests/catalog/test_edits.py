@@ -2,10 +2,10 @@
 
 import pytest
 from django.contrib.contenttypes.models import ContentType
-from django.core.exceptions import ValidationError
 
 from simia_web.catalog.models import Api, Seed, Task, TaskStatus
 from simia_web.catalog.services import api_update, domain_ensure, revision_initial, seed_update, task_update
+from simia_web.core.errors import ValidationFailed
 from simia_web.core.models import AuditEvent, Revision
 from simia_web.core.services import VersionConflict
 
@@ -49,7 +49,7 @@ def test_seed_update_writes_revision_with_diff(domain, users):
     assert AuditEvent.objects.filter(action="seed.update", target_id=str(seed.pk)).exists()
     with pytest.raises(VersionConflict):
         seed_update(seed=seed, expected_version=1, actor=users["annotator"], messages=MESSAGES)
-    with pytest.raises(ValidationError):
+    with pytest.raises(ValidationFailed):
         seed_update(seed=seed, expected_version=2, actor=users["annotator"], messages=[{"role": "robot"}])
     # Rule findings do not refuse the edit: the seed becomes unusable, with its reasons.
     seed = seed_update(seed=seed, expected_version=2, actor=None, messages=MESSAGES[:2])
@@ -67,9 +67,9 @@ def test_api_update(domain, users):
     ]
     with pytest.raises(VersionConflict):
         api_update(api=api, expected_version=1, actor=None, description="again")
-    with pytest.raises(ValidationError):
+    with pytest.raises(ValidationFailed):
         api_update(api=api, expected_version=2, actor=None, parameters={"type": "object", "required": ["x"]})
-    with pytest.raises(ValidationError):
+    with pytest.raises(ValidationFailed):
         api_update(api=api, expected_version=2, actor=None, parameters={"type": 12})
     assert Api.objects.get(pk=api.pk).version == 2
 
@@ -84,7 +84,7 @@ def test_task_update(domain, users):
     assert revisions(task)[-1].changes == [{"op": "replace", "path": "/apis_needed/0", "value": "get_order"}]
     with pytest.raises(VersionConflict):
         task_update(task=task, expected_version=1, actor=None, instruction="other")
-    with pytest.raises(ValidationError):
+    with pytest.raises(ValidationFailed):
         task_update(task=task, expected_version=2, actor=None, instruction="  ")
-    with pytest.raises(ValidationError):
+    with pytest.raises(ValidationFailed):
         task_update(task=task, expected_version=2, actor=None, apis_needed=["teleport"])

@@ -139,7 +139,15 @@ def test_an_outage_is_answered_as_unavailable(path):
     assert response.status_code == 503 and response["Retry-After"] == "5"
 
 
-def test_a_services_validation_error_names_its_fields():
+def test_a_refusal_naming_several_fields_names_each():
+    refused = ValidationFailed.of({"format": "Unknown.", "filters.status": ["Unknown status.", "Choose one."]})
+    response = exception_handler(refused, {})
+    assert response.status_code == 400
+    assert response.data == {"format": ["Unknown."], "filters.status": ["Unknown status.", "Choose one."]}
+    assert refused.detail == "format: Unknown.; filters.status: Unknown status. Choose one."
+
+
+def test_djangos_own_validation_error_that_escapes_a_view_names_its_fields():
     assert exception_handler(ValidationError({"format": ["Unknown."]}), {}).data == {"format": ["Unknown."]}
     assert exception_handler(ValidationError("Too many units."), {}).data == {"detail": ["Too many units."]}
 

@@ -142,11 +142,11 @@ def test_filters_select_rows(tmp_path):
 
 
 def test_bad_filters_are_refused():
-    from django.core.exceptions import ValidationError
+    from simia_web.core.errors import ValidationFailed
 
-    with pytest.raises(ValidationError, match="Unknown status"):
+    with pytest.raises(ValidationFailed, match="Unknown status"):
         export_filters_clean({"status": "bogus"})
-    with pytest.raises(ValidationError, match="unknown filter"):
+    with pytest.raises(ValidationFailed, match="unknown filter"):
         export_filters_clean({"colour": "red"})
 
 

@@ -4,8 +4,8 @@ import hashlib
 import tracemalloc
 
 import pytest
-from django.core.exceptions import ValidationError
 
+from simia_web.core.errors import Conflict, ValidationFailed
 from simia_web.curation.models import Trajectory, TrajectoryKind, TrajectoryStatus
 from simia_web.exports.models import Snapshot
 from simia_web.exports.selectors import export_filters_clean
@@ -46,14 +46,14 @@ def test_snapshot_job_builds_an_immutable_checksummed_file(eager, users):
     assert hashlib.sha256(data).hexdigest() == snapshot.sha256
     assert snapshot.created_by == users["curator"] and snapshot.built_at is not None
     snapshot.count = 99
-    with pytest.raises(ValidationError, match="immutable"):
+    with pytest.raises(Conflict, match="immutable"):
         snapshot.save()
 
 
 def test_snapshot_of_bad_filters_is_refused_before_any_job(eager):
-    with pytest.raises(ValidationError):
+    with pytest.raises(ValidationFailed):
         snapshot_create(format="openai", filters={"min_score": "high"})
-    with pytest.raises(ValidationError):
+    with pytest.raises(ValidationFailed):
         snapshot_create(format="csv", filters={})
     assert not Snapshot.objects.exists()
 

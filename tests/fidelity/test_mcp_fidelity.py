@@ -5,13 +5,13 @@ reported per API with every outcome."""
 import json
 
 import pytest
-from django.core.exceptions import ValidationError
 from django.core.management import call_command
 
 from simia_web.catalog.importers import ImportRejected, apis_import
 from simia_web.catalog.mcp import McpServer
 from simia_web.catalog.models import Api, Domain, DomainReference, Task
 from simia_web.catalog.references import ReferenceConfig, reference_set
+from simia_web.core.errors import ValidationFailed
 from simia_web.curation.models import Trajectory
 from simia_web.fidelity.models import FidelityCall, FidelityRun, Outcome
 from simia_web.synthesis.services import rollout_queue
@@ -80,7 +80,7 @@ def test_unsafe_urls_are_refused_for_imports_and_references(url, message):
         apis_import(domain="store", mcp=McpServer(url=url))
     assert refused.value.errors[0].field == "url" and message in refused.value.errors[0].message
     domain = Domain.objects.create(name="store")
-    with pytest.raises(ValidationError, match=message):
+    with pytest.raises(ValidationFailed, match=message):
         reference_set(domain=domain, config=ReferenceConfig(url=url))
 
 
@@ -241,7 +241,7 @@ def test_a_rollout_runs_on_the_imported_apis_against_the_simulator_and_against_t
 def test_a_reference_rollout_needs_a_reference():
     store_domain()
     Task.objects.create(domain=Domain.objects.get(), instruction="Buy a lamp.")
-    with pytest.raises(ValidationError, match="no reference environment"):
+    with pytest.raises(ValidationFailed, match="no reference environment"):
         rollout_queue(domain="store", environment="reference")
 
 

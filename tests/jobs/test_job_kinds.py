@@ -6,13 +6,14 @@ import sys
 from io import StringIO
 
 import pytest
-from django.core.exceptions import ImproperlyConfigured, ValidationError
+from django.core.exceptions import ImproperlyConfigured
 from django.core.management import call_command, load_command_class
 from django.core.management.base import CommandError
 from django.test import override_settings
 
 from simia_web.accounts.services import user_token
 from simia_web.catalog.models import Domain, Task, TaskStatus
+from simia_web.core.errors import ValidationFailed
 from simia_web.core.models import AuditEvent
 from simia_web.jobs import kinds
 from simia_web.jobs.forms import job_kind_form
@@ -134,15 +135,15 @@ def test_a_huge_synthesis_is_refused_by_the_api_naming_the_limit(db, users, clie
 
 def test_the_product_of_the_parameters_is_capped(db, settings):
     settings.SIMIA_MAX_DOMAINS_PER_JOB = 5000
-    with pytest.raises(ValidationError) as refused:
+    with pytest.raises(ValidationFailed) as refused:
         job_queue(kind="synthesize", params={"domains": [f"d{i}" for i in range(3000)], **HUGE})
-    assert refused.value.message_dict == {
+    assert refused.value.errors == {
         "units": ["these parameters make 96,006,000 units of work; at most 100,000 per job (SIMIA_MAX_UNITS_PER_JOB)"]
     }
     _nothing_written()
     settings.SIMIA_MAX_UNITS_PER_JOB = 12  # two domains: 2 x (2 synthesis units + tasks x rollouts)
     assert job_queue(kind="synthesize", params={"domains": ["a", "b"], "tasks": 2, "rollouts": 2}).params["tasks"] == 2
-    with pytest.raises(ValidationError, match="make 16 units of work; at most 12"):
+    with pytest.raises(ValidationFailed, match="make 16 units of work; at most 12"):
         job_queue(kind="synthesize", params={"domains": ["a", "b"], "tasks": 2, "rollouts": 3})
     with pytest.raises(CommandError, match="count: at most 12 \\(SIMIA_MAX_UNITS_PER_JOB\\)"):
         call_command("queue", "amplify", "--param", "count=13")
@@ -189,9 +190,9 @@ def test_a_rollout_job_is_capped_by_its_units_whatever_the_number_of_tasks(db, s
     shop = Domain.objects.create(name="shop")
     Task.objects.bulk_create(Task(domain=shop, instruction=f"task {i}", status=TaskStatus.VALID) for i in range(6))
     settings.SIMIA_MAX_UNITS_PER_JOB = 10
-    with pytest.raises(ValidationError, match="make 12 units of work; at most 10"):
+    with pytest.raises(ValidationFailed, match="make 12 units of work; at most 10"):
         job_queue(kind="rollout", params={"domain": "shop", "rollouts": 2})  # every valid task
-    with pytest.raises(ValidationError, match="make 12 units of work"):
+    with pytest.raises(ValidationFailed, match="make 12 units of work"):
         job_queue(kind="rollout", params={"domain": "shop", "tasks": 8, "rollouts": 2})  # only 6 exist
     assert job_queue(kind="rollout", params={"domain": "shop", "tasks": 5, "rollouts": 2}).params["tasks"] == 5
 

@@ -4,11 +4,11 @@ import json
 import random
 
 import pytest
-from django.core.exceptions import ValidationError
 from django.core.management import call_command
 
 from simia_web.catalog.models import Seed
 from simia_web.catalog.services import seed_update
+from simia_web.core.errors import ValidationFailed
 from simia_web.curation.models import Trajectory, TrajectoryKind, TrajectoryStatus
 from simia_web.jobs.models import JobStatus
 from simia_web.jobs.services import job_start
@@ -187,12 +187,12 @@ def test_exact_count_round_robin_random_and_seed_version(seed, llm_stub, users):
 
 
 def test_queue_refuses_bad_requests(seed):
-    with pytest.raises(ValidationError):
+    with pytest.raises(ValidationFailed):
         amplification_queue(count=0)
-    with pytest.raises(ValidationError):
+    with pytest.raises(ValidationFailed):
         amplification_queue(count=1, domain="nowhere")
     Seed.objects.update(usable=False)
-    with pytest.raises(ValidationError):
+    with pytest.raises(ValidationFailed):
         amplification_queue(count=1)
 
 

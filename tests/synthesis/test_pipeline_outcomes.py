@@ -4,12 +4,12 @@ import socket
 import urllib.request
 
 import pytest
-from django.core.exceptions import ValidationError
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from simia_web.catalog.models import Domain, Task
 from simia_web.catalog.validation import api_problems, state_problems
+from simia_web.core.errors import ValidationFailed
 from simia_web.curation.models import Trajectory, TrajectoryStatus
 from simia_web.formats.rules import argument_violations
 from simia_web.jobs.models import Job, JobStatus, UnitStatus
@@ -80,7 +80,7 @@ def test_a_domain_whose_world_state_is_invalid_is_kept_but_not_used(eager, llm_s
     assert not llm_stub.stage_requests("task_synthesis")  # no LLM call for a domain it cannot use
     assert job.status == JobStatus.FAILED
     Task.objects.create(domain=domain, instruction="Cancel W1.")
-    with pytest.raises(ValidationError, match="has an invalid world state"):
+    with pytest.raises(ValidationFailed, match="has an invalid world state"):
         rollout_queue(domain="shop", rollouts=1)
 
 
@@ -97,7 +97,7 @@ def test_an_answer_without_records_does_not_replace_a_world_state(eager, llm_stu
 
 def test_a_rollout_job_needs_valid_tasks(db):
     Domain.objects.create(name="empty")
-    with pytest.raises(ValidationError, match="no valid task"):
+    with pytest.raises(ValidationFailed, match="no valid task"):
         rollout_queue(domain="empty", rollouts=1)
 
 

@@ -4,18 +4,17 @@ The specs are read and checked first; only when none has a problem does one tran
 (when new) and the APIs it does not have yet (an API with the same name is kept as it is: importing again
 creates nothing)."""
 
-from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from simia_web.catalog.mcp import McpServer, mcp_command_check, mcp_server_problems
-from simia_web.catalog.models import Domain, DomainSource
+from simia_web.catalog.models import DomainSource
 from simia_web.catalog.services import domain_ensure
 from simia_web.core.services import audit_record
 
 from .errors import ImportIssue, ImportRejected
 from .mcp import mcp_read
 from .openapi import openapi_read
-from .service import ImportResult, apis_add, source_name
+from .service import ImportResult, apis_add, domain_name_problems, source_name
 
 API_FORMATS = ("openapi", "mcp")
 
@@ -53,8 +52,6 @@ def apis_import(*, domain: str, openapi=None, mcp: McpServer | None = None, acto
 def _domain_issues(domain: str, source: str) -> list[ImportIssue]:
     if not domain:
         return [ImportIssue(source, None, "domain", "name the domain to import into")]
-    try:
-        Domain._meta.get_field("name").run_validators(domain)
-    except ValidationError as exc:
-        return [ImportIssue(source, None, "domain", f"{domain!r}: {' '.join(exc.messages)}")]
+    if problems := domain_name_problems(domain):
+        return [ImportIssue(source, None, "domain", f"{domain!r}: {' '.join(problems)}")]
     return []

@@ -9,13 +9,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from django.contrib.contenttypes.models import ContentType
-from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils.text import slugify
 
 from simia_web.catalog.models import Api, Domain, DomainSource, Seed, SeedFormat, Task
 from simia_web.catalog.services import SNAPSHOTS, domain_ensure, seed_problems_compute, task_index
 from simia_web.catalog.validation import api_problems
+from simia_web.core.errors import ValidationFailed, django_validation
 from simia_web.core.jsonutil import content_hash
 from simia_web.core.models import Revision
 from simia_web.core.services import audit_record
@@ -63,6 +63,16 @@ def source_name(source) -> str:
     return str(source) if isinstance(source, Path) else getattr(source, "name", "upload") or "upload"
 
 
+def domain_name_problems(name: str) -> list[str]:
+    """What the domain name's validators refuse in `name` (nothing when it is a usable name)."""
+    try:
+        with django_validation():
+            Domain._meta.get_field("name").run_validators(name)
+    except ValidationFailed as exc:
+        return exc.messages
+    return []
+
+
 def _domain_name(domain: str | None, source_name: str, fallback: str) -> str:
     if domain:
         return domain
@@ -91,10 +101,8 @@ def seeds_import(*, source, format: str, domain: str | None = None, actor=None) 
         specs, issues = seed_specs_read(source, name, format)
         data = {"issues": issues, "seeds": specs}
         domain_name = _domain_name(domain, name, "seeds")
-    try:
-        Domain._meta.get_field("name").run_validators(domain_name)
-    except ValidationError as exc:
-        data["issues"].insert(0, ImportIssue(name, None, "domain", f"{domain_name!r}: {' '.join(exc.messages)}"))
+    if problems := domain_name_problems(domain_name):
+        data["issues"].insert(0, ImportIssue(name, None, "domain", f"{domain_name!r}: {' '.join(problems)}"))
     if data["issues"]:
         raise ImportRejected(data["issues"])
     with transaction.atomic():

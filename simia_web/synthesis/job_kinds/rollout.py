@@ -7,7 +7,7 @@ from rest_framework import serializers
 from simia_web.catalog.models import Domain, Task, TaskStatus
 from simia_web.jobs.forms import JobParametersForm, Notice
 from simia_web.jobs.kinds import job_kind_register
-from simia_web.jobs.parameters import CappedIntegerField, units_cap_check
+from simia_web.jobs.parameters import CappedIntegerField, units_cap_refusal
 from simia_web.synthesis.params import RolloutLimitsSerializer
 from simia_web.synthesis.rollout import rollout_unit_run, rollout_units
 from simia_web.synthesis.selectors import valid_task_count
@@ -40,7 +40,8 @@ class RolloutJobSerializer(RolloutLimitsSerializer):
 
     def validate(self, data):
         available = valid_task_count(domain_name=data["domain"])
-        units_cap_check(min(data.get("tasks") or available, available) * data["rollouts"])
+        if refusal := units_cap_refusal(min(data.get("tasks") or available, available) * data["rollouts"]):
+            raise serializers.ValidationError({"units": refusal})
         return data
 
 

@@ -7,7 +7,7 @@ from simia_web.catalog.models import Domain, Task, TaskStatus
 from simia_web.catalog.services import apis_store, tasks_store
 from simia_web.jobs.forms import JobParametersForm
 from simia_web.jobs.kinds import UnitPlan, job_kind_register
-from simia_web.jobs.parameters import CappedIntegerField, CappedListField, units_cap_check
+from simia_web.jobs.parameters import CappedIntegerField, CappedListField, units_cap_refusal
 from simia_web.llm.client import client_for_stage
 from simia_web.llm.models import Stage
 from simia_web.synthesis.generation import (
@@ -57,7 +57,8 @@ class SynthesizeJobSerializer(RolloutLimitsSerializer):
 
     def validate(self, data):
         # Two synthesis units per domain, then a rollout unit per rollout of each task.
-        units_cap_check(len(data["domains"]) * (2 + data["tasks"] * data["rollouts"]))
+        if refusal := units_cap_refusal(len(data["domains"]) * (2 + data["tasks"] * data["rollouts"])):
+            raise serializers.ValidationError({"units": refusal})
         return data
 
 

@@ -1,10 +1,10 @@
 """`manage.py create_user USERNAME --role ROLE [--workspace SLUG ...] [--site-admin] [--password P] [--token]`."""
 
-from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
 from simia_web.accounts.models import Role, User
 from simia_web.accounts.services import user_create, user_token
+from simia_web.core.errors import ValidationFailed
 
 
 class Command(BaseCommand):
@@ -42,7 +42,7 @@ class Command(BaseCommand):
                 workspaces=workspaces,
                 site_admin=site_admin,
             )
-        except ValidationError as exc:
+        except ValidationFailed as exc:
             raise CommandError("; ".join(exc.messages)) from exc
         where = ", ".join(workspaces or ["default"])
         self.stdout.write(f"Created {role} {username} in {where}{' (site administrator)' if site_admin else ''}.")

@@ -1,11 +1,11 @@
 import os
 import secrets
 
-from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
 from simia_web.accounts.models import Role, User
 from simia_web.accounts.services import user_create
+from simia_web.core.errors import ValidationFailed
 
 
 class Command(BaseCommand):
@@ -21,6 +21,6 @@ class Command(BaseCommand):
         password = os.environ.get("SIMIA_ADMIN_PASSWORD") or secrets.token_urlsafe(12)
         try:
             user_create(username=username, role=Role.ADMIN, password=password, site_admin=True)
-        except ValidationError as exc:
+        except ValidationFailed as exc:
             raise CommandError(f"SIMIA_ADMIN_USER / SIMIA_ADMIN_PASSWORD: {'; '.join(exc.messages)}") from exc
         self.stdout.write(self.style.SUCCESS(f"Admin login: {username} / {password}"))

@@ -1,11 +1,11 @@
 """`manage.py workspace create SLUG [--name NAME]`, `workspace member SLUG USERNAME ROLE`,
 `workspace remove SLUG USERNAME`."""
 
-from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
 from simia_web.accounts.models import Role, User
 from simia_web.accounts.services import membership_remove, membership_set, workspace_create, workspace_get
+from simia_web.core.errors import ValidationFailed
 
 
 class Command(BaseCommand):
@@ -41,5 +41,5 @@ class Command(BaseCommand):
                 self.stdout.write(f"{user.username} removed from {workspace.slug}.")
             else:
                 self.stdout.write(f"{user.username} was not a member of {workspace.slug}.")
-        except ValidationError as exc:
+        except ValidationFailed as exc:
             raise CommandError("; ".join(exc.messages)) from exc

@@ -3,9 +3,9 @@
 from pathlib import Path
 
 from django.conf import settings
-from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
+from simia_web.core.errors import ValidationFailed, fields_said
 from simia_web.curation.duplicates import KEEP_ORDERS
 from simia_web.exports.hub import FAILED, hub_push
 from simia_web.exports.selectors import export_filters_clean
@@ -61,8 +61,8 @@ class Command(BaseCommand):
             filters["job"] = options["job"]
         try:
             cleaned = export_filters_clean(filters)
-        except ValidationError as exc:
-            raise CommandError("; ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items())) from None
+        except ValidationFailed as exc:
+            raise CommandError(fields_said(exc.errors)) from None
         chosen = ExportOptions(
             label="simia_export",
             card=options["card"],

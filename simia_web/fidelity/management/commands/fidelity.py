@@ -3,14 +3,15 @@ and wait for its figures."""
 
 import json
 
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import PermissionDenied
 from django.core.management.base import BaseCommand, CommandError
 
 from simia_web.catalog.models import Domain
 from simia_web.catalog.references import ReferenceConfig, reference_set
+from simia_web.core.errors import ValidationFailed, fields_said
 from simia_web.fidelity.models import FidelityRun
 from simia_web.fidelity.services import FIDELITY
-from simia_web.jobs.cli import job_wait, refusals_said
+from simia_web.jobs.cli import job_wait
 from simia_web.jobs.services import job_queue
 
 
@@ -45,14 +46,14 @@ class Command(BaseCommand):
             )
             try:
                 reference_set(domain=domain, config=config)
-            except (ValidationError, PermissionDenied) as exc:
+            except (ValidationFailed, PermissionDenied) as exc:
                 raise CommandError(f"reference refused: {exc}") from exc
             self.stdout.write(f"The reference of {domain.name} is now the MCP server at {config.describe()}.")
         params = {"domain": domain.name, "limit": opts["limit"]}
         try:
             job = job_queue(kind=FIDELITY, params=params)
-        except ValidationError as exc:
-            raise CommandError(refusals_said(exc)) from exc
+        except ValidationFailed as exc:
+            raise CommandError(fields_said(exc.errors)) from exc
         self.stdout.write(f"Queued job {job.pk} ({job.kind}). Follow it at /jobs/{job.pk}/.")
         job_wait(job, self.stdout)
         run = FidelityRun.objects.get(job=job)

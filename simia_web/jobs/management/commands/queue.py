@@ -3,10 +3,10 @@ and `POST /api/v1/jobs/` do."""
 
 from argparse import RawDescriptionHelpFormatter
 
-from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, DjangoHelpFormatter
 
-from simia_web.jobs.cli import job_wait, kinds_described, parameters_from_pairs, refusals_said
+from simia_web.core.errors import ValidationFailed, fields_said
+from simia_web.jobs.cli import job_wait, kinds_described, parameters_from_pairs
 from simia_web.jobs.kinds import job_kinds_queueable
 from simia_web.jobs.services import job_queue
 
@@ -40,8 +40,8 @@ class Command(BaseCommand):
     def handle(self, *args, kind: str, pairs: list[str], wait: bool, **options):
         try:
             job = job_queue(kind=kind, params=parameters_from_pairs(job_kinds_queueable()[kind], pairs))
-        except ValidationError as exc:
-            raise CommandError(refusals_said(exc)) from exc
+        except ValidationFailed as exc:
+            raise CommandError(fields_said(exc.errors)) from exc
         self.stdout.write(f"Queued job {job.pk} ({job.kind}). Follow it at /jobs/{job.pk}/ or with --wait.")
         if wait:
             job_wait(job, self.stdout)
