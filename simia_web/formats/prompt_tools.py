@@ -22,6 +22,22 @@ def prompt_tools_instruction(tools: list[dict]) -> str:
     )
 
 
+def prompt_tools_schema(tools: list[dict]) -> dict:
+    """The answer's shape as a JSON Schema, for endpoints that hold an answer to one (a grammar): the tool names are
+    the offered ones, the arguments an object."""
+    names = [tool["function"]["name"] for tool in tools]
+    call = {
+        "type": "object",
+        "properties": {"name": {"type": "string", "enum": names}, "arguments": {"type": "object"}},
+        "required": ["name", "arguments"],
+    }
+    return {
+        "type": "object",
+        "properties": {"content": {"type": ["string", "null"]}, "tool_calls": {"type": "array", "items": call}},
+        "required": ["content", "tool_calls"],
+    }
+
+
 def prompt_tools_history(messages: list[dict]) -> list[dict]:
     """The conversation as such an endpoint takes it: tool calls and results become plain text turns."""
     return [_flattened(message) for message in messages]

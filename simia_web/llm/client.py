@@ -30,7 +30,12 @@ from simia_web.core.jsonutil import compact_json, content_hash
 from simia_web.core.schemas import first_error
 from simia_web.formats.answers import parse_json_answer
 from simia_web.formats.conversation import message_text, messages_lenient
-from simia_web.formats.prompt_tools import prompt_tools_history, prompt_tools_instruction, prompt_tools_message
+from simia_web.formats.prompt_tools import (
+    prompt_tools_history,
+    prompt_tools_instruction,
+    prompt_tools_message,
+    prompt_tools_schema,
+)
 
 from .budget import (
     ASSUMED_CONTEXT_WINDOW,
@@ -257,8 +262,7 @@ class LLMClient:
         """A forced mode is used as is; auto starts from what was found or learned for this endpoint."""
         if configured != "auto":
             return configured
-        learned = _downgrades.get(self._learned_key(what))
-        return learned or profile_findings(self.profile).get(what) or auto_start
+        return self._learned_or_found(what) or auto_start
 
     def _fall_back(self, what: str, current: str, weaker: str | None, *, evidence: str) -> str:
         configured = self.profile.structured_mode if what == "structured" else self.profile.tool_mode
@@ -296,12 +300,30 @@ class LLMClient:
 
     def _chat_prompt_tools(self, messages, tools, prompt_version, cache_salt, reply) -> dict:
         flattened = _with_system(prompt_tools_history(messages), prompt_tools_instruction(tools))
-        message, call = self._complete(flattened, {}, ToolMode.PROMPT, prompt_version, cache_salt, reply)
+        extra = self._prompt_tools_format(tools)
+        message, call = self._complete(flattened, extra, ToolMode.PROMPT, prompt_version, cache_salt, reply)
         try:
             return prompt_tools_message(message.get("content"), len(messages))
         except ValueError as exc:
             self._mark_invalid(call, "invalid_json", f"tool-call JSON: {exc}")
             raise LLMError("invalid_output", f"tool-call answer is not the expected JSON: {exc}") from exc
+
+    def _prompt_tools_format(self, tools: list[dict]) -> dict:
+        """Where the endpoint is known to hold an answer to a JSON Schema (found by the probe, learned, or set), the
+        tool-call answer is held to its shape: a small model then writes it whole, where free text often is not
+        JSON at all. Otherwise the instruction in the prompt is all it has."""
+        configured = self.profile.structured_mode
+        known = configured if configured != "auto" else self._learned_or_found("structured")
+        schema = prompt_tools_schema(tools)
+        if known == StructuredMode.JSON_SCHEMA:
+            json_schema = {"name": "tool_answer", "schema": schema, "strict": False}
+            return {"response_format": {"type": "json_schema", "json_schema": json_schema}}
+        if known == StructuredMode.JSON_OBJECT_SCHEMA:
+            return {"response_format": {"type": "json_object", "schema": schema}}
+        return {}
+
+    def _learned_or_found(self, what: str) -> str | None:
+        return _downgrades.get(self._learned_key(what)) or profile_findings(self.profile).get(what)
 
     # -- budget --------------------------------------------------------------------------------
 

@@ -296,3 +296,19 @@ def test_an_answer_past_max_tokens_with_tools_sends_tools_in_the_prompt_from_the
     second = client_for_stage("agent").chat(messages=HISTORY, tools=TOOLS)
     assert second.data["tool_calls"] and [c.mode for c in second.calls] == ["prompt"]
     assert "tools" not in server.requests[-1].body
+
+
+def test_tools_in_the_prompt_are_answered_to_a_schema_where_the_endpoint_holds_answers_to_one(server):
+    """llama-cpp-python enforces a json_object schema as a grammar (and keeps to max_tokens there): the tool-call
+    answer is held to its shape, with the offered tools' names, so a small model writes valid JSON."""
+    server.personality = LlamaCppPython()
+    endpoint_check(profile=server.profile)
+    llm_client._downgrades.clear()
+    profile_cache_clear()
+    server.requests.clear()
+    reply = client_for_stage("agent").chat(messages=HISTORY, tools=TOOLS)
+    assert reply.data["tool_calls"] and [c.mode for c in reply.calls] == ["prompt"]
+    (sent,) = server.requests
+    assert "tools" not in sent.body and sent.body["response_format"]["type"] == "json_object"
+    call = sent.body["response_format"]["schema"]["properties"]["tool_calls"]["items"]
+    assert call["properties"]["name"]["enum"] == [tool["function"]["name"] for tool in TOOLS]
