@@ -120,6 +120,7 @@ _RATIO_WEIGHT = 0.3  # each new usage sample's share of the learned characters-p
 _RATIO_MIN_TOKENS = 32  # smaller prompts are mostly template overhead
 _RATIO_BOUNDS = (1.0, 5.0)  # what tokenizers give for code, JSON and prose: a sample outside is a miscount
 _TIMEOUT_GROWTH = 4  # a request may wait up to this many times the profile's timeout when its answer needs it
+_PACE_MARGIN = 2  # the probe's pace may halve when the server's machine is busy
 _PROMPT_TIME_MARGIN = 3  # a prompt may wait for one other at the server (the adaptive limit's probe) and vary
 _RATIO_SAFETY = 0.9  # prompts vary: size them as if a tenth denser than the average seen
 _RETRY_AFTER_CAP = 30.0
@@ -357,7 +358,18 @@ class LLMClient:
         alone = endpoint_limiter(self.profile).expected_seconds(prompt_chars) if prompt_chars else None
         if alone:
             needed.append(_PROMPT_TIME_MARGIN * alone)
-        return min(max(needed), _TIMEOUT_GROWTH * base)
+        measured = self._probed_seconds(max_tokens, prompt_chars)
+        return max(min(max(needed), _TIMEOUT_GROWTH * base), measured)
+
+    def _probed_seconds(self, max_tokens: int, prompt_chars: int) -> float:
+        """Twice what the probe's pace says a prompt of this size and an answer of max_tokens take (0 unprobed): a
+        slow server (a small CPU, one slot) gets that long whatever the profile's timeout, for a request given up on
+        too early keeps it busy on an answer nobody reads."""
+        pace = profile_findings(self.profile).get("concurrency") or {}
+        reading, writing = pace.get("prompt_tokens_per_second"), pace.get("answer_tokens_per_second")
+        if not (reading and writing):
+            return 0.0
+        return _PACE_MARGIN * (prompt_chars / self._chars_per_token() / reading + max_tokens / writing)
 
     def _learn_rate(self, tokens_out: int, latency_ms: int) -> None:
         if tokens_out < _RATIO_MIN_TOKENS or latency_ms <= 0:

@@ -249,3 +249,19 @@ def test_the_schema_counts_against_the_prompt_where_the_mode_writes_it_there(llm
     profile_cache_clear()
     client = client_for_stage("judge")
     assert client.prompt_chars_available() - client.prompt_chars_available(schema) > 3000  # in the system prompt
+
+
+def test_a_probed_slow_server_gets_the_time_its_pace_says_whatever_the_profiles_timeout(stub):
+    """A small CPU server's answer of max_tokens takes minutes: giving up at the profile's timeout (or its cap of four
+    times it) would leave the server writing an answer nobody reads, and the retry waiting behind it."""
+    from simia_web.llm.selectors import profile_endpoint
+
+    pace = {"prompt_tokens_per_second": 60.0, "answer_tokens_per_second": 10.0}
+    capabilities = {"endpoint": profile_endpoint(stub.profile), "concurrency": pace}
+    _set(stub.profile, timeout_seconds=60, capabilities=capabilities)
+    client = client_for_stage("api_synthesis")
+    prompt_chars = 3000 * client._chars_per_token()  # 3,000 tokens: 50 s to read
+    assert client._timeout(2048, prompt_chars) == pytest.approx(2 * (50 + 204.8))
+    assert client._timeout(2048, prompt_chars) > 4 * 60
+    _set(stub.profile, capabilities={})  # unprobed: the profile's timeout, as before
+    assert client_for_stage("api_synthesis")._timeout(16) == 60
