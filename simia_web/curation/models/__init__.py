@@ -1,0 +1,46 @@
+"""Trajectories and what people and the judge say of them, one module per concern: the trajectory with its
+statuses and the review queue's order (`trajectory`), what the rules and the judge found (`findings`), what people
+decided, changed and drafted (`decisions`), and the rollups kept with every write (`rollups`). Every name is
+imported from here, `simia_web.curation.models`."""
+
+from .decisions import STANDING, Change, Decision, EditorDraft, Review, TrajectoryChange
+from .findings import JudgeVerdict, RuleViolation
+from .rollups import UNDATED, Figure, Rollup
+from .trajectory import (
+    PENDING_STATUSES,
+    PRIORITY,
+    QUEUE_FILTER_COLUMNS,
+    QUEUE_ORDER_KEYS,
+    QUEUE_SORT_KEYS,
+    QueueSearchEntry,
+    Trajectory,
+    TrajectoryKind,
+    TrajectoryStatus,
+    missing_last,
+    pipeline_status,
+)
+
+__all__ = [
+    "PENDING_STATUSES",
+    "PRIORITY",
+    "QUEUE_FILTER_COLUMNS",
+    "QUEUE_ORDER_KEYS",
+    "QUEUE_SORT_KEYS",
+    "STANDING",
+    "UNDATED",
+    "Change",
+    "Decision",
+    "EditorDraft",
+    "Figure",
+    "JudgeVerdict",
+    "QueueSearchEntry",
+    "Review",
+    "Rollup",
+    "RuleViolation",
+    "Trajectory",
+    "TrajectoryChange",
+    "TrajectoryKind",
+    "TrajectoryStatus",
+    "missing_last",
+    "pipeline_status",
+]

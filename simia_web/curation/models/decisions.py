@@ -1,0 +1,116 @@
+"""What people do with a trajectory: their decisions (reviews bound to a text version), the record of what made
+each version, and the editor's unsaved drafts."""
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from .trajectory import Trajectory
+
+
+class Decision(models.TextChoices):
+    ACCEPT = "accept", "Accept"
+    REJECT = "reject", "Reject"
+    FIX_ACCEPT = "fix_accept", "Fix and accept"
+
+
+# A decision that stands: neither undone nor superseded by a later change.
+STANDING = Q(undone_at__isnull=True, superseded_at__isnull=True)
+
+
+class Review(models.Model):
+    """A person's decision. It stands while the trajectory stays at `trajectory_version`, the version the decision
+    made; an undo (undone_at) or a later change to the text (superseded_at) ends it, and the row stays as history."""
+
+    trajectory = models.ForeignKey(Trajectory, on_delete=models.CASCADE, related_name="reviews")
+
+    workspace_path = "trajectory__domain__workspace"
+    reviewer = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT)
+    decision = models.CharField(max_length=16, choices=Decision.choices)
+    reason = models.TextField(blank=True)
+    trajectory_version = models.PositiveIntegerField(help_text="The version this decision made.")
+    based_on_version = models.PositiveIntegerField(
+        null=True, blank=True, help_text="The version the reviewer was looking at (when the decision recorded it)."
+    )
+    # Part of a bulk action: shown apart, and not counted as an individual judgement in agreement.
+    bulk = models.BooleanField(default=False)
+    batch = models.UUIDField(null=True, blank=True, db_index=True, help_text="The bulk action it was part of.")
+    # The audit (audits.Audit, named by id: that app sits above this one) whose estimate a bulk acceptance rests on.
+    audit = models.PositiveBigIntegerField(
+        null=True, blank=True, help_text="The audit whose estimate this (bulk) decision rests on."
+    )
+    undone_at = models.DateTimeField(null=True, blank=True)
+    undone_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="undone_reviews"
+    )
+    superseded_at = models.DateTimeField(null=True, blank=True)
+    superseded_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="superseded_reviews"
+    )
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["-id"]
+        indexes = [
+            # The decision that stands on a trajectory (at most one).
+            models.Index(fields=["trajectory"], name="review_standing", condition=STANDING),
+            # The decisions resting on an audit (few reviews do).
+            models.Index(fields=["audit", "trajectory"], name="review_audit", condition=Q(audit__isnull=False)),
+        ]
+
+    def __str__(self):
+        return f"{self.decision} on {self.trajectory_id}"
+
+    @property
+    def standing(self) -> bool:
+        return self.undone_at is None and self.superseded_at is None
+
+
+class Change(models.TextChoices):
+    EDIT = "edit", "edited"
+    FIX_ACCEPT = "fix_accept", "fixed and accepted"
+    ACCEPT = "accept", "accepted"
+    REJECT = "reject", "rejected"
+    REVERT = "revert", "reverted"
+    UNDO = "undo", "undid a decision"
+
+
+class TrajectoryChange(models.Model):
+    """What made each version after the generated one (version 1), and who: the record a refused write names."""
+
+    trajectory = models.ForeignKey(Trajectory, on_delete=models.CASCADE, related_name="changes")
+
+    workspace_path = "trajectory__domain__workspace"
+    version = models.PositiveIntegerField()
+    action = models.CharField(max_length=16, choices=Change.choices)
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    detail = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["trajectory_id", "version"]
+        constraints = [
+            models.UniqueConstraint(fields=["trajectory", "version"], name="trajectory_change_unique_version")
+        ]
+
+    def __str__(self):
+        return f"{self.trajectory_id} v{self.version} {self.action}"
+
+
+class EditorDraft(models.Model):
+    """The editor's unsaved work of one person on one trajectory, saved as they type: the form's fields as posted
+    ({name: [values]}), and the version they were editing."""
+
+    trajectory = models.ForeignKey(Trajectory, on_delete=models.CASCADE, related_name="drafts")
+
+    workspace_path = "trajectory__domain__workspace"
+    author = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="editor_drafts")
+    based_on_version = models.PositiveIntegerField()
+    fields = models.JSONField(default=dict)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["trajectory", "author"], name="editor_draft_one_per_author")]
+
+    def __str__(self):
+        return f"draft of {self.trajectory_id} by {self.author_id}"
