@@ -17,7 +17,7 @@ from simia_web.accounts.permissions import role_required
 from simia_web.catalog.selectors import domain_names
 from simia_web.core.errors import HeldByOther, ValidationFailed
 from simia_web.curation.models import Decision, Review, Trajectory
-from simia_web.curation.selectors.review_page import review_context
+from simia_web.curation.selectors.review_page import ReviewNav, review_context
 from simia_web.curation.selectors.trajectory import trajectory_detail_queryset
 from simia_web.curation.services import ReviewError, review_undo, trajectory_release
 from simia_web.curation.versions import StaleVersion
@@ -123,11 +123,25 @@ def _item_context(request, audit: Audit, item: AuditItem, trajectory: Trajectory
     item_url = _item_url(audit.pk, trajectory.pk)
     undoable_id, last = context["undoable_id"], last_review(request)
     query = request.GET.urlencode()
+    next_free = reverse("audit-next", args=[audit.pk])
     context.update(
         {
             "audit": audit,
             "item": item,
             "decision": decision,
+            "nav": ReviewNav(
+                back_url=reverse("audit-detail", args=[audit.pk]),
+                back_label="Audit",
+                previous_url=_item_url(audit.pk, previous_id) if previous_id else None,
+                next_url=_item_url(audit.pk, next_id) if next_id else None,
+                skip_url=next_free,
+                skip_after=item.position,
+                holding="Auditing",
+                release_url=reverse("audit-item-release", args=[audit.pk, trajectory.pk]),
+                claim_url=next_free,
+                claim_label="Decide the audit's items from the next free one",
+                claimable=decision is None,
+            ),
             "edited": trajectory.text_version != item.text_version,
             "previous_id": previous_id,
             "next_id": next_id,

@@ -1,7 +1,10 @@
 """What a page that reviews one trajectory shows: the conversation page, the judge's verdicts, rule violations,
 reviews, the hold and the reader's draft (`review_context`, shared by the trajectory page and any other page that
-decides items through curation, such as an audit's item page), and the trajectory page's own navigation through
-the queue, history, tools and near-duplicates (`trajectory_page_context`)."""
+decides items through curation, such as an audit's item page), the head both draw with their own links
+(`ReviewNav`, templates/curation/_review_head.html), and the trajectory page's own navigation through the queue,
+history, tools and near-duplicates (`trajectory_page_context`)."""
+
+from dataclasses import dataclass
 
 from django.conf import settings
 from django.urls import reverse
@@ -20,6 +23,27 @@ from .trajectory import draft_for, reservation_holder, standing_review, verdicts
 # many cited messages and rule violations.
 TOOLS_CHARS = 20_000
 SIDEBAR_ITEMS = 50
+
+
+@dataclass(frozen=True)
+class ReviewNav:
+    """Where the head of a page that reviews one item of a list leads (templates/curation/_review_head.html): back to
+    the list, to its neighbours, and the stream's forms: skip to the next free item, let go of this one, or start
+    deciding from here when the reader only views it."""
+
+    back_url: str
+    back_label: str  # the list the page belongs to: "Queue", "Audit"
+    previous_url: str | None
+    next_url: str | None
+    skip_url: str  # claims the next free item after `skip_after`
+    skip_after: int
+    holding: str  # what the reader does while holding the item: "Reviewing", "Auditing"
+    release_url: str
+    claim_url: str
+    claim_label: str
+    claimable: bool  # the "viewing only" notice offers `claim_url`
+    release_fields: tuple[tuple[str, object], ...] = ()  # hidden inputs of the release form
+    claim_fields: tuple[tuple[str, object], ...] = ()  # and of the claim form
 
 
 def _with_get(url: str, request) -> str:
@@ -89,10 +113,30 @@ def trajectory_page_context(request, trajectory: Trajectory, **extra) -> dict:
     )
     query = filter_query(request.GET)
     undoable_id = context["undoable_id"]
+
+    def with_query(url: str) -> str:
+        return f"{url}?{query}" if query else url
+
+    pending = trajectory.status in PENDING_STATUSES and trajectory.reviewable
     context.update(
         {
-            "pending": trajectory.status in PENDING_STATUSES and trajectory.reviewable,
+            "pending": pending,
             "query": query,
+            "nav": ReviewNav(
+                back_url=with_query(reverse("review-queue")),
+                back_label="Queue",
+                previous_url=with_query(reverse("trajectory", args=[previous_id])) if previous_id else None,
+                next_url=with_query(reverse("trajectory", args=[next_id])) if next_id else None,
+                skip_url=with_query(reverse("review-next")),
+                skip_after=trajectory.pk,
+                holding="Reviewing",
+                release_url=with_query(reverse("trajectory-reservation", args=[trajectory.pk])),
+                release_fields=(("action", "release"), ("next", "queue")),
+                claim_url=with_query(reverse("review-next")),
+                claim_fields=(("here", trajectory.pk),),
+                claim_label="Start reviewing from here",
+                claimable=pending,
+            ),
             "undo_url": f"{reverse('review-undo', args=[undoable_id])}{'?' + query if query else ''}"
             if undoable_id
             else None,
