@@ -8,7 +8,6 @@ from datetime import date, datetime
 
 from django.utils import dateformat, timezone
 from django.utils.html import format_html
-from django.utils.safestring import SafeString
 
 # Precision → the `date` filter's format. "" is the default: minutes.
 FORMATS = {"": "Y-m-d H:i", "seconds": "Y-m-d H:i:s", "day": "Y-m-d", "time": "H:i:s"}
@@ -36,9 +35,9 @@ def shown(value, precision: str = "") -> str:
     return dateformat.format(at, FORMATS[precision])
 
 
-def time_element(value, precision: str = "") -> SafeString:
+def time_element(value, precision: str = "") -> str:
     """`<time datetime="ISO">shown</time>`, or "" for none (so that `|default:"—"` applies)."""
     at = moment(value)
     if at is None:
-        return SafeString("")
+        return ""
     return format_html('<time datetime="{}">{}</time>', at.isoformat(), shown(at, precision))
