@@ -1,18 +1,24 @@
 """REST endpoints of trajectories: summaries in lists; messages, verdicts, reviews and violations in detail; review
-(accept, reject, fix) and revert through the same services and rules as the pages."""
+(accept, reject, fix) and revert through the same services and rules as the pages.
 
-from django.db.models import Prefetch
+Reads see the trajectories of every workspace the caller belongs to, or of the one `?workspace=SLUG` names; another
+workspace's trajectory is not found (404), and a write needs the annotator role in the trajectory's workspace."""
+
+from django.db.models import F, Prefetch
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_field
 from rest_framework import serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
+from simia_web.accounts.models import Role
+from simia_web.accounts.rest import WORKSPACE_PARAMETER, request_workspace_ids
+from simia_web.accounts.scoping import role_require_in
 from simia_web.catalog.selectors import with_domain_named
 
 from .filters import TrajectoryFilter
 from .models import Decision, JudgeVerdict, Review, RuleViolation, Trajectory, TrajectoryChange
-from .selectors.trajectory import standing_review
+from .selectors.trajectory import standing_review, trajectories_in
 from .services import review_decide, trajectory_revert
 
 # Large JSON columns a list row never shows.
@@ -199,30 +205,41 @@ REFUSALS = {
 
 
 class TrajectoryViewSet(viewsets.ReadOnlyModelViewSet):
-    """Filters: domain, job, task, seed, status (comma-separated or `all`), kind, judge_passed,
+    """Filters: workspace (a slug), domain, job, task, seed, status (comma-separated or `all`), kind, judge_passed,
     min_score/max_score, violation (an unfixed rule code) and q (text in the messages)."""
 
     filterset_class = TrajectoryFilter
+    queryset = Trajectory.objects.none()  # the schema's model; get_queryset picks the rows
 
     def get_serializer_class(self):
         return TrajectorySummarySerializer if self.action == "list" else TrajectoryDetailSerializer
 
     def get_queryset(self):
-        qs = Trajectory.objects.select_related("domain")
+        trajectories = trajectories_in(workspace_ids=request_workspace_ids(self.request))
         if self.action == "list":
-            return with_domain_named(qs).defer(*HEAVY_FIELDS)
+            return with_domain_named(trajectories).defer(*HEAVY_FIELDS)
         if self.action in ("reviews", "revert"):
-            return Trajectory.objects.all()
-        return qs.prefetch_related(
+            return trajectories.annotate(owner_workspace=F("domain__workspace_id"))
+        return trajectories.select_related("domain").prefetch_related(
             "verdicts", "violations", Prefetch("reviews", queryset=Review.objects.select_related("reviewer"))
         )
+
+    @extend_schema(parameters=[WORKSPACE_PARAMETER])
+    def list(self, request, *args, **kwargs):
+        return super().list(request, *args, **kwargs)
+
+    def _writable(self) -> Trajectory:
+        """The trajectory the URL names, when the caller may decide it: an annotator in its workspace."""
+        trajectory = self.get_object()
+        role_require_in(self.request.user, trajectory.owner_workspace, Role.ANNOTATOR)
+        return trajectory
 
     @extend_schema(request=ReviewRequestSerializer, responses={201: ReviewCreatedSerializer, **REFUSALS})
     @action(detail=True, methods=["post"], filter_backends=[])
     def reviews(self, request, pk=None):
         """Accept, reject, or fix and accept the version you reviewed (same rules as the review pages: a decision
         never lands on an item someone else is reviewing, and fixed messages go through the editor's checks)."""
-        trajectory = self.get_object()
+        trajectory = self._writable()
         body = ReviewRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
@@ -241,7 +258,7 @@ class TrajectoryViewSet(viewsets.ReadOnlyModelViewSet):
     def revert(self, request, pk=None):
         """Make the text version `to_version` had the current text again, as the next version; the item waits for
         a decision again (the decision made on the text it replaces no longer stands)."""
-        trajectory = self.get_object()
+        trajectory = self._writable()
         body = RevertRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         trajectory_revert(

@@ -38,7 +38,7 @@ class TrajectoryDuplicates:
 
 
 def trajectory_duplicates(trajectory_id: int) -> TrajectoryDuplicates | None:
-    """A trajectory's near-duplicates in the whole dataset (two queries); None when it is not indexed (a text
+    """A trajectory's near-duplicates in its workspace (two queries); None when it is not indexed (a text
     without words, or written before the index was built: see `manage.py near_duplicates`)."""
     found = index.near_duplicates(corpus=TRAJECTORIES, item_id=trajectory_id)
     if found is None:
@@ -100,10 +100,15 @@ def clusters_page(*, workspace_ids: list[int], after: int | None, limit: int, me
     return clusters
 
 
+def cluster_of_workspace(*, workspace_ids: list[int], head: int) -> bool:
+    """Whether `head` is a trajectory the workspaces' index holds (every member of its cluster is theirs too)."""
+    return Signature.objects.filter(corpus=TRAJECTORIES, item_id=head, workspace_id__in=workspace_ids).exists()
+
+
 def cluster_detail(*, workspace_ids: list[int], head: int, limit: int) -> Cluster | None:
     """One cluster of the workspaces with its first `limit` members (the representative always among them); None
     when it has fewer than two members (it is no cluster, or no longer one) or is another workspace's."""
-    if not Signature.objects.filter(corpus=TRAJECTORIES, item_id=head, workspace_id__in=workspace_ids).exists():
+    if not cluster_of_workspace(workspace_ids=workspace_ids, head=head):
         return None
     size, ids = index.clusters_first_members(corpus=TRAJECTORIES, heads=[head], limit=limit).get(head, (0, []))
     if size < 2:

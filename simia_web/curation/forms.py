@@ -7,8 +7,10 @@ import re
 from django import forms
 from django.contrib.auth import get_user_model
 
+from simia_web.accounts.scoping import scoped
 from simia_web.catalog.models import Domain
 from simia_web.core.json_input import json_parse
+from simia_web.curation.selectors.people import workspace_people
 from simia_web.formats.conversation import ROLES, message_text, parse_arguments, tool_call, tool_call_id, tool_schemas
 from simia_web.formats.rules import call_violations
 
@@ -39,9 +41,11 @@ class BulkForm(forms.Form):
     reason = forms.CharField(required=False, max_length=2000)
     # The count the curator confirmed; a different count now means the filter matched something else: ask again.
     confirmed = forms.IntegerField(required=False, min_value=0)
-    assignee = forms.ModelChoiceField(
-        get_user_model().objects.filter(is_active=True).order_by("username"), required=False, empty_label="Assignee"
-    )
+    assignee = forms.ModelChoiceField(get_user_model().objects.none(), required=False, empty_label="Assignee")
+
+    def __init__(self, *args, workspace_ids: list[int], **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["assignee"].queryset = workspace_people(workspace_ids=workspace_ids)  # type: ignore[attr-defined]
 
     def clean(self):
         super().clean()
@@ -56,12 +60,13 @@ class BulkForm(forms.Form):
 
 
 class AgreementFilterForm(forms.Form):
-    domain = forms.ModelChoiceField(Domain.objects.all(), required=False, empty_label="Any domain")
+    domain = forms.ModelChoiceField(Domain.objects.none(), required=False, empty_label="Any domain")
     job = forms.IntegerField(required=False, min_value=1, widget=forms.NumberInput(attrs={"placeholder": "Job id"}))
     profile = forms.IntegerField(required=False, widget=forms.HiddenInput)
 
-    def __init__(self, *args, profiles=(), **kwargs):
+    def __init__(self, *args, workspace_ids: list[int], profiles=(), **kwargs):
         super().__init__(*args, **kwargs)
+        self.fields["domain"].queryset = scoped(Domain.objects.all(), workspace_ids)  # type: ignore[attr-defined]
         self.fields["profile"] = forms.TypedChoiceField(
             choices=[("", "Any judge profile"), *[(p.pk, str(p)) for p in profiles]],
             coerce=int,

@@ -3,19 +3,22 @@ changes them, so those pages read a few hundred rows whatever the number of traj
 
 Each trajectory adds to rollup rows through its facts: its domain, job, status, verdict and score; the decision
 standing on it and, when a person made it alone, its latest verdict's profile and criterion scores; the decisions
-made on it and not undone. A write takes those shares of the trajectories it touches, after locking them and again
-after writing (`RollupChange`), and adds the difference; `rollups_rebuild` counts every trajectory from scratch.
+made on it and not undone; the codes of the rules it breaks. A write takes those shares of the trajectories it
+touches, after locking them and again after writing (`RollupChange`), and adds the difference; `rollups_rebuild`
+counts every trajectory from scratch. Rule violations are written once, with the trajectory (`rollups_add`), and
+never change, so a later write leaves their share alone and does not read them.
 """
 
 import math
 from collections import defaultdict
+from collections.abc import Iterable, Mapping
 from datetime import date, datetime
 
 from django.db import connection, transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from .models import UNDATED, Decision, Figure, JudgeVerdict, Review, Rollup, Trajectory
+from .models import UNDATED, Decision, Figure, JudgeVerdict, Review, Rollup, RuleViolation, Trajectory
 
 SCORE_BINS = 10
 _UPSERT_ROWS = 500
@@ -51,11 +54,21 @@ TRAJECTORY_FACTS = ("pk", "domain_id", "job_id", "status", "judge_passed", "judg
 REVIEW_FACTS = ("trajectory_id", "reviewer_id", "created_at", "decision", "bulk", "superseded_at")
 
 
-def _shares(trajectory_ids: list[int]) -> dict[Key, list]:
-    """{key: [count, sum]} the trajectories add to the rollups, in three queries whatever their number."""
+def _label(text: str) -> str:
+    return text[: Rollup._meta.get_field("label").max_length]
+
+
+def _shares(trajectory_ids: list[int], *, violations: bool = False) -> dict[Key, list]:
+    """{key: [count, sum]} the trajectories add to the rollups, in three queries whatever their number; with
+    `violations`, their rule violations' share too (a fourth)."""
     trajectories = list(Trajectory.objects.filter(pk__in=trajectory_ids).values_list(*TRAJECTORY_FACTS))
     if not trajectories:
         return _count([], [], {})
+    codes: defaultdict[int, set[str]] = defaultdict(set)
+    if violations:
+        unfixed = RuleViolation.objects.filter(trajectory_id__in=trajectory_ids, fixed=False)
+        for pk, code in unfixed.values_list("trajectory_id", "code").order_by():
+            codes[pk].add(code)
     standing = Review.objects.filter(trajectory_id__in=trajectory_ids, undone_at__isnull=True).order_by("id")
     reviews = list(standing.values_list(*REVIEW_FACTS))
     judged = {pk for pk, *_, passed, _ in trajectories if passed is not None}
@@ -63,12 +76,18 @@ def _shares(trajectory_ids: list[int]) -> dict[Key, list]:
     latest = JudgeVerdict.objects.filter(trajectory_id__in=decided, error="").values("trajectory_id")
     verdicts = JudgeVerdict.objects.filter(pk__in=latest.annotate(latest=Max("id")).values("latest"))
     rows = verdicts.values_list("trajectory_id", "profile_id", "scores") if decided else []
-    return _count(trajectories, reviews, {pk: (profile or 0, scores) for pk, profile, scores in rows})
+    return _count(trajectories, reviews, {pk: (profile or 0, scores) for pk, profile, scores in rows}, codes)
 
 
-def _count(trajectories: list[tuple], reviews: list[tuple], verdicts: dict[int, tuple]) -> dict[Key, list]:
+def _count(
+    trajectories: list[tuple],
+    reviews: list[tuple],
+    verdicts: dict[int, tuple],
+    codes: Mapping[int, Iterable[str]] | None = None,
+) -> dict[Key, list]:
     """{key: [count, sum]} of trajectories (TRAJECTORY_FACTS), their decisions not undone (REVIEW_FACTS, oldest
-    first) and the profile and scores of their latest verdict ({trajectory: (profile id or 0, scores)})."""
+    first), the profile and scores of their latest verdict ({trajectory: (profile id or 0, scores)}) and, when
+    given, the codes of the rules they break ({trajectory: codes})."""
     shares: defaultdict[Key, list] = defaultdict(lambda: [0, 0.0])
     where = {pk: (domain, job or 0) for pk, domain, job, *_ in trajectories}
     standing, bulk_only_ids = defaultdict(list), set()
@@ -84,6 +103,8 @@ def _count(trajectories: list[tuple], reviews: list[tuple], verdicts: dict[int, 
     for pk, domain, job, status, passed, score in trajectories:
         job = job or 0
         shares[(Figure.STATUS, domain, job, 0, 0, UNDATED, status)][0] += 1
+        for code in set((codes or {}).get(pk, ())):
+            shares[(Figure.VIOLATION, domain, 0, 0, 0, UNDATED, _label(code))][0] += 1
         verdict = {True: "pass", False: "fail", None: "none"}[passed]
         shares[(Figure.VERDICT, domain, job, 0, 0, UNDATED, verdict)][0] += 1
         if score is not None:
@@ -144,9 +165,11 @@ class RollupChange:
         _add(delta)
 
 
-def rollups_add(trajectory: Trajectory) -> None:
-    """Count a trajectory just written, before anyone decided it (it was in no rollup), from its fields alone."""
-    _add(_count([tuple(getattr(trajectory, name) for name in TRAJECTORY_FACTS)], [], {}))
+def rollups_add(trajectory: Trajectory, violation_codes: Iterable[str] = ()) -> None:
+    """Count a trajectory just written, before anyone decided it (it was in no rollup), from its fields and the codes
+    of the rules it breaks (unfixed) alone."""
+    facts = [tuple(getattr(trajectory, name) for name in TRAJECTORY_FACTS)]
+    _add(_count(facts, [], {}, {trajectory.pk: violation_codes}))
 
 
 def rollups_count() -> dict[Key, list]:
@@ -156,7 +179,7 @@ def rollups_count() -> dict[Key, list]:
     while ids := list(
         Trajectory.objects.filter(pk__gt=last).order_by("pk").values_list("pk", flat=True)[:_REBUILD_CHUNK]
     ):
-        for key, (n, total) in _shares(ids).items():
+        for key, (n, total) in _shares(ids, violations=True).items():
             counted[key][0] += n
             counted[key][1] += total
         last = ids[-1]

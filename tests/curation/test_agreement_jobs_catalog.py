@@ -2,6 +2,7 @@
 
 import pytest
 
+from simia_web.accounts.models import default_workspace_id
 from simia_web.catalog.models import Api, Seed, Task
 from simia_web.core.services import versioned_update
 from simia_web.curation.models import Review, Trajectory
@@ -39,7 +40,7 @@ def test_agreement_page_matrix_kappa_and_criteria(client_for, users):
     for _ in range(15):
         _reviewed(users, False, "reject", {"task_completed": 0.5, "tool_use_correct": 0.8})
     make_trajectory(judge=verdict())  # not reviewed: left out
-    result = agreement()
+    result = agreement(workspace_ids=[default_workspace_id()])
     assert result["cells"] == {"pass_accept": 20, "pass_reject": 5, "fail_accept": 10, "fail_reject": 15}
     assert result["kappa"] == pytest.approx(0.4)
     by_name = {c["name"]: c for c in result["criteria"]}
@@ -65,7 +66,7 @@ def test_bulk_decisions_are_counted_apart_from_agreement(client_for, users):
         reviewer=users["curator"],
         decision="accept",
     )
-    result = agreement()
+    result = agreement(workspace_ids=[default_workspace_id()])
     assert result["total"] == 1 and result["bulk"] == 3
     body = client_for("annotator").get("/agreement/").content.decode()
     assert "3 items decided only in bulk" in body
@@ -84,8 +85,8 @@ def test_agreement_filters_by_judge_profile(users):
     t.verdicts.update(profile=profile)
     change.record()
     _reviewed(users, True, "accept", {})
-    assert agreement(profile=profile.pk)["total"] == 1
-    assert agreement()["total"] == 2
+    assert agreement(workspace_ids=[default_workspace_id()], profile=profile.pk)["total"] == 1
+    assert agreement(workspace_ids=[default_workspace_id()])["total"] == 2
 
 
 def test_agreement_queries_are_bounded(client_for, users, django_assert_max_num_queries):

@@ -8,6 +8,7 @@ from django.core.management import call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from simia_web.accounts.models import default_workspace_id
 from simia_web.catalog.models import DomainSource
 from simia_web.catalog.services import domain_ensure
 from simia_web.curation.selectors.first_steps import first_steps
@@ -29,7 +30,7 @@ def _passed(profile):
 
 def test_each_step_ticks_itself(client_for, users):
     demo_load()  # the demo's domains and reviews are nobody's first steps
-    steps = first_steps()
+    steps = first_steps(workspace_ids=[default_workspace_id()])
     assert not (steps.llm or steps.domain or steps.job or steps.review or steps.export)
     page = client_for("admin").get("/").content.decode()
     assert 'id="first-steps"' in page and "No endpoint has passed a test yet" in page
@@ -43,16 +44,17 @@ def test_each_step_ticks_itself(client_for, users):
     Job.objects.create(kind="synthesize", params={})
     trajectory = make_trajectory()
     review_decide(trajectory=trajectory, reviewer=users["annotator"], decision="accept", expected_version=1)
-    steps = first_steps()
+    steps = first_steps(workspace_ids=[default_workspace_id()])
     assert (steps.llm, steps.domain, steps.job, steps.review, steps.export) == (True, True, True, True, False)
     Job.objects.create(kind="export", params={}, status=JobStatus.SUCCEEDED)
-    assert first_steps().all_done
+    assert first_steps(workspace_ids=[default_workspace_id()]).all_done
     assert 'id="first-steps"' not in client_for("admin").get("/").content.decode()
 
 
 def test_the_steps_cost_a_fixed_handful_of_queries(db):
+    default = [default_workspace_id()]
     with CaptureQueriesContext(connection) as queries:
-        first_steps()
+        first_steps(workspace_ids=default)
     assert len(queries) <= 5
 
 

@@ -24,7 +24,7 @@ def test_a_trajectorys_page_lists_its_near_duplicates_with_links(client_for):
     assert "Near-duplicates (1)" in page and f'href="/trajectories/{copy.pk}/"' in page
     assert f'href="/review/duplicates/{head.pk}/"' in page
     alone = client_for("annotator").get(f"/trajectories/{unrelated.pk}/").content.decode()
-    assert "Near-duplicates (0)" in alone and "None in the whole dataset." in alone
+    assert "Near-duplicates (0)" in alone and "None in this workspace." in alone
 
 
 def test_the_clusters_list_and_a_clusters_page_show_every_member_with_the_suggested_one_checked(client_for):

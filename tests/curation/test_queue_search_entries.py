@@ -6,6 +6,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from simia_web.accounts.models import default_workspace_id
 from simia_web.curation.models import PENDING_STATUSES, QueueSearchEntry, Trajectory, TrajectoryStatus
 from simia_web.curation.selectors import queue as queue_selectors
 from simia_web.curation.selectors.queue import QUEUE_SORTS
@@ -101,8 +102,9 @@ def test_entries_answer_only_a_search_of_the_waiting_items_with_filters_they_car
     def entries(query: str):
         request = rf.get("/review/")
         request.user = users["annotator"]
-        filterset = queue_selectors.queue_filterset(params=QueryDict(query), request=request)
-        return queue_selectors.queue_search_entries(filterset, page_size=50)
+        default = [default_workspace_id()]
+        filterset = queue_selectors.queue_filterset(params=QueryDict(query), request=request, workspace_ids=default)
+        return queue_selectors.queue_search_entries(filterset, page_size=50, workspace_ids=default)
 
     assert entries("q=zeppelin&domain=shop&verdict=none&min_score=0") is not None
     assert entries("domain=shop") is None  # no words: the queue's own indexes

@@ -13,6 +13,7 @@ from django.db import transaction
 from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
+from simia_web.accounts.models import default_workspace_id
 from simia_web.core.errors import HeldByOther
 from simia_web.curation.gate import messages_written
 from simia_web.curation.models import STANDING, Review, Trajectory, TrajectoryStatus
@@ -135,7 +136,7 @@ def _bulk(world: World, curator, operation: str) -> None:
     if operation == "bulk_undo":
         if world.batch is None:
             return
-        reviews_bulk_undo(batch=world.batch, actor=curator)
+        reviews_bulk_undo(batch=world.batch, actor=curator, workspace_ids=[default_workspace_id()])
     else:
         decision = operation.removeprefix("bulk_")
         everything = Trajectory.objects.filter(pk__in=[t.pk for t in world.items])

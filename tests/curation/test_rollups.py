@@ -13,6 +13,7 @@ from django.test.utils import CaptureQueriesContext
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from simia_web.accounts.models import default_workspace_id
 from simia_web.catalog.services import domain_ensure
 from simia_web.core.errors import HeldByOther
 from simia_web.curation.models import Decision, JudgeVerdict, Review, Rollup, Trajectory, TrajectoryStatus
@@ -80,7 +81,8 @@ class Writer:
         if what == "import" or not Trajectory.objects.exists():
             passed = [True, False, None][choice % 3]
             judge = None if passed is None else verdict(passed=passed, score=choice / 5, scores=_scores(choice / 5))
-            make_trajectory(["shop", "bank"][i % 2], judge=judge, job=self.jobs[choice % 2])
+            broken = [["unknown_tool"], ["unknown_tool", "empty_message"]][i % 2] if choice > 3 else []
+            make_trajectory(["shop", "bank"][i % 2], judge=judge, job=self.jobs[choice % 2], violations=broken)
             return
         t, person = self.trajectory(i), self.people[choice % 2]
         with contextlib.suppress(ReviewError, StaleVersion, HeldByOther):
@@ -124,7 +126,8 @@ class Writer:
 
     def bulk_undo(self, t, person, choice):
         if self.batches:
-            reviews_bulk_undo(batch=self.batches[choice % len(self.batches)], actor=self.people[1])
+            batch = self.batches[choice % len(self.batches)]
+            reviews_bulk_undo(batch=batch, actor=self.people[1], workspace_ids=[default_workspace_id()])
 
     def judge_again(self, t, person, choice):
         passed = choice % 2 == 0
@@ -152,12 +155,14 @@ def test_rebuild_command_restores_rollups_of_rows_written_around_the_services(us
     t = make_trajectory(judge=verdict(passed=True, score=0.95))
     Review.objects.create(trajectory=t, reviewer=users["annotator"], decision=Decision.REJECT, trajectory_version=1)
     Trajectory.objects.filter(pk=t.pk).update(status=TrajectoryStatus.REJECTED)
-    assert agreement()["total"] == 0  # not through a service: not counted
+    default = [default_workspace_id()]
+    assert agreement(workspace_ids=default)["total"] == 0  # not through a service: not counted
     call_command("rebuild_rollups", stdout=io.StringIO())
     assert_rollups_equal_a_recount()
-    assert agreement()["cells"]["pass_reject"] == 1
-    assert status_counts()[TrajectoryStatus.REJECTED] == 1
-    assert score_histogram()[-1][2] == 1 and verdicts_by_domain() == {"shop": {"pass": 1}}
+    assert agreement(workspace_ids=default)["cells"]["pass_reject"] == 1
+    assert status_counts(workspace_ids=default)[TrajectoryStatus.REJECTED] == 1
+    assert score_histogram(workspace_ids=default)[-1][2] == 1
+    assert verdicts_by_domain(workspace_ids=default) == {"shop": {"pass": 1}}
 
 
 def _dataset(rows: int, users) -> int:
@@ -223,7 +228,8 @@ def test_dashboard_and_agreement_queries_do_not_grow_with_the_rows(client_for, u
     job = _dataset(10, users)
     small = _page_queries(client, job)
     _dataset(1990, users)
-    assert Trajectory.objects.count() == 2000 and sum(status_counts().values()) == 2000
+    assert Trajectory.objects.count() == 2000
+    assert sum(status_counts(workspace_ids=[default_workspace_id()]).values()) == 2000
     large = _page_queries(client, job)
     assert large == small  # the same queries, one per figure over the rollups
     # Each page reads the user's workspaces once for the header's switcher.

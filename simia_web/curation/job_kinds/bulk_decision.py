@@ -4,7 +4,7 @@ The job keeps the queue page's filter (or names a selection another app register
 population: curation.services.bulk_selection_register), not a list of ids; its units are ranges of ids, each
 deciding the items of its range that match the filter when it runs, as reviews_bulk does (held items, items a
 person decided one by one and, when accepting, empty ones are left and counted), under one batch. Its progress is
-the units done.
+the units done. It decides only items of its own workspace (the job's), whatever the filter or selection names.
 """
 
 from types import SimpleNamespace
@@ -14,6 +14,7 @@ from django.db.models import Max, Min
 from django.http import QueryDict
 
 from simia_web.accounts.models import User
+from simia_web.accounts.scoping import scoped
 from simia_web.curation.selectors.queue import queue_filterset, queue_selection
 from simia_web.curation.services import BULK_JOB_KIND, BULK_SELECTIONS, reviews_bulk
 from simia_web.jobs.kinds import JobKind, UnitPlan, job_kind_register
@@ -27,7 +28,11 @@ COUNTS = ("changed", "held", "decided", "unreviewable")
 
 def _selection(job):
     reviewer = User.objects.get(pk=job.params["reviewer"])
-    filterset = queue_filterset(params=QueryDict(job.params["query"]), request=SimpleNamespace(user=reviewer))
+    filterset = queue_filterset(
+        params=QueryDict(job.params["query"]),
+        request=SimpleNamespace(user=reviewer),
+        workspace_ids=[job.workspace_id],
+    )
     return reviewer, queue_selection(filterset.qs)
 
 
@@ -44,9 +49,8 @@ def _range(job, low: int, high: int):
     """(reviewer, the items of ids in [low, high))."""
     chosen = job.params.get("selection")
     if chosen:
-        return User.objects.get(pk=job.params["reviewer"]), BULK_SELECTIONS[chosen["name"]].trajectories(
-            chosen, low, high
-        )
+        items = BULK_SELECTIONS[chosen["name"]].trajectories(chosen, low, high)
+        return User.objects.get(pk=job.params["reviewer"]), scoped(items, [job.workspace_id])
     reviewer, selection = _selection(job)
     return reviewer, selection.filter(pk__gte=low, pk__lt=high)
 

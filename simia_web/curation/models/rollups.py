@@ -17,6 +17,7 @@ class Figure(models.TextChoices):
     CRITERION_ACCEPTED = "criterion_accepted", "criterion scores of individually accepted trajectories"
     CRITERION_REJECTED = "criterion_rejected", "criterion scores of individually rejected trajectories"
     DECISIONS = "decisions", "decisions not undone by reviewer and day"
+    VIOLATION = "violation", "trajectories by the code of a rule they break (unfixed)"
 
 
 # The day of a rollup row whose figure is not by day (the key's columns are never null, so an upsert finds the row).

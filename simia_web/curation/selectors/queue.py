@@ -1,20 +1,24 @@
-"""The review queue: its filters, its orders and keyset pages along them, and an item's place in it."""
+"""The review queue: its filters, its orders and keyset pages along them, and an item's place in it. A queue holds
+the trajectories of the workspaces it is given (a page's: the user's current one), never another's."""
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from django.db import connection
 from django.db.models import BooleanField, F, Func, QuerySet, Value
 
+from simia_web.accounts.scoping import scoped
 from simia_web.curation.filters import PENDING, TrajectoryFilter
 from simia_web.curation.models import (
     QUEUE_ORDER_KEYS,
     QUEUE_SORT_KEYS,
+    Figure,
     QueueSearchEntry,
-    RuleViolation,
     Trajectory,
 )
 
+from .rollups import rollup_rows
 from .trajectory import free_for
 
 
@@ -70,13 +74,17 @@ class RowComparison(Func):
         return f"({', '.join(parts[:half])}) {self.operator} ({', '.join(parts[half:])})", params
 
 
-def queue_filterset(*, params, request) -> TrajectoryFilter:
-    """The queue's filters (TrajectoryFilter's parameters) over every trajectory; the status defaults to
-    `pending`, the items waiting for a person."""
+def queue_filterset(*, params, request, workspace_ids: Iterable[int] | None = None) -> TrajectoryFilter:
+    """The queue's filters (TrajectoryFilter's parameters) over the trajectories of the workspaces `workspace_ids`;
+    the status defaults to `pending`, the items waiting for a person. None filters every trajectory, for a caller
+    that cuts the result to its workspace itself (an audit's population)."""
     data = params.copy()
     if not data.get("status"):
         data["status"] = PENDING
-    return TrajectoryFilter(data, queryset=Trajectory.objects.all(), request=request)
+    trajectories = (
+        Trajectory.objects.all() if workspace_ids is None else scoped(Trajectory.objects.all(), workspace_ids)
+    )
+    return TrajectoryFilter(data, queryset=trajectories, request=request)
 
 
 # The filters a search entry answers besides the words: a search of the waiting items with no other reads entries.
@@ -96,10 +104,13 @@ class SearchEntries:
     rare: bool
 
 
-def queue_search_entries(filterset: TrajectoryFilter, *, page_size: int) -> SearchEntries | None:
-    """The queue's search entries when the queue is a text search of the items waiting for review with filters an
-    entry answers; else None. PostgreSQL only: the trigger that keeps the entries is there. Whether the words are
-    rare is the planner's estimate of their matches (its statistics: nothing is read)."""
+def queue_search_entries(
+    filterset: TrajectoryFilter, *, page_size: int, workspace_ids: Iterable[int]
+) -> SearchEntries | None:
+    """The queue's search entries (of the workspaces `workspace_ids`) when the queue is a text search of the items
+    waiting for review with filters an entry answers; else None. PostgreSQL only: the trigger that keeps the entries
+    is there. Whether the words are rare is the planner's estimate of their matches (its statistics: nothing is
+    read)."""
     if connection.vendor != "postgresql" or not filterset.is_valid():
         return None
     given = {name for name, value in filterset.form.cleaned_data.items() if value not in (None, "")}
@@ -107,7 +118,8 @@ def queue_search_entries(filterset: TrajectoryFilter, *, page_size: int) -> Sear
         return None
     data = filterset.data.copy()
     data.pop("status", None)  # every entry is waiting for review
-    matches = TrajectoryFilter(data, queryset=QueueSearchEntry.objects.all(), request=filterset.request).qs
+    theirs = scoped(QueueSearchEntry.objects.all(), workspace_ids)
+    matches = TrajectoryFilter(data, queryset=theirs, request=filterset.request).qs
     expected, entries = _planned_rows(matches), _planned_rows(QueueSearchEntry.objects.all())
     return SearchEntries(matches, rare=expected**2 < (page_size + 1) * WALK_TO_FETCH * entries)
 
@@ -262,8 +274,11 @@ def queue_neighbours(
     return previous_id, next_id, position
 
 
-def violation_codes() -> list[str]:
-    return list(RuleViolation.objects.filter(fixed=False).values_list("code", flat=True).distinct().order_by("code"))
+def violation_codes(*, workspace_ids: Iterable[int]) -> list[str]:
+    """The codes of the rules the workspaces' trajectories break (unfixed), for the queue's filter: read from the
+    rollups of their domains, a few rows whatever the number of violations."""
+    rows = rollup_rows(Figure.VIOLATION, workspace_ids=workspace_ids)
+    return list(rows.values_list("label", flat=True).distinct().order_by("label"))
 
 
 def queue_has(qs: QuerySet[Trajectory], trajectory_id: int) -> bool:
@@ -297,10 +312,10 @@ QUEUE_COUNT_LIMIT = 10_000
 NAVIGATION = ("page", "after", "before", "stream", "full", "next")
 
 
-def queue_for(params, request=None) -> tuple[TrajectoryFilter, QuerySet, str | None]:
-    """The filtered, ordered queue for these parameters (the queue page's default status is `pending`), with its
-    filterset and sort."""
-    filterset = queue_filterset(params=params, request=request)
+def queue_for(params, request=None, *, workspace_ids: Iterable[int]) -> tuple[TrajectoryFilter, QuerySet, str | None]:
+    """The filtered, ordered queue of the workspaces `workspace_ids` for these parameters (the queue page's default
+    status is `pending`), with its filterset and sort."""
+    filterset = queue_filterset(params=params, request=request, workspace_ids=workspace_ids)
     sort = params.get("sort")
     return filterset, queue_ordered(filterset.qs, sort), sort
 

@@ -102,15 +102,15 @@ def review_context(request, trajectory: Trajectory, *, revealed: bool = True) ->
     }
 
 
-def trajectory_page_context(request, trajectory: Trajectory, **extra) -> dict:
-    """The trajectory page: the review keys, and its place in the filtered queue, history, tools and near-duplicates.
-    `extra` (a refusal's conflict or error, the decision just made) is added last."""
+def trajectory_page_context(request, trajectory: Trajectory, *, workspace_ids: list[int], **extra) -> dict:
+    """The trajectory page: the review keys, and its place in the filtered queue of the workspaces `workspace_ids`,
+    history, tools and near-duplicates. `extra` (a refusal's conflict or error, the decision just made) is added
+    last."""
     context = review_context(request, trajectory)
-    filterset, qs, sort = queue_for(request.GET, request)
+    filterset, qs, sort = queue_for(request.GET, request, workspace_ids=workspace_ids)
     limit = queue_reads.QUEUE_COUNT_LIMIT
-    previous_id, next_id, position = queue_neighbours(
-        qs, trajectory.pk, sort, position_limit=limit, search=queue_search_entries(filterset, page_size=1)
-    )
+    search = queue_search_entries(filterset, page_size=1, workspace_ids=workspace_ids)
+    previous_id, next_id, position = queue_neighbours(qs, trajectory.pk, sort, position_limit=limit, search=search)
     query = filter_query(request.GET)
     undoable_id = context["undoable_id"]
 

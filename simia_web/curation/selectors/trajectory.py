@@ -1,17 +1,33 @@
 """One trajectory: everything its page shows in one query plus prefetches, its standing decision and verdicts,
-the reader's draft and who holds it."""
+the reader's draft and who holds it. Reads start from the workspaces they are given (accounts.scoping): another
+workspace's trajectory or decision is not found."""
+
+from collections.abc import Iterable
 
 from django.db.models import Prefetch, Q, QuerySet
 from django.utils import timezone
 
+from simia_web.accounts.scoping import scoped
 from simia_web.curation.models import STANDING, EditorDraft, JudgeVerdict, Review, Trajectory, TrajectoryStatus
 from simia_web.formats.conversation import message_text
 
 
-def trajectory_detail_queryset() -> QuerySet[Trajectory]:
-    return Trajectory.objects.select_related(
-        "domain", "task", "seed", "job", "assigned_to", "reserved_by"
-    ).prefetch_related(
+def trajectories_in(*, workspace_ids: Iterable[int]) -> QuerySet[Trajectory]:
+    """The trajectories of the workspaces `workspace_ids`: where every read of one begins."""
+    return scoped(Trajectory.objects.all(), workspace_ids)
+
+
+def reviews_in(*, workspace_ids: Iterable[int]) -> QuerySet[Review]:
+    """The decisions made on the workspaces' trajectories."""
+    return scoped(Review.objects.all(), workspace_ids)
+
+
+def trajectory_detail_queryset(*, workspace_ids: Iterable[int] | None = None) -> QuerySet[Trajectory]:
+    """What one trajectory's page reads, in one query plus prefetches, among the workspaces' trajectories. None
+    reads every trajectory: only for a caller that reached the item through something of its workspace already
+    (an audit's sample)."""
+    trajectories = Trajectory.objects.all() if workspace_ids is None else trajectories_in(workspace_ids=workspace_ids)
+    return trajectories.select_related("domain", "task", "seed", "job", "assigned_to", "reserved_by").prefetch_related(
         "violations",
         Prefetch("verdicts", queryset=JudgeVerdict.objects.select_related("profile")),
         Prefetch("reviews", queryset=Review.objects.select_related("reviewer", "undone_by", "superseded_by")),

@@ -2,13 +2,14 @@
 decision back, keep one of a near-duplicate cluster, assign; and the selections other apps register for them."""
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from django.db import transaction
 from django.db.models import F, QuerySet
 from django.utils import timezone
 
+from simia_web.accounts.scoping import scoped
 from simia_web.core.models import AuditEvent
 from simia_web.curation.duplicates import cluster_member_ids
 from simia_web.curation.models import (
@@ -121,11 +122,13 @@ class BulkUndoOutcome:
     held: int  # someone else is reviewing them right now
 
 
-def reviews_bulk_undo(*, batch: uuid.UUID, actor) -> BulkUndoOutcome:
-    """Take back a bulk decision of up to BULK_UNDO_MAX items: each item still at the version the bulk decision
-    made, and not held by someone else, waits for a decision again (as its next version)."""
+def reviews_bulk_undo(*, batch: uuid.UUID, actor, workspace_ids: Iterable[int]) -> BulkUndoOutcome:
+    """Take back a bulk decision of up to BULK_UNDO_MAX items made in the workspaces `workspace_ids` (another
+    workspace's is no such decision): each item still at the version the bulk decision made, and not held by
+    someone else, waits for a decision again (as its next version)."""
     with transaction.atomic():
-        reviews = list(Review.objects.filter(batch=batch).select_for_update()[: BULK_UNDO_MAX + 1])
+        made = scoped(Review.objects.filter(batch=batch), workspace_ids)
+        reviews = list(Review.objects.filter(pk__in=made.values("pk")).select_for_update()[: BULK_UNDO_MAX + 1])
         if not reviews:
             raise ReviewError("There is no such bulk decision.", field="batch")
         if len(reviews) > BULK_UNDO_MAX:
@@ -212,9 +215,11 @@ def reviews_bulk_queue(
     reason: str = "",
     selection: dict | None = None,
     audit: int | None = None,
+    workspace_id: int | None = None,
 ) -> Job:
-    """Queue a bulk decision over the queue that `query` (the queue page's filter parameters) selects, as a job: it
-    decides the items in ranges of ids, each range as reviews_bulk would, with the filter as it stands then.
+    """Queue a bulk decision over the queue of the workspace `workspace_id` (the `default` one when None) that
+    `query` (the queue page's filter parameters) selects, as a job of that workspace: it decides the items in ranges
+    of ids, each range as reviews_bulk would, with the filter as it stands then, never an item of another workspace.
 
     `selection` ({"name": ..., and its parameters}) names the items through a selection another app registered
     (bulk_selection_register) instead of the queue's filter; `audit` names the audit every decision rests on."""
@@ -226,7 +231,9 @@ def reviews_bulk_queue(
         params["selection"] = selection
     if audit is not None:
         params["audit"] = audit
-    return job_create(kind=BULK_JOB_KIND, params={**params, "batch": str(uuid.uuid4())}, actor=reviewer)
+    return job_create(
+        kind=BULK_JOB_KIND, params={**params, "batch": str(uuid.uuid4())}, actor=reviewer, workspace_id=workspace_id
+    )
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@ row's columns derived from its messages, and a verdict recorded when the judge r
 
 from django.db import transaction
 
+from simia_web.accounts.models import owner_workspace_id
 from simia_web.core.jsonutil import content_hash
 from simia_web.core.rows import rows_insert
 from simia_web.curation.duplicates import TRAJECTORIES
@@ -60,7 +61,8 @@ def trajectory_create(*, violations: list, verdict: dict | None = None, **fields
     if verdict is not None:
         rows_insert([JudgeVerdict(trajectory=trajectory, **verdict)])
     _duplicates_index(trajectory, trajectory.messages, new=True)
-    rollups_add(trajectory)  # last: concurrent writers of the same job and domain wait on these rows till commit
+    # Last: concurrent writers of the same job and domain wait on these rows till commit.
+    rollups_add(trajectory, violation_codes=[v.code for v in violations if not v.fixed])
     return trajectory
 
 
@@ -68,7 +70,7 @@ def _duplicates_index(trajectory: Trajectory, messages: list, new: bool = False)
     """Sign the text in the near-duplicate index (among its workspace's), in the transaction that writes it."""
     item_index(
         corpus=TRAJECTORIES,
-        workspace_id=trajectory.domain.workspace_id,
+        workspace_id=owner_workspace_id(trajectory.domain),
         item_id=trajectory.pk,
         text=conversation_text(messages or []),
         new=new,
@@ -134,5 +136,11 @@ JUDGE_JOB_KIND = "judge"
 
 
 def trajectory_judge_again(*, trajectory: Trajectory, actor) -> Job:
-    """Queue a judge job for the trajectory's current version."""
-    return job_create(kind=JUDGE_JOB_KIND, params={"versions": {str(trajectory.pk): trajectory.version}}, actor=actor)
+    """Queue a judge job for the trajectory's current version, in the trajectory's workspace."""
+    workspace_id = Trajectory.objects.filter(pk=trajectory.pk).values_list("domain__workspace_id", flat=True).get()
+    return job_create(
+        kind=JUDGE_JOB_KIND,
+        params={"versions": {str(trajectory.pk): trajectory.version}},
+        actor=actor,
+        workspace_id=workspace_id,
+    )

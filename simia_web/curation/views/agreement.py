@@ -1,4 +1,4 @@
-"""Judge-versus-human agreement, read from the rollups."""
+"""Judge-versus-human agreement in the current workspace, read from the rollups of its domains."""
 
 from typing import Any
 
@@ -6,6 +6,7 @@ from django.shortcuts import render
 from django.urls import reverse
 
 from simia_web.accounts.permissions import role_required
+from simia_web.accounts.scoping import page_workspace_ids
 from simia_web.curation import charts
 from simia_web.curation.forms import (
     AgreementFilterForm,
@@ -17,11 +18,13 @@ from .common import with_query
 
 @role_required("annotator")
 def agreement_page(request):
+    workspace_ids = page_workspace_ids(request.user)
     profiles = judge_profiles()
-    form = AgreementFilterForm(request.GET or None, profiles=profiles)
+    form = AgreementFilterForm(request.GET or None, workspace_ids=workspace_ids, profiles=profiles)
     data = form.cleaned_data if form.is_valid() else {}
     domain = data["domain"] if data.get("domain") else None
     slice_filters: dict[str, Any] = {
+        "workspace_ids": workspace_ids,
         "domain": domain.pk if domain else None,
         "job": data.get("job"),
         "profile": data.get("profile"),

@@ -11,6 +11,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from simia_web.accounts.permissions import role_required
+from simia_web.accounts.scoping import page_workspace_ids
 from simia_web.curation.forms import (
     BulkForm,
 )
@@ -38,14 +39,16 @@ BULK_IN_REQUEST_MAX = 1_000
 @role_required("curator")
 @require_POST
 def review_bulk(request):
-    form = BulkForm(request.POST)
+    """Decide or assign the selected items, or every item the filter matches, of the current workspace's queue."""
+    workspace_ids = page_workspace_ids(request.user)
+    form = BulkForm(request.POST, workspace_ids=workspace_ids)
     query = request.POST.get("query", "")
     back = with_query(reverse("review-queue"), query)
     if not form.is_valid():
         errors = "; ".join(str(e) for field_errors in form.errors.values() for e in field_errors)
         messages.error(request, f"Nothing changed: {errors}")
         return redirect(back)
-    _, qs, _ = queue_for(QueryDict(query), request)
+    _, qs, _ = queue_for(QueryDict(query), request, workspace_ids=workspace_ids)
     data = form.cleaned_data
     qs = queue_selection(qs, data["ids"] if data["scope"] == "selected" else None)
     action = data["action"]
@@ -93,7 +96,13 @@ def _bulk_job(request, data: dict, query: str):
     if data.get("confirmed") != BULK_IN_REQUEST_MAX + 1:
         context = {"data": data, "query": query, "as_job": True, "more_than": BULK_IN_REQUEST_MAX}
         return render(request, "curation/bulk_confirm.html", context)
-    job = reviews_bulk_queue(query=query, reviewer=request.user, decision=data["action"], reason=data["reason"])
+    job = reviews_bulk_queue(
+        query=query,
+        reviewer=request.user,
+        decision=data["action"],
+        reason=data["reason"],
+        workspace_id=request.user.current_workspace_id,
+    )
     messages.success(request, f"Bulk {data['action']} of every item matching the filter runs as job {job.pk}.")
     return redirect("job-detail", pk=job.pk)
 
@@ -126,7 +135,7 @@ def review_bulk_undo(request):
         messages.error(request, "Not undone: that is not a bulk decision.")
         return redirect(back)
     try:
-        outcome = reviews_bulk_undo(batch=batch, actor=request.user)
+        outcome = reviews_bulk_undo(batch=batch, actor=request.user, workspace_ids=page_workspace_ids(request.user))
     except ReviewError as exc:
         messages.error(request, f"Not undone: {exc}")
         return redirect(back)

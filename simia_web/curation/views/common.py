@@ -1,5 +1,8 @@
-"""What the workspace's pages share: reading a request's numbers, links that carry the queue's filter, where a
-form returns to, the decision just made, and the status a refused write answers with."""
+"""What the review pages share: reading a request's numbers, links that carry the queue's filter, where a form
+returns to, the decision just made, and the status a refused write answers with.
+
+Every page works in the user's current workspace (`page_workspace_ids`): an item of another workspace is not found
+(404), whatever the method."""
 
 from collections.abc import Callable
 
@@ -7,9 +10,10 @@ from django.http import HttpResponse, QueryDict
 from django.shortcuts import get_object_or_404, render
 from django.utils.http import url_has_allowed_host_and_scheme
 
+from simia_web.accounts.scoping import page_workspace_ids
 from simia_web.core.errors import HeldByOther
 from simia_web.curation.models import Review, Trajectory
-from simia_web.curation.selectors.trajectory import review_standing, trajectory_detail_queryset
+from simia_web.curation.selectors.trajectory import review_standing, trajectories_in, trajectory_detail_queryset
 from simia_web.curation.services import ReviewError, review_decide
 from simia_web.curation.versions import StaleVersion
 
@@ -52,6 +56,12 @@ def local_next(request, default: str) -> str:
     return safe_next(request, request.POST.get("next")) or default
 
 
+def page_trajectory(request, pk: int, *fields: str) -> Trajectory:
+    """Trajectory `pk` of the current workspace (only `fields` read, when named), else 404."""
+    trajectories = trajectories_in(workspace_ids=page_workspace_ids(request.user))
+    return get_object_or_404(trajectories.only(*fields) if fields else trajectories, pk=pk)
+
+
 def last_review(request):
     """The decision just made, for the toast that offers to undo it (shown once, while it stands)."""
     review_id = request.session.pop("undo_review", None)
@@ -65,7 +75,8 @@ def decision_posted(
 ) -> Review | HttpResponse:
     """Accept or reject trajectory `pk` at the version the decision card posted. A refusal answers with the card
     (htmx) or the whole page (`template`), its context built by `page(trajectory, refusal)`, saying why."""
-    trajectory = get_object_or_404(Trajectory, pk=pk)
+    workspace_ids = page_workspace_ids(request.user)
+    trajectory = get_object_or_404(trajectories_in(workspace_ids=workspace_ids), pk=pk)
     try:
         return review_decide(
             trajectory=trajectory,
@@ -75,7 +86,7 @@ def decision_posted(
             reason=request.POST.get("reason", ""),
         )
     except (StaleVersion, HeldByOther, ReviewError) as exc:
-        trajectory = get_object_or_404(trajectory_detail_queryset(), pk=pk)
+        trajectory = get_object_or_404(trajectory_detail_queryset(workspace_ids=workspace_ids), pk=pk)
         stale = isinstance(exc, StaleVersion)
         refusal = {
             "conflict": exc if stale else None,

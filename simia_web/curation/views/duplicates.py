@@ -9,7 +9,7 @@ from django.views.decorators.http import require_POST
 
 from simia_web.accounts.permissions import role_required
 from simia_web.accounts.scoping import page_workspace_ids
-from simia_web.curation.duplicates import KEEP_LABELS, cluster_detail, clusters_page
+from simia_web.curation.duplicates import KEEP_LABELS, cluster_detail, cluster_of_workspace, clusters_page
 from simia_web.curation.services import BULK_UNDO_MAX, ReviewError, cluster_keep_one
 
 from .bulk import bulk_summary
@@ -56,6 +56,8 @@ def cluster_page(request, head: int):
 @role_required("curator")
 @require_POST
 def cluster_keep(request, head: int):
+    if not cluster_of_workspace(workspace_ids=page_workspace_ids(request.user), head=head):
+        raise Http404("No such cluster in this workspace.")
     back = local_next(request, reverse("near-duplicate-clusters"))
     keep = int_or_none(request.POST.get("keep"))
     shown = [pk for pk in map(int_or_none, request.POST.getlist("shown")) if pk is not None]

@@ -10,6 +10,7 @@ from django.utils.datastructures import MultiValueDict
 from django.views.decorators.http import require_POST
 
 from simia_web.accounts.permissions import role_required
+from simia_web.accounts.scoping import page_workspace_ids
 from simia_web.core.clipping import EDIT_MAX_BYTES, too_large_to_edit
 from simia_web.core.dates import shown
 from simia_web.core.errors import HeldByOther
@@ -38,7 +39,7 @@ from simia_web.curation.versions import StaleVersion, changes_since
 from simia_web.formats import FormatError
 from simia_web.formats.conversation import tool_schemas
 
-from .common import CONFLICT, int_or_none, safe_next, with_query
+from .common import CONFLICT, int_or_none, page_trajectory, safe_next, with_query
 from .trajectory import decided
 
 
@@ -48,7 +49,7 @@ def trajectory_editor(request, pk: int):
     schema), messages added, removed and reordered; saving is fix and accept, or an edit that leaves the item
     undecided. Entering it holds the item (the page renews the hold, and lets it go when left); the annotator's
     unsaved work is kept as a draft as they type, and restored when they come back."""
-    trajectory = get_object_or_404(trajectory_detail_queryset(), pk=pk)
+    trajectory = get_object_or_404(trajectory_detail_queryset(workspace_ids=page_workspace_ids(request.user)), pk=pk)
     if too_large_to_edit(trajectory.messages or [], trajectory.tools or []):
         # Every message would be a form field in the page and again in the POST: refuse, and say why.
         context = {"t": trajectory, "edit_max_kib": EDIT_MAX_BYTES // 1024}
@@ -138,7 +139,7 @@ def _editor_save(request, trajectory: Trajectory, context: dict) -> HttpResponse
 @require_POST
 def trajectory_draft(request, pk: int):
     """Keep the editor's form as typed (the page posts it a moment after each change), or discard it."""
-    trajectory = get_object_or_404(Trajectory.objects.only("pk", "version"), pk=pk)
+    trajectory = page_trajectory(request, pk, "pk", "version")
     if request.POST.get("action") == "discard":
         draft_discard(trajectory_id=pk, author=request.user)
         messages.info(request, "Draft discarded: the editor shows the current version.")
@@ -166,5 +167,5 @@ def _draft_fields(request) -> dict[str, list[str]]:
 @require_POST
 def trajectory_check_call(request, pk: int):
     """The editor's inline check of one tool call, as the annotator types."""
-    trajectory = get_object_or_404(Trajectory.objects.only("tools"), pk=pk)
+    trajectory = page_trajectory(request, pk, "tools")
     return render(request, "curation/_call_errors.html", {"errors": tool_call_check(request.POST, trajectory.tools)})

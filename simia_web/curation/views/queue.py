@@ -10,6 +10,7 @@ from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
 from simia_web.accounts.permissions import role_required
+from simia_web.accounts.scoping import page_workspace_ids
 from simia_web.catalog.selectors import domain_names
 from simia_web.curation.filters import PENDING
 from simia_web.curation.forms import (
@@ -43,11 +44,13 @@ STATUS_CHOICES = [(PENDING, "Waiting for review"), ("all", "Any status"), *Traje
 
 @role_required("annotator")
 def review_queue(request):
-    filterset, qs, sort = queue_for(request.GET, request)
+    """The queue of the current workspace's trajectories."""
+    workspace_ids = page_workspace_ids(request.user)
+    filterset, qs, sort = queue_for(request.GET, request, workspace_ids=workspace_ids)
     page = queue_page(
         qs,
         sort,
-        search=queue_search_entries(filterset, page_size=QUEUE_PAGE_SIZE),
+        search=queue_search_entries(filterset, page_size=QUEUE_PAGE_SIZE, workspace_ids=workspace_ids),
         number=int_or_none(request.GET.get("page")) or 1,
         after=int_or_none(request.GET.get("after")),
         before=int_or_none(request.GET.get("before")),
@@ -58,7 +61,7 @@ def review_queue(request):
     context = {
         "filterset": filterset,
         "form": filterset.form,
-        "domains": domain_names(),
+        "domains": domain_names(workspace_ids=workspace_ids),
         "page": page,
         "query": query,
         "sort": sort or DEFAULT_SORT,
@@ -66,8 +69,8 @@ def review_queue(request):
         "query_params": [(k, v) for k, v in QueryDict(query).items() if k != "page"],
         "status_choices": STATUS_CHOICES,
         "now": timezone.now(),
-        "violation_codes": violation_codes(),
-        "bulk_form": BulkForm() if request.user.has_role("curator") else None,
+        "violation_codes": violation_codes(workspace_ids=workspace_ids),
+        "bulk_form": BulkForm(workspace_ids=workspace_ids) if request.user.has_role("curator") else None,
         "last_review": last_review(request),
         "last_bulk": request.session.pop("undo_bulk", None),
     }
@@ -77,10 +80,10 @@ def review_queue(request):
 @role_required("annotator")
 @require_POST
 def review_next(request):
-    """The review stream: claim the next free item of the filtered queue (after `after`) and open it; with `here`,
-    the item being viewed when it is free ("Start reviewing from here")."""
+    """The review stream: claim the next free item of the current workspace's filtered queue (after `after`) and
+    open it; with `here`, the item being viewed when it is free ("Start reviewing from here")."""
     query = filter_query(request.GET)
-    _, qs, sort = queue_for(request.GET, request)
+    _, qs, sort = queue_for(request.GET, request, workspace_ids=page_workspace_ids(request.user))
     here = queue_reviewable(qs, int_or_none(request.POST.get("here")))
     if here is not None and trajectory_hold(trajectory=here, user=request.user):
         claimed: Trajectory | None = here

@@ -9,6 +9,7 @@ from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
 from simia_web.accounts.permissions import role_required
+from simia_web.accounts.scoping import page_workspace_ids
 from simia_web.core.errors import HeldByOther
 from simia_web.curation.models import Decision, Review, Trajectory
 from simia_web.curation.selectors.queue import (
@@ -18,7 +19,7 @@ from simia_web.curation.selectors.queue import (
     queue_has,
 )
 from simia_web.curation.selectors.review_page import trajectory_page_context
-from simia_web.curation.selectors.trajectory import trajectory_detail_queryset
+from simia_web.curation.selectors.trajectory import reviews_in, trajectory_detail_queryset
 from simia_web.curation.services import (
     ReviewError,
     review_undo,
@@ -31,25 +32,32 @@ from simia_web.curation.services import (
 from simia_web.curation.versions import StaleVersion
 from simia_web.formats import FormatError
 
-from .common import decision_posted, int_or_none, last_review, with_query
+from .common import decision_posted, int_or_none, last_review, page_trajectory, with_query
 
 
 def _page_context(request, trajectory: Trajectory, **extra) -> dict:
-    return trajectory_page_context(request, trajectory, last_review=last_review(request), **extra)
+    return trajectory_page_context(
+        request,
+        trajectory,
+        workspace_ids=page_workspace_ids(request.user),
+        last_review=last_review(request),
+        **extra,
+    )
 
 
 @role_required("annotator")
 def trajectory_page(request, pk: int):
     """Viewing never reserves: only the review stream (`stream=1`, reached through review_next) holds an item."""
-    trajectory = get_object_or_404(trajectory_detail_queryset(), pk=pk)
+    trajectories = trajectory_detail_queryset(workspace_ids=page_workspace_ids(request.user))
+    trajectory = get_object_or_404(trajectories, pk=pk)
     return render(request, "curation/trajectory.html", _page_context(request, trajectory))
 
 
 def _after_decision(request, pk: int) -> str:
-    """Where a decision leads: in the stream, the next free item (claimed); otherwise the next item nobody else
-    holds, to view."""
+    """Where a decision leads: in the stream, the next free item of the workspace's queue (claimed); otherwise the
+    next item nobody else holds, to view."""
     query = filter_query(request.GET)
-    _, qs, sort = queue_for(request.GET, request)
+    _, qs, sort = queue_for(request.GET, request, workspace_ids=page_workspace_ids(request.user))
     if request.GET.get("stream") == "1":
         after = pk if queue_has(qs, pk) else None
         claimed = trajectory_claim_next(queue=qs, user=request.user, after_id=after, sort=sort)
@@ -77,6 +85,7 @@ def decided(request, review: Review, target: str | None = None) -> HttpResponse:
 def trajectory_decide(request, pk: int):
     decision = request.POST.get("decision", "")
     if decision == Decision.FIX_ACCEPT:
+        page_trajectory(request, pk, "pk")  # the editor is the workspace's item's only
         return redirect(with_query(reverse("trajectory-edit", args=[pk]), request.GET.urlencode()))
     review = decision_posted(
         request,
@@ -93,13 +102,13 @@ def trajectory_decide(request, pk: int):
 @require_POST
 def trajectory_reservation(request, pk: int):
     """Renew (the open stream page, on a timer) or release (the Release button, or leaving the page) a hold."""
+    trajectory = page_trajectory(request, pk, "pk", "reserved_by", "reserved_until")
     if request.POST.get("action") == "release":
         trajectory_release(trajectory_id=pk, user=request.user)
         if request.POST.get("next") == "queue":
             messages.info(request, f"Trajectory {pk} released.")
             return redirect(with_query(reverse("review-queue"), filter_query(request.GET)))
         return HttpResponse(status=204)
-    trajectory = get_object_or_404(Trajectory.objects.only("pk"), pk=pk)
     held = trajectory_reserve(trajectory=trajectory, user=request.user)
     holder = None if held else trajectory.reserved_by
     return JsonResponse(
@@ -114,7 +123,7 @@ def trajectory_reservation(request, pk: int):
 @role_required("annotator")
 @require_POST
 def trajectory_revert_view(request, pk: int):
-    trajectory = get_object_or_404(Trajectory, pk=pk)
+    trajectory = page_trajectory(request, pk)
     to_version = int_or_none(request.POST.get("to_version")) or 0
     try:
         trajectory_revert(
@@ -136,7 +145,7 @@ def trajectory_revert_view(request, pk: int):
 @require_POST
 def trajectory_judge_again_view(request, pk: int):
     """Queue the judge on the current version (an LLM call: curators decide when it is worth it)."""
-    trajectory = get_object_or_404(Trajectory.objects.only("pk", "version"), pk=pk)
+    trajectory = page_trajectory(request, pk, "pk", "version")
     job = trajectory_judge_again(trajectory=trajectory, actor=request.user)
     messages.success(request, f"Judging version {trajectory.version}: job {job.pk}.")
     return redirect(with_query(reverse("trajectory", args=[pk]), filter_query(request.GET)))
@@ -146,7 +155,7 @@ def trajectory_judge_again_view(request, pk: int):
 @require_POST
 def review_undo_view(request, pk: int):
     """Undo keeps the annotator in the stream, on the item they took the decision back from (they hold it)."""
-    review = get_object_or_404(Review, pk=pk)
+    review = get_object_or_404(reviews_in(workspace_ids=page_workspace_ids(request.user)), pk=pk)
     query = filter_query(request.GET)
     try:
         review_undo(review=review, actor=request.user)
