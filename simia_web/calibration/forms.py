@@ -5,6 +5,7 @@ from django.contrib.auth import get_user_model
 from django.http import QueryDict
 
 from simia_web.core.rest import query_length_check
+from simia_web.curation.selectors.people import workspace_people
 from simia_web.jobs.forms import ItemsField
 from simia_web.simulation.judge import CRITERIA
 
@@ -29,11 +30,6 @@ def rating_posted(post: QueryDict) -> dict:
     return {"scores": scores, "comment": post.get("comment", ""), "message_labels": labels}
 
 
-def _annotators():
-    """Everyone active: every role can annotate."""
-    return get_user_model().objects.filter(is_active=True).order_by("username")
-
-
 class AssignmentForm(forms.Form):
     """Items by the review queue's filters (its query string) or by ids, to `overlap` of the annotators chosen."""
 
@@ -46,9 +42,14 @@ class AssignmentForm(forms.Form):
     ids = ItemsField(required=False, label="Or trajectory ids", help_text="Separated by spaces or commas.")
     overlap = forms.IntegerField(min_value=1, max_value=20, initial=2, label="Annotators per item (k)")
     limit = forms.IntegerField(min_value=1, max_value=10_000, initial=100, label="At most this many items")
+    # The workspace's active members (every role can annotate): set by the form's workspace.
     annotators = forms.ModelMultipleChoiceField(
-        _annotators(), widget=forms.CheckboxSelectMultiple, to_field_name="username"
+        get_user_model().objects.none(), widget=forms.CheckboxSelectMultiple, to_field_name="username"
     )
+
+    def __init__(self, *args, workspace_ids: list[int], **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["annotators"].queryset = workspace_people(workspace_ids=workspace_ids)  # type: ignore[attr-defined]
 
     def clean_ids(self) -> list[int]:
         try:

@@ -1,6 +1,8 @@
 """The `calibrate` job kind, whole: a judge configuration (prompt version x endpoint profile) run over the items
 people have rated.
 
+The job works in its workspace: it judges that workspace's rated items, and its run is that workspace's.
+
 Stage `judge`: one unit per rated item; each calls the judge on the item's current text outside any transaction
 and stores its answer on the run only, never as the trajectory's verdict. An answer the judge could not give (an
 unparseable or invalid reply, an endpoint error) is stored with its reason and ends the unit in an error, not the
@@ -11,6 +13,7 @@ from django.conf import settings
 from django.urls import reverse
 from rest_framework import serializers
 
+from simia_web.accounts.models import default_workspace_id
 from simia_web.curation.models import Trajectory
 from simia_web.curation.selectors.trajectory import task_text
 from simia_web.jobs.forms import JobParametersForm, Notice
@@ -36,7 +39,8 @@ class CalibrationJobSerializer(serializers.Serializer):
     )
 
     def create(self, validated_data):
-        return calibration_job_create(**validated_data)
+        # The workspace the job is queued in (jobs.services.job_queue puts it in the context).
+        return calibration_job_create(**validated_data, workspace=self.context.get("workspace"))
 
 
 class CalibrationForm(JobParametersForm):
@@ -57,7 +61,10 @@ class CalibrationForm(JobParametersForm):
         return profile.pk if profile else None
 
     def prerequisites(self) -> list[Notice]:
-        if current_ratings().exists():
+        # The workspace the page queues in, when it names one (else the `default` one, as job_queue does).
+        workspace = getattr(self, "workspace", None)
+        workspace_ids = [workspace.pk if workspace is not None else default_workspace_id()]
+        if current_ratings(workspace_ids=workspace_ids).exists():
             return []
         return [
             Notice(
@@ -80,7 +87,8 @@ class CalibrationKind(JobKind):
 
     def plan(self, job, stage):
         if stage is None:
-            ids = list(rated_items().values_list("id", flat=True)[: settings.SIMIA_MAX_UNITS_PER_JOB])
+            rated = rated_items(workspace_ids=[job.workspace_id])
+            ids = list(rated.values_list("id", flat=True)[: settings.SIMIA_MAX_UNITS_PER_JOB])
             return JUDGE, [UnitPlan(JUDGE, f"item:{pk}", {"trajectory": pk}) for pk in ids]
         if stage == JUDGE:
             return SUMMARY, [UnitPlan(SUMMARY, f"summary:{job.params['run']}", {})]

@@ -7,7 +7,8 @@ from django.db import connection, transaction
 from django.db.models import Count
 from django.utils import timezone
 
-from simia_web.accounts.models import Role
+from simia_web.accounts.models import Role, Workspace, default_workspace_id, owner_workspace_id
+from simia_web.accounts.scoping import has_role_in, scoped
 from simia_web.core.errors import Conflict, ValidationFailed
 from simia_web.curation.models import Trajectory
 from simia_web.jobs.models import Job
@@ -133,20 +134,26 @@ def _ratings_revision_advance() -> None:
         )
 
 
-def assignments_create(*, trajectory_ids: list[int], annotators: list, overlap: int, actor, selection: dict) -> dict:
-    """Give each item to `overlap` annotators, those with the fewest assigned items first (then by id), so the load
-    stays even; an item already given to someone counts for them and is not given twice. Returns the counts."""
+def assignments_create(
+    *, trajectory_ids: list[int], annotators: list, overlap: int, actor, selection: dict, workspace: Workspace
+) -> dict:
+    """Give each item of `workspace` to `overlap` of its annotators, those with the fewest items assigned there first
+    (then by id), so the load stays even; an item already given to someone counts for them and is not given twice.
+    Items of another workspace and people who are not annotators in this one are refused. Returns the counts."""
     annotators = sorted({a.pk: a for a in annotators}.values(), key=lambda a: a.pk)
     if not 1 <= overlap <= len(annotators):
         raise ValidationFailed(f"k must be between 1 and the {len(annotators)} annotators chosen", "overlap")
-    if refused := [a.username for a in annotators if not a.has_role(Role.ANNOTATOR)]:
-        raise ValidationFailed(f"not annotators: {', '.join(refused)}", "annotators")
+    if refused := [a.username for a in annotators if not has_role_in(a, workspace.pk, Role.ANNOTATOR)]:
+        raise ValidationFailed(f"not annotators in this workspace: {', '.join(refused)}", "annotators")
     if not trajectory_ids:
         raise ValidationFailed("no item matches", "selection")
+    theirs = scoped(Trajectory.objects.filter(pk__in=trajectory_ids), [workspace.pk]).values_list("pk", flat=True)
+    if missing := sorted(set(trajectory_ids) - set(theirs)):
+        raise ValidationFailed(f"no trajectory with id {', '.join(map(str, missing[:20]))}", "trajectories")
     with transaction.atomic():
         load = Counter(
             dict(
-                RatingAssignment.objects.filter(annotator__in=annotators)
+                scoped(RatingAssignment.objects.filter(annotator__in=annotators), [workspace.pk])
                 .values_list("annotator_id")
                 .annotate(n=Count("id"))
                 .order_by()
@@ -157,7 +164,9 @@ def assignments_create(*, trajectory_ids: list[int], annotators: list, overlap: 
             "trajectory_id", "annotator_id"
         ):
             held.setdefault(item, set()).add(annotator)
-        batch = AssignmentBatch.objects.create(created_by=actor, overlap=overlap, selection=selection)
+        batch = AssignmentBatch.objects.create(
+            created_by=actor, overlap=overlap, selection=selection, workspace=workspace
+        )
         rows = []
         for item in trajectory_ids:
             already = held.get(item, set())
@@ -170,8 +179,12 @@ def assignments_create(*, trajectory_ids: list[int], annotators: list, overlap: 
     return {"batch": batch.pk, "items": len(trajectory_ids), "assignments": len(rows)}
 
 
-def calibration_job_create(*, prompt_version: str, profile: int | None = None, actor=None) -> Job:
-    """Queue a run of the judge configuration over the items people have rated (their current texts)."""
+def calibration_job_create(
+    *, prompt_version: str, profile: int | None = None, actor=None, workspace: Workspace | None = None
+) -> Job:
+    """Queue a run of the judge configuration over the items people have rated (their current texts) in `workspace`
+    (the `default` one when None): the job is that workspace's, and so is its run."""
+    workspace_id = default_workspace_id() if workspace is None else workspace.pk
     if prompt_version not in PROMPTS:
         raise ValidationFailed(
             f"no prompt version {prompt_version!r}; versions: {', '.join(PROMPTS)}", "prompt_version"
@@ -179,7 +192,7 @@ def calibration_job_create(*, prompt_version: str, profile: int | None = None, a
     chosen = EndpointProfile.objects.filter(pk=profile).first() if profile else selectors.judge_profile_in_use()
     if chosen is None:
         raise ValidationFailed(f"no endpoint profile with id {profile}", "profile")
-    if not selectors.rated_items().exists():
+    if not selectors.rated_items(workspace_ids=[workspace_id]).exists():
         raise ValidationFailed("nobody has rated an item yet: there is nothing to calibrate against", "prompt_version")
     with transaction.atomic():
         run = CalibrationRun.objects.create(
@@ -187,14 +200,16 @@ def calibration_job_create(*, prompt_version: str, profile: int | None = None, a
             profile=chosen,
             profile_name=chosen.name,
             created_by=actor if getattr(actor, "pk", None) else None,
+            workspace_id=workspace_id,
         )
         job = job_create(
             kind=CALIBRATE,
             params={"run": run.pk, "prompt_version": prompt_version, "profile": chosen.pk},
             actor=actor,
+            workspace_id=workspace_id,
         )
-        run.job = job
-        run.save(update_fields=["job"])
+        run.job, run.workspace_id = job, job.workspace_id  # the run is its job's workspace's
+        run.save(update_fields=["job", "workspace"])
     return job
 
 
@@ -217,7 +232,8 @@ def answer_record(*, run: CalibrationRun, trajectory_id: int, version: int, verd
 def run_summarize(*, run: CalibrationRun) -> dict:
     """The run's figures against the people's current ratings, kept on the run."""
     answers = selectors.run_answers(run)
-    consensus = figures.human_consensus(selectors.current_rating_rows(trajectory_ids=list(answers)))
+    rows = selectors.current_rating_rows(workspace_ids=[owner_workspace_id(run)], trajectory_ids=list(answers))
+    consensus = figures.human_consensus(rows)
     split = figures.disagreements(answers, consensus)
     summary = {
         "items": len(answers),

@@ -1,6 +1,7 @@
 """Calibration pages: the rating panel of the review page, assigned items, handing items out, and the calibration
-page (judge configurations against people's ratings, and agreement between annotators). Everything an LLM or a
-person wrote is rendered escaped."""
+page (judge configurations against people's ratings, and agreement between annotators), each of the current
+workspace only: another workspace's item or run is not found. Everything an LLM or a person wrote is rendered
+escaped."""
 
 from django.conf import settings
 from django.contrib import messages
@@ -8,9 +9,11 @@ from django.core.paginator import Paginator
 from django.shortcuts import get_object_or_404, redirect, render
 
 from simia_web.accounts.permissions import role_required
+from simia_web.accounts.scoping import page_workspace_ids, scoped
 from simia_web.core.errors import ValidationFailed
 from simia_web.curation.models import Trajectory
 from simia_web.curation.selectors.queue import queue_filterset
+from simia_web.curation.selectors.trajectory import trajectories_in
 from simia_web.simulation.judge import CRITERIA, CRITERION_QUESTIONS, GRADES, PASS_THRESHOLD
 
 from . import selectors
@@ -70,7 +73,8 @@ def _panel(request, trajectory: Trajectory, *, posted: dict | None = None, statu
 @role_required("annotator")
 def rating_panel(request, pk: int):
     """The review page's rating panel (loaded by htmx); a POST saves the ratings of the text version read."""
-    trajectory = get_object_or_404(Trajectory.objects.only("id", "text_version", "version", "messages"), pk=pk)
+    trajectories = trajectories_in(workspace_ids=page_workspace_ids(request.user))
+    trajectory = get_object_or_404(trajectories.only("id", "text_version", "version", "messages"), pk=pk)
     if request.method != "POST":
         return _panel(request, trajectory)
     posted = rating_posted(request.POST)
@@ -90,22 +94,25 @@ def rating_panel(request, pk: int):
 
 @role_required("annotator")
 def assigned(request):
-    """The items handed to the signed-in annotator, those still to rate first."""
-    page = Paginator(selectors.inbox(request.user), PAGE_SIZE).get_page(request.GET.get("page"))
+    """The items of the current workspace handed to the signed-in annotator, those still to rate first."""
+    items = selectors.inbox(request.user, workspace_ids=page_workspace_ids(request.user))
+    page = Paginator(items, PAGE_SIZE).get_page(request.GET.get("page"))
     return render(request, "calibration/assigned.html", {"page": page, "query": ""})
 
 
 @role_required("curator")
 def assignments(request):
-    """Hand items (a queue filter or ids) to k of the annotators chosen."""
-    form = AssignmentForm(request.POST or None)
+    """Hand items of the current workspace (a queue filter or ids) to k of the annotators chosen among its
+    members."""
+    workspace_ids = page_workspace_ids(request.user)
+    form = AssignmentForm(request.POST or None, workspace_ids=workspace_ids)
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         if data["query"] is not None:
-            items = queue_filterset(params=data["query"], request=request).qs
+            items = queue_filterset(params=data["query"], request=request, workspace_ids=workspace_ids).qs
             selection = {"query": data["query"].urlencode()}
         else:
-            items = Trajectory.objects.filter(pk__in=data["ids"])
+            items = trajectories_in(workspace_ids=workspace_ids).filter(pk__in=data["ids"])
             selection = {"ids": data["ids"]}
         ids = list(items.order_by("id").values_list("id", flat=True)[: data["limit"]])
         try:
@@ -115,13 +122,14 @@ def assignments(request):
                 overlap=data["overlap"],
                 actor=request.user,
                 selection=selection,
+                workspace=request.user.current_workspace,
             )
         except ValidationFailed as exc:
             form.add_error(None, exc.detail)
         else:
             messages.success(request, f"{made['assignments']} assignments of {made['items']} items.")
             return redirect("calibration-assignments")
-    batches = AssignmentBatch.objects.select_related("created_by").order_by("-id")[:PAGE_SIZE]
+    batches = scoped(AssignmentBatch.objects.select_related("created_by"), workspace_ids).order_by("-id")[:PAGE_SIZE]
     return render(request, "calibration/assignments.html", {"form": form, "batches": batches})
 
 
@@ -132,9 +140,11 @@ def _figure_rows(run: CalibrationRun | None) -> dict:
 @role_required("annotator")
 def calibration_page(request, pk: int | None = None):
     """A run's figures per criterion beside those of the configuration in use, with its disagreements; the runs;
-    agreement between annotators."""
-    in_use = selectors.configuration_in_use()
-    run = get_object_or_404(selectors.run_list(), pk=pk) if pk else selectors.run_list().first()
+    agreement between annotators: the current workspace's."""
+    workspace_ids = page_workspace_ids(request.user)
+    in_use = selectors.configuration_in_use(workspace_ids=workspace_ids)
+    runs = selectors.run_list(workspace_ids=workspace_ids)
+    run = get_object_or_404(runs, pk=pk) if pk else runs.first()
     chosen, current = _figure_rows(run), _figure_rows(in_use["run"])
     rows = [{"name": name, "run": chosen.get(name), "in_use": current.get(name)} for name in ROWS]
     return render(
@@ -143,11 +153,11 @@ def calibration_page(request, pk: int | None = None):
         {
             "run": run,
             "in_use": in_use,
-            "best": selectors.best_calibrated(),
+            "best": selectors.best_calibrated(workspace_ids=workspace_ids),
             "rows": rows,
             "failures": selectors.run_failures(run)[:PAGE_SIZE] if run else [],
-            "runs": selectors.run_list()[:PAGE_SIZE],
-            "iaa": selectors.inter_annotator_agreement(),
+            "runs": runs[:PAGE_SIZE],
+            "iaa": selectors.inter_annotator_agreement(workspace_ids=workspace_ids),
             "threshold": PASS_THRESHOLD,
             "max_units": settings.SIMIA_MAX_UNITS_PER_JOB,
         },
@@ -157,14 +167,15 @@ def calibration_page(request, pk: int | None = None):
 @role_required("annotator")
 def agreement_panel(request):
     """The agreement page's per-criterion part (loaded by htmx): the judge's verdicts standing on the rated texts
-    against people's ratings, and agreement between annotators."""
-    ratings = selectors.ratings_fingerprint()  # read once for both figures
+    against people's ratings, and agreement between annotators, in the current workspace."""
+    workspace_ids = page_workspace_ids(request.user)
+    ratings = selectors.ratings_fingerprint(workspace_ids=workspace_ids)  # read once for both figures
     return render(
         request,
         "calibration/_agreement.html",
         {
-            "figures": selectors.verdicts_against_people(ratings=ratings),
+            "figures": selectors.verdicts_against_people(workspace_ids=workspace_ids, ratings=ratings),
             "criteria": ROWS,
-            "iaa": selectors.inter_annotator_agreement(ratings=ratings),
+            "iaa": selectors.inter_annotator_agreement(workspace_ids=workspace_ids, ratings=ratings),
         },
     )

@@ -10,6 +10,7 @@ from django.template.loader import render_to_string
 from django.utils import timezone
 from playwright.sync_api import expect
 
+from simia_web.accounts.models import Workspace
 from simia_web.calibration.models import CalibrationAnswer, CalibrationRun
 from simia_web.calibration.services import assignments_create, rating_save
 from simia_web.calibration.services import run_summarize as calibration_summarize
@@ -229,6 +230,7 @@ def seed_everything(users) -> dict:
         overlap=1,
         actor=None,
         selection={},
+        workspace=Workspace.objects.get(slug="default"),
     )
     calibration = CalibrationRun.objects.create(prompt_version="judge-v4", profile_name="stub")
     CalibrationAnswer.objects.create(

@@ -3,6 +3,7 @@ agreement from ratings on the agreement page, and the role checks of the pages a
 
 import pytest
 
+from simia_web.accounts.models import Workspace, default_workspace_id
 from simia_web.accounts.services import user_create
 from simia_web.calibration.models import CriterionRating, MessageLabel, RatingAssignment
 from simia_web.calibration.selectors import inbox, inter_annotator_agreement, verdicts_against_people
@@ -43,7 +44,7 @@ def test_a_rating_is_bound_to_the_text_version_and_an_edit_makes_it_history(user
 
     # A decision does not change the text: the rating stands.
     review_decide(trajectory=trajectory, reviewer=users["curator"], decision="accept", expected_version=1)
-    assert inter_annotator_agreement()["items"] == 1
+    assert inter_annotator_agreement(workspace_ids=[default_workspace_id()])["items"] == 1
 
     trajectory.refresh_from_db()
     edited = [dict(m) for m in trajectory.messages]
@@ -53,7 +54,8 @@ def test_a_rating_is_bound_to_the_text_version_and_an_edit_makes_it_history(user
     )
     trajectory.refresh_from_db()
     assert trajectory.text_version > 1
-    assert inter_annotator_agreement()["items"] == 0  # only ratings of the current text count
+    # Only ratings of the current text count.
+    assert inter_annotator_agreement(workspace_ids=[default_workspace_id()])["items"] == 0
     with pytest.raises(RatingStale):
         rating_save(trajectory_id=trajectory.pk, annotator=users["annotator"], text_version=1, scores=full(1.0))
     rating_save(
@@ -94,7 +96,8 @@ def test_ratings_off_the_judges_scale_or_labels_off_the_taxonomy_are_refused(use
 def test_items_go_to_k_annotators_with_the_load_kept_even(users):
     people = [user_create(username=f"rater{i}", role="annotator", password="correct-horse-9") for i in range(3)]
     items = [make_trajectory().pk for _ in range(3)]
-    made = assignments_create(trajectory_ids=items, annotators=people, overlap=2, actor=users["curator"], selection={})
+    where = {"actor": users["curator"], "selection": {}, "workspace": Workspace.objects.get(slug="default")}
+    made = assignments_create(trajectory_ids=items, annotators=people, overlap=2, **where)
     assert made == {"batch": made["batch"], "items": 3, "assignments": 6}
     per_item = {item: set() for item in items}
     for item, person in RatingAssignment.objects.values_list("trajectory_id", "annotator_id"):
@@ -104,13 +107,13 @@ def test_items_go_to_k_annotators_with_the_load_kept_even(users):
     assert sorted(loads) == [2, 2, 2]
 
     # Again with k=3: each item only gets the annotator it lacks.
-    again = assignments_create(trajectory_ids=items, annotators=people, overlap=3, actor=users["curator"], selection={})
+    again = assignments_create(trajectory_ids=items, annotators=people, overlap=3, **where)
     assert again["assignments"] == 3 and RatingAssignment.objects.count() == 9
     with pytest.raises(ValidationFailed):
-        assignments_create(trajectory_ids=items, annotators=people, overlap=4, actor=users["curator"], selection={})
+        assignments_create(trajectory_ids=items, annotators=people, overlap=4, **where)
 
     rating_save(trajectory_id=items[0], annotator=people[0], text_version=1, scores=full(0.5))
-    assert [(a.trajectory_id, a.done) for a in inbox(people[0])] == [
+    assert [(a.trajectory_id, a.done) for a in inbox(people[0], workspace_ids=[default_workspace_id()])] == [
         (items[1], False),
         (items[2], False),
         (items[0], True),
@@ -127,10 +130,10 @@ def test_ratings_show_in_agreement_per_criterion_and_between_annotators(users, c
         rating_save(trajectory_id=t.pk, annotator=a, text_version=1, scores=full(1.0, task_completed=mine))
         rating_save(trajectory_id=t.pk, annotator=b, text_version=1, scores=full(1.0, task_completed=theirs))
 
-    iaa = inter_annotator_agreement()
+    iaa = inter_annotator_agreement(workspace_ids=[default_workspace_id()])
     assert iaa["criteria"]["task_completed"]["alpha"] == pytest.approx(4 / 9)
     # The judge's task_completed: pass, fail, pass; people's means 0, 1, 0.5 (pass at 0.7): fail, pass, fail.
-    figures = verdicts_against_people()
+    figures = verdicts_against_people(workspace_ids=[default_workspace_id()])
     assert figures["task_completed"]["confusion"] == {"pass_pass": 0, "pass_fail": 2, "fail_pass": 1, "fail_fail": 0}
     assert figures["task_completed"]["accuracy"] == 0.0
 
