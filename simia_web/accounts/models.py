@@ -42,6 +42,12 @@ def default_workspace_id() -> int:
     return workspace.pk
 
 
+def owner_workspace_id(row) -> int:
+    """The id of the workspace owning `row` (a model with an owner_workspace_field): never null, though the typing
+    stubs read a foreign key with a default as optional."""
+    return row.workspace_id
+
+
 def owner_workspace_field(related_name: str = "+") -> models.ForeignKey:
     """The owner workspace of a team's row; the default workspace when the writer names none."""
     return models.ForeignKey(

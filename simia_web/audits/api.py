@@ -8,6 +8,8 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from simia_web.accounts.permissions import ReadMemberWriteCurator
+from simia_web.accounts.rest import WORKSPACE_PARAMETER, request_workspace_ids, workspace_write_field
+from simia_web.accounts.scoping import workspace_for_write
 from simia_web.core.pagination import IdCursorPagination
 from simia_web.core.rest import ErrorSerializer
 from simia_web.curation.models import Review
@@ -39,11 +41,13 @@ class CriterionFiguresSerializer(serializers.Serializer):
 
 class AuditSerializer(serializers.ModelSerializer):
     created_by: serializers.SlugRelatedField = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    workspace: serializers.SlugRelatedField = serializers.SlugRelatedField(slug_field="slug", read_only=True)
 
     class Meta:
         model = Audit
         fields = [
             "id",
+            "workspace",
             "population",
             "sample_size",
             "strategy",
@@ -139,6 +143,7 @@ class AuditCreateSerializer(serializers.Serializer):
     blind = serializers.BooleanField(
         default=True, help_text="Hide the judge's verdict, scores and rationale on an item until it is decided."
     )
+    workspace = workspace_write_field()
 
 
 class AuditItemSerializer(serializers.ModelSerializer):
@@ -190,13 +195,18 @@ class AuditViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     filter_backends: list = []
 
     def get_queryset(self):
-        return audits_list()
+        return audits_list(workspace_ids=request_workspace_ids(self.request))
+
+    @extend_schema(parameters=[WORKSPACE_PARAMETER])
+    def list(self, request, *args, **kwargs):
+        return super().list(request, *args, **kwargs)
 
     @extend_schema(request=AuditCreateSerializer, responses={201: AuditSerializer, 400: REFUSED})
     def create(self, request, *args, **kwargs):
         body = AuditCreateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
+        workspace = workspace_for_write(request.user, data.get("workspace"), role="curator")
         audit = audit_create(
             filters=data["filters"],
             sample_size=data["sample_size"],
@@ -204,6 +214,7 @@ class AuditViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
             seed=data.get("seed"),
             blind=data["blind"],
             actor=request.user,
+            workspace_id=workspace.pk,
         )
         return Response(AuditSerializer(audit).data, status=status.HTTP_201_CREATED)
 

@@ -12,6 +12,7 @@ import numpy as np
 from django.contrib.contenttypes.models import ContentType
 from django.db.models import Exists, F, OuterRef, QuerySet
 
+from simia_web.accounts.scoping import scoped
 from simia_web.calibration.models import CriterionRating
 from simia_web.core.models import Revision
 from simia_web.curation.models import STANDING, Decision, Review, Trajectory
@@ -30,8 +31,13 @@ EDITED_SHOWN = 50
 REJECTING = frozenset({Decision.REJECT, Decision.FIX_ACCEPT})
 
 
-def audits_list() -> QuerySet[Audit]:
-    return Audit.objects.select_related("created_by").order_by("-id")
+def audits_list(*, workspace_ids: list[int]) -> QuerySet[Audit]:
+    return scoped(Audit.objects.select_related("created_by"), workspace_ids).order_by("-id")
+
+
+def audit_in(*, workspace_ids: list[int], pk: int) -> Audit | None:
+    """The audit `pk` if one of the workspaces owns it (another workspace's is as good as missing)."""
+    return audits_list(workspace_ids=workspace_ids).filter(pk=pk).first()
 
 
 def counted_reviews(audit: Audit) -> QuerySet[Review]:

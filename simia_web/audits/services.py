@@ -14,6 +14,8 @@ import numpy as np
 from django.db import transaction
 from django.db.models import Q, QuerySet
 
+from simia_web.accounts.models import default_workspace_id, owner_workspace_id
+from simia_web.accounts.scoping import scoped
 from simia_web.core.errors import ValidationFailed
 from simia_web.core.services import audit_record
 from simia_web.curation.filters import TrajectoryFilter
@@ -81,10 +83,10 @@ def _filterset(filters: dict[str, str]) -> TrajectoryFilter:
     return queue_filterset(params=dict(filters), request=None)
 
 
-def audit_population(filters: dict[str, str]) -> QuerySet[Trajectory]:
-    """The trajectories an audit with these (cleaned) filters covers now: the queue's, less the empty and errored
-    conversations, which are never accepted and so never audited."""
-    return _filterset(filters).qs.filter(reviewable=True)
+def audit_population(filters: dict[str, str], *, workspace_id: int) -> QuerySet[Trajectory]:
+    """The trajectories of the workspace an audit with these (cleaned) filters covers now: the queue's, less the
+    empty and errored conversations, which are never accepted and so never audited."""
+    return scoped(_filterset(filters).qs, [workspace_id]).filter(reviewable=True)
 
 
 def _strategy_clean(strategy: Any) -> str:
@@ -132,9 +134,17 @@ def _judges(members: Population) -> list[dict]:
 
 
 def audit_create(
-    *, filters: Any, sample_size: Any, strategy: Any, seed: Any = None, blind: bool = True, actor
+    *,
+    filters: Any,
+    sample_size: Any,
+    strategy: Any,
+    seed: Any = None,
+    blind: bool = True,
+    actor,
+    workspace_id: int | None = None,
 ) -> Audit:
-    """Freeze the population the filters select now, draw the sample, and record both.
+    """Freeze the population the filters select now in the workspace (the `default` one when None), draw the
+    sample, and record both.
 
     Members are stored compactly (AuditPopulation) with the text version each had and the inclusion probability
     and prediction the draw gave it; only the sample has rows, in the order its items are given out. Refusals (a
@@ -144,7 +154,8 @@ def audit_create(
     size = _positive_int(sample_size, "sample_size", low=1, high=2**31 - 1)
     seed = secrets.randbelow(2**31) if seed is None else _positive_int(seed, "seed", low=0, high=SEED_MAX)
     cleaned = audit_filters_clean(filters)
-    members = population_read(audit_population(cleaned))
+    workspace_id = default_workspace_id() if workspace_id is None else workspace_id
+    members = population_read(audit_population(cleaned, workspace_id=workspace_id))
     n = len(members)
     if not n:
         raise ValidationFailed("no trajectory matches these filters: the population is empty", "filters")
@@ -169,6 +180,7 @@ def audit_create(
             judge_failed=int(np.nansum(members.judge_failed)),
             judge=_judges(members),
             created_by=actor if getattr(actor, "pk", None) else None,
+            workspace_id=workspace_id,
         )
         AuditPopulation.objects.create(
             audit=audit,
@@ -330,6 +342,7 @@ def audit_accept_rest(*, audit: Audit, max_error_rate: Any, actor) -> Acceptance
                 reason=reason,
                 selection={"name": SELECTION, "audit": audit.pk},
                 audit=audit.pk,
+                workspace_id=owner_workspace_id(audit),
             )
             acceptance.batch = acceptance.job.params["batch"]
         acceptance.save()

@@ -7,13 +7,15 @@ from urllib.parse import urlencode
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
-from django.http import HttpResponse
+from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
+from simia_web.accounts.models import owner_workspace_id
 from simia_web.accounts.permissions import role_required
+from simia_web.accounts.scoping import page_workspace_ids
 from simia_web.catalog.selectors import domain_names
 from simia_web.core.errors import HeldByOther, ValidationFailed
 from simia_web.curation.models import Decision, Review, Trajectory
@@ -32,6 +34,7 @@ from .selectors import (
     acceptances,
     accepted_on_evidence,
     audit_estimate,
+    audit_in,
     audit_neighbours,
     audits_list,
     item_decision,
@@ -41,11 +44,23 @@ from .services import audit_accept_rest, audit_blind_set, audit_claim_next, audi
 PAGE_SIZE = 50
 
 
+def _audit(request, pk: int) -> Audit:
+    """The audit `pk` of the current workspace; another workspace's is not found."""
+    audit = audit_in(workspace_ids=page_workspace_ids(request.user), pk=pk)
+    if audit is None:
+        raise Http404("No such audit in this workspace.")
+    return audit
+
+
 @role_required("annotator")
 def audit_list(request):
     """Every audit, newest first; curators and admins create one here."""
     curator = request.user.has_role("curator")
-    form = AuditForm(request.POST or None, domains=domain_names()) if curator else None
+    form = (
+        AuditForm(request.POST or None, domains=domain_names(workspace_ids=page_workspace_ids(request.user)))
+        if curator
+        else None
+    )
     if request.method == "POST":
         if form is None:
             raise PermissionDenied("Creating an audit needs the curator role.")
@@ -59,6 +74,7 @@ def audit_list(request):
                     seed=data["seed"],
                     blind=data["blind"],
                     actor=request.user,
+                    workspace_id=request.user.current_workspace_id,
                 )
             except ValidationFailed as exc:
                 form.add_error(None, f"{exc.field.replace('_', ' ')}: {exc.detail}")
@@ -67,14 +83,16 @@ def audit_list(request):
                     request, f"Audit {audit.pk}: {audit.sample_size} of {audit.population} trajectories drawn."
                 )
                 return redirect("audit-detail", pk=audit.pk)
-    page = Paginator(audits_list(), PAGE_SIZE).get_page(request.GET.get("page"))
+    page = Paginator(audits_list(workspace_ids=page_workspace_ids(request.user)), PAGE_SIZE).get_page(
+        request.GET.get("page")
+    )
     status = 400 if form is not None and form.errors else 200
     return render(request, "audits/list.html", {"page": page, "form": form, "query": ""}, status=status)
 
 
 @role_required("annotator")
 def audit_detail(request, pk: int):
-    audit = get_object_or_404(Audit.objects.select_related("created_by"), pk=pk)
+    audit = _audit(request, pk)
     figures = audit_estimate(audit, trace=True)
     edited = figures.edited
     context = {
@@ -104,7 +122,7 @@ def _item_url(audit_id: int, trajectory_id: int, *, stream: bool = False) -> str
 def audit_next(request, pk: int):
     """The audit's stream: claim the next item in the sample's order that no decision counts for and nobody else
     holds (after `after`, the position skipped, when skipping) and open it."""
-    audit = get_object_or_404(Audit, pk=pk)
+    audit = _audit(request, pk)
     claimed = audit_claim_next(audit=audit, user=request.user, after_position=int_or_none(request.POST.get("after")))
     if claimed is None:
         messages.info(request, "Nothing left to decide in this audit: every item is decided or held by someone.")
@@ -159,16 +177,18 @@ def _item_context(request, audit: Audit, item: AuditItem, trajectory: Trajectory
     return context
 
 
-def _item(pk: int, trajectory_id: int) -> tuple[Audit, AuditItem]:
-    item = get_object_or_404(AuditItem.objects.select_related("audit"), audit_id=pk, trajectory_id=trajectory_id)
-    return item.audit, item
+def _item(request, pk: int, trajectory_id: int) -> tuple[Audit, AuditItem]:
+    audit = _audit(request, pk)
+    return audit, get_object_or_404(AuditItem, audit_id=audit.pk, trajectory_id=trajectory_id)
 
 
 @role_required("annotator")
 def audit_item(request, pk: int, trajectory_id: int):
     """One sampled item. Viewing never holds it: the stream (`stream=1`, reached through audit_next) does."""
-    audit, item = _item(pk, trajectory_id)
-    trajectory = get_object_or_404(trajectory_detail_queryset(), pk=trajectory_id)
+    audit, item = _item(request, pk, trajectory_id)
+    trajectory = get_object_or_404(
+        trajectory_detail_queryset(workspace_ids=[owner_workspace_id(audit)]), pk=trajectory_id
+    )
     return render(request, "audits/item.html", _item_context(request, audit, item, trajectory))
 
 
@@ -177,7 +197,7 @@ def audit_item(request, pk: int, trajectory_id: int):
 def audit_item_decide(request, pk: int, trajectory_id: int):
     """Accept or reject the version read, as on the review page (the same service); fix and accept opens the
     editor. In the stream the next item is claimed."""
-    audit, item = _item(pk, trajectory_id)
+    audit, item = _item(request, pk, trajectory_id)
     decision = request.POST.get("decision", "")
     stream = request.GET.get("stream") == "1"
     if decision == Decision.FIX_ACCEPT:
@@ -209,7 +229,7 @@ def audit_item_decide(request, pk: int, trajectory_id: int):
 @require_POST
 def audit_item_release(request, pk: int, trajectory_id: int):
     """Let go of the item (the Release button): back to the audit's page."""
-    _item(pk, trajectory_id)
+    _item(request, pk, trajectory_id)
     trajectory_release(trajectory_id=trajectory_id, user=request.user)
     messages.info(request, f"Trajectory {trajectory_id} released.")
     return redirect("audit-detail", pk=pk)
@@ -219,8 +239,8 @@ def audit_item_release(request, pk: int, trajectory_id: int):
 @require_POST
 def audit_undo(request, pk: int, review_id: int):
     """Take back a decision (the toast's Undo): the person holds the item again, in the audit's stream."""
-    review = get_object_or_404(Review, pk=review_id)
-    _item(pk, review.trajectory_id)
+    audit = _audit(request, pk)
+    review = get_object_or_404(Review, pk=review_id, trajectory__audit_items__audit=audit)
     try:
         review_undo(review=review, actor=request.user)
     except (StaleVersion, HeldByOther, ReviewError) as exc:
@@ -233,7 +253,7 @@ def audit_undo(request, pk: int, review_id: int):
 @role_required("curator")
 @require_POST
 def audit_accept_rest_view(request, pk: int):
-    audit = get_object_or_404(Audit, pk=pk)
+    audit = _audit(request, pk)
     form = CeilingForm(request.POST)
     if not form.is_valid():
         messages.error(request, "Not accepted: give the ceiling as a percentage between 0 and 100.")
@@ -257,7 +277,7 @@ def audit_accept_rest_view(request, pk: int):
 @role_required("curator")
 @require_POST
 def audit_blind(request, pk: int):
-    audit = get_object_or_404(Audit, pk=pk)
+    audit = _audit(request, pk)
     blind = request.POST.get("blind") == "1"
     audit_blind_set(audit=audit, blind=blind, actor=request.user)
     messages.success(

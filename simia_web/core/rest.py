@@ -86,8 +86,12 @@ class SelectorListMixin(_ListView):
         filterset = self.filterset_class(request.query_params, request=request)
         if not filterset.is_valid():
             raise translate_validation(filterset.errors)
-        page = self.paginate_queryset(self.list_selector(filters=request.query_params))
+        page = self.paginate_queryset(self.list_selector(filters=request.query_params, **self.list_scope()))
         return self.get_paginated_response(self.get_serializer(page, many=True).data)
+
+    def list_scope(self) -> dict:
+        """Further keyword arguments of the selector that say whose rows the request reads (see WorkspaceScoped)."""
+        return {}
 
 
 class FormatIsAFilter(DefaultContentNegotiation):

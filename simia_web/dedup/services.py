@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable
 import numpy as np
 from django.db import connection, transaction
 
+from simia_web.accounts.models import owner_workspace_id
 from simia_web.core.dispatch import task_send
 from simia_web.core.rows import quoted_column, quoted_table, rows_insert
 
@@ -137,7 +138,10 @@ def clusters_refresh(*, corpus: str, item_ids: list[int]) -> None:
             if row is None or row.cluster is not None:
                 continue
             neighbour = joinable_neighbour(
-                corpus=corpus, workspace_id=row.workspace_id, minhash=signature_load(row.minhash), exclude=item_id
+                corpus=corpus,
+                workspace_id=owner_workspace_id(row),
+                minhash=signature_load(row.minhash),
+                exclude=item_id,
             )
             _join(corpus, item_id, neighbour)
 
@@ -189,9 +193,8 @@ def _signatures_write(corpus: str, source, batch: list[dict]) -> int:
 
 def _signatures(corpus: str):
     """(pk, item_id, workspace_id, minhash) of every signature of `corpus`, in item order, streamed."""
-    rows = Signature.objects.filter(corpus=corpus).order_by("item_id")
-    rows = rows.values_list("pk", "item_id", "workspace_id", "minhash")
-    return rows.iterator(chunk_size=CHUNK)
+    signatures = Signature.objects.filter(corpus=corpus).order_by("item_id")
+    return signatures.values_list("pk", "item_id", "workspace_id", "minhash").iterator(chunk_size=CHUNK)
 
 
 def _chunks(rows):

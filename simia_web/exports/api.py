@@ -11,7 +11,9 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from simia_web.accounts.permissions import ReadMemberWriteCurator
-from simia_web.core.rest import ErrorSerializer, FormatIsAFilter, SelectorListMixin
+from simia_web.accounts.rest import WorkspaceScopedListMixin, request_workspace_ids, workspace_write_field
+from simia_web.accounts.scoping import workspace_for_write
+from simia_web.core.rest import ErrorSerializer, FormatIsAFilter
 from simia_web.curation.duplicates import KEEP_ORDERS
 
 from .filters import SnapshotFilter
@@ -193,9 +195,10 @@ class SnapshotCreateSerializer(serializers.Serializer):
         max_value=1,
         help_text="The ceiling on the audit's upper bound (a share: 0.05 is 5%), given with `audit`.",
     )
+    workspace = workspace_write_field()
 
 
-class SnapshotViewSet(SelectorListMixin, mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
+class SnapshotViewSet(WorkspaceScopedListMixin, mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     permission_classes = [ReadMemberWriteCurator]
     serializer_class = SnapshotSerializer
     filterset_class = SnapshotFilter
@@ -203,7 +206,7 @@ class SnapshotViewSet(SelectorListMixin, mixins.CreateModelMixin, viewsets.ReadO
     content_negotiation_class = FormatIsAFilter
 
     def get_queryset(self):
-        return snapshots()
+        return snapshots(workspace_ids=request_workspace_ids(self.request))
 
     @extend_schema(
         request=SnapshotCreateSerializer,
@@ -218,6 +221,7 @@ class SnapshotViewSet(SelectorListMixin, mixins.CreateModelMixin, viewsets.ReadO
     def create(self, request, *args, **kwargs):
         form = SnapshotCreateSerializer(data=request.data)
         form.is_valid(raise_exception=True)
+        workspace = workspace_for_write(request.user, form.validated_data.get("workspace"), role="curator")
         snapshot = snapshot_create(
             format=form.validated_data["format"],
             filters=form.validated_data["filters"],
@@ -225,6 +229,7 @@ class SnapshotViewSet(SelectorListMixin, mixins.CreateModelMixin, viewsets.ReadO
             actor=request.user,
             audit=form.validated_data.get("audit"),
             max_error_rate=form.validated_data.get("max_error_rate"),
+            workspace_id=workspace.pk,
         )
         return Response(self.get_serializer(snapshot).data, status=status.HTTP_202_ACCEPTED)
 

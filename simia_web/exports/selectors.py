@@ -14,6 +14,7 @@ from django.db import connections
 from django.db.models import BooleanField, DateTimeField, F, FloatField, Func, JSONField, QuerySet, TextField, Value
 from django.db.models.functions import Cast, JSONObject
 
+from simia_web.accounts.scoping import scoped
 from simia_web.audits.services import filter_values_clean
 from simia_web.core.errors import ApplicationError, Conflict, NotFound, ValidationFailed
 from simia_web.curation.duplicates import KEEP_LABELS, KEEP_ORDERS, near_duplicates_to_drop, not_indexed
@@ -41,9 +42,9 @@ def export_filters_clean(filters: dict | None) -> dict:
     return cleaned
 
 
-def export_queryset(filters: dict):
-    """The trajectories a snapshot with these (cleaned) filters contains."""
-    filterset = TrajectoryFilter(data=filters, queryset=Trajectory.objects.all())
+def export_queryset(filters: dict, *, workspace_id: int):
+    """The trajectories of the workspace a snapshot with these (cleaned) filters contains."""
+    filterset = TrajectoryFilter(data=filters, queryset=scoped(Trajectory.objects.all(), [workspace_id]))
     if not filterset.is_valid():
         raise ValidationFailed.of(filterset.errors)
     return filterset.qs
@@ -215,21 +216,21 @@ def stored_json(text: str):
     return json.loads(text)
 
 
-def export_match_count(filters: dict) -> int | None:
-    """How many trajectories a snapshot with these filters would hold now; None while a filter is wrong (building
-    one refuses it, naming it)."""
-    filterset = TrajectoryFilter(data=filters, queryset=Trajectory.objects.all())
+def export_match_count(filters: dict, *, workspace_ids: list[int]) -> int | None:
+    """How many trajectories of the workspaces a snapshot with these filters would hold now; None while a filter is
+    wrong (building one refuses it, naming it)."""
+    filterset = TrajectoryFilter(data=filters, queryset=scoped(Trajectory.objects.all(), workspace_ids))
     return filterset.qs.count() if filterset.is_valid() else None
 
 
-def snapshots() -> QuerySet[Snapshot]:
-    """Snapshots with their building job and author, as every snapshot row shows them."""
-    return Snapshot.objects.select_related("job", "created_by")
+def snapshots(*, workspace_ids: list[int]) -> QuerySet[Snapshot]:
+    """The workspaces' snapshots with their building job and author, as every snapshot row shows them."""
+    return scoped(Snapshot.objects.select_related("job", "created_by"), workspace_ids)
 
 
-def snapshot_list(*, filters: Mapping) -> QuerySet[Snapshot]:
-    """Snapshots matching `filters` (SnapshotFilter's parameters), newest first."""
-    return SnapshotFilter(filters, queryset=snapshots()).qs.order_by("-id")
+def snapshot_list(*, filters: Mapping, workspace_ids: list[int]) -> QuerySet[Snapshot]:
+    """The workspaces' snapshots matching `filters` (SnapshotFilter's parameters), newest first."""
+    return SnapshotFilter(filters, queryset=snapshots(workspace_ids=workspace_ids)).qs.order_by("-id")
 
 
 def snapshot_download_path(snapshot: Snapshot, entry: dict) -> str:

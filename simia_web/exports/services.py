@@ -21,6 +21,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from simia_web.accounts.models import default_workspace_id, owner_workspace_id
 from simia_web.audits.models import Audit
 from simia_web.audits.selectors import accepted_on_evidence, audit_certificate
 from simia_web.audits.services import audit_ceiling_check
@@ -189,6 +190,7 @@ def _export_into(
     *,
     format: str,
     filters: dict,
+    workspace_id: int,
     folder: Path,
     names: dict[str, str],
     options: ExportOptions,
@@ -209,7 +211,7 @@ def _export_into(
         with _read_transaction(), open(manifest_path, "wb") as manifest_file:
             manifest_stream = HashingWriter(manifest_file)
             manifest = _manifest(manifest_stream, manifest_path, about)
-            queryset = export_queryset(filters)
+            queryset = export_queryset(filters, workspace_id=workspace_id)
             if options.dedup:
                 queryset, dedup = export_deduplicated(queryset, options.dedup)
                 reason = f"near-duplicate of a record kept ({dedup['keep']})"
@@ -269,8 +271,16 @@ def _export_into(
     return ExportResult(stats=stats, files=files)
 
 
-def export_write(*, format: str, filters: dict, path: Path, options: ExportOptions | None = None) -> ExportResult:
-    """Write the export's data to `path`, its manifest and report (and, with options.card, README.md and images/)
+def export_write(
+    *,
+    format: str,
+    filters: dict,
+    path: Path,
+    options: ExportOptions | None = None,
+    workspace_id: int | None = None,
+) -> ExportResult:
+    """Write the export of the workspace's data (the `default` workspace's when None) to `path`, its manifest and
+    report (and, with options.card, README.md and images/)
     beside it (see export_file_names), each through a temporary folder beside them and moved into place at the end.
     For Parquet `path` is a folder to create (its shards go in `data/`, the other files beside that)."""
     if format not in WRITERS:
@@ -284,7 +294,15 @@ def export_write(*, format: str, filters: dict, path: Path, options: ExportOptio
     partial = path.with_name(f".{path.name}.{uuid.uuid4().hex}.part")
     partial.mkdir()
     try:
-        result = _export_into(format=format, filters=filters, folder=partial, names=names, options=options, about={})
+        result = _export_into(
+            format=format,
+            filters=filters,
+            workspace_id=default_workspace_id() if workspace_id is None else workspace_id,
+            folder=partial,
+            names=names,
+            options=options,
+            about={},
+        )
         target = path if format in SHARDED else path.parent
         for written in result.files:
             (target / written.name).parent.mkdir(parents=True, exist_ok=True)
@@ -294,7 +312,7 @@ def export_write(*, format: str, filters: dict, path: Path, options: ExportOptio
     return result
 
 
-def _certification(audit_id, max_error_rate) -> dict | None:
+def _certification(audit_id, max_error_rate, *, workspace_id: int) -> dict | None:
     """What a certified snapshot asks for ({"audit", "max_error_rate"}), checked: the audit exists and its upper
     bound is at or below the ceiling now (a 400 naming the field otherwise)."""
     if audit_id is None and max_error_rate is None:
@@ -303,7 +321,7 @@ def _certification(audit_id, max_error_rate) -> dict | None:
         raise ValidationFailed("a ceiling needs the audit it holds (`audit`)", "audit")
     if max_error_rate is None:
         raise ValidationFailed("certifying by an audit needs a ceiling (`max_error_rate`)", "max_error_rate")
-    audit = Audit.objects.filter(pk=audit_id).first()
+    audit = Audit.objects.filter(pk=audit_id, workspace_id=workspace_id).first()
     if audit is None:
         raise ValidationFailed(f"there is no audit {audit_id}", "audit")
     checked = audit_ceiling_check(audit=audit, max_error_rate=max_error_rate)
@@ -336,20 +354,24 @@ def snapshot_create(
     actor=None,
     audit: int | None = None,
     max_error_rate: float | None = None,
+    workspace_id: int | None = None,
 ) -> Snapshot:
-    """Record the request and queue the job that builds it (and publishes it when options ask). With `audit` and
-    `max_error_rate` the snapshot is certified by the audit: refused while its upper bound is above the ceiling, and
-    its report, card and manifest carry the audit's block."""
+    """Record the request and queue the job that builds it (and publishes it when options ask), over the workspace's
+    trajectories (the `default` workspace's when None). With `audit` and `max_error_rate` the snapshot is certified
+    by the audit (one of the workspace's): refused while its upper bound is above the ceiling, and its report, card
+    and manifest carry the audit's block."""
     if format not in ExportFormat.values:
         raise ValidationFailed(f"choose from {', '.join(ExportFormat.values)}", field="format")
     cleaned = export_filters_clean(filters)
     chosen = export_options_clean(options)
-    certification = _certification(audit, max_error_rate)
+    workspace_id = default_workspace_id() if workspace_id is None else workspace_id
+    certification = _certification(audit, max_error_rate, workspace_id=workspace_id)
     if certification is not None:
         chosen["certify"] = certification
     actor = actor if getattr(actor, "pk", None) else None
     with transaction.atomic():
-        job = job_create(kind=EXPORT, params={"format": format, "filters": cleaned, "options": chosen}, actor=actor)
+        params = {"format": format, "filters": cleaned, "options": chosen}
+        job = job_create(kind=EXPORT, params=params, actor=actor, workspace_id=workspace_id)
         snapshot = Snapshot.objects.create(format=format, filters=cleaned, options=chosen, job=job, created_by=actor)
         audit_record(
             actor=actor, action="snapshot.create", target=snapshot, data={"format": format, **cleaned, **chosen}
@@ -449,6 +471,7 @@ def snapshot_build(*, snapshot: Snapshot, progress: ExportProgress | None = None
         result = _export_into(
             format=snapshot.format,
             filters=snapshot.filters,
+            workspace_id=owner_workspace_id(snapshot.job),
             folder=temp,
             names=export_file_names(snapshot_file_name(snapshot)),
             options=ExportOptions(

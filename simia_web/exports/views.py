@@ -9,6 +9,7 @@ from django.core.paginator import Paginator
 from django.shortcuts import get_object_or_404, redirect, render
 
 from simia_web.accounts.permissions import role_required
+from simia_web.accounts.scoping import page_workspace_ids
 from simia_web.audits.selectors import audits_list
 from simia_web.catalog.selectors import domain_names
 from simia_web.core.errors import ApplicationError, ValidationFailed, fields_said
@@ -62,6 +63,7 @@ def export_list(request):
                     filters=filters,
                     options=options,
                     actor=request.user,
+                    workspace_id=request.user.current_workspace_id,
                     **_certification_posted(request.POST),
                 )
             except ValidationFailed as exc:
@@ -71,7 +73,8 @@ def export_list(request):
             else:
                 messages.success(request, f"Snapshot {snapshot.pk} is being built (job {snapshot.job_id}).")
                 return redirect("export-list")
-    matching = export_match_count(filters)
+    workspace_ids = page_workspace_ids(request.user)
+    matching = export_match_count(filters, workspace_ids=workspace_ids)
     # No count while a filter is wrong (an old link's unknown status, say): the page says which and why.
     filter_problems = ""
     if matching is None:
@@ -79,7 +82,8 @@ def export_list(request):
         if not filterset.is_valid():
             filter_problems = "; ".join(f"{name}: {' '.join(said)}" for name, said in filterset.errors.items())
     # The snapshot list has a filter of its own (`format`, as in the REST list) beside the new snapshot's filters.
-    listed = Paginator(snapshot_list(filters=request.GET), SNAPSHOTS_PER_PAGE).get_page(request.GET.get("page"))
+    snapshots_listed = snapshot_list(filters=request.GET, workspace_ids=workspace_ids)
+    listed = Paginator(snapshots_listed, SNAPSHOTS_PER_PAGE).get_page(request.GET.get("page"))
     query = request.GET.copy()
     query.pop("page", None)
     return render(
@@ -91,7 +95,7 @@ def export_list(request):
             "filters": filters,
             "matching": matching,
             "filter_problems": filter_problems,
-            "domains": domain_names(),
+            "domains": domain_names(workspace_ids=workspace_ids),
             "page": listed,
             "query": query.urlencode(),
             "listed_format": request.GET.get("format", ""),
@@ -101,7 +105,7 @@ def export_list(request):
             "dedup_choices": KEEP_LABELS.items(),
             "chosen_dedup": request.POST.get("dedup", ""),
             "status_choices": STATUS_CHOICES,
-            "audits": audits_list()[:AUDITS_OFFERED],
+            "audits": audits_list(workspace_ids=workspace_ids)[:AUDITS_OFFERED],
             "chosen_audit": request.POST.get("audit", ""),
             "chosen_ceiling": request.POST.get("max_error_rate", ""),
         },
@@ -137,7 +141,7 @@ def _card_html(snapshot):
 
 @role_required("annotator")
 def export_detail(request, pk: int):
-    snapshot = get_object_or_404(snapshots(), pk=pk)
+    snapshot = get_object_or_404(snapshots(workspace_ids=page_workspace_ids(request.user)), pk=pk)
     return render(
         request,
         "exports/detail.html",

@@ -11,6 +11,8 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
 from simia_web.accounts.permissions import ReadMemberWriteCurator
+from simia_web.accounts.rest import WORKSPACE_PARAMETER, request_workspace_ids, workspace_write_field
+from simia_web.accounts.scoping import role_require_in, workspace_for_write
 from simia_web.core.rest import ErrorSerializer
 
 from .filters import JobFilter
@@ -22,6 +24,7 @@ from .selectors import (
     job_summary,
     job_units_in_progress,
     job_usage,
+    jobs_in,
     jobs_progress,
 )
 from .services import job_cancel, job_queue
@@ -107,7 +110,8 @@ def _request_serializer(kind: str, parameters: type[serializers.Serializer]) -> 
     """The kind's parameters with the `kind` field that selects them, as the request documents them (one class per
     kind, however often the schema is made: a component name stands for one class)."""
     name = parameters.__name__
-    return type(name, (parameters,), {"kind": serializers.ChoiceField(choices=[kind]), "__doc__": parameters.__doc__})
+    fields = {"kind": serializers.ChoiceField(choices=[kind]), "workspace": workspace_write_field()}
+    return type(name, (parameters,), {**fields, "__doc__": parameters.__doc__})
 
 
 class JobSchema(AutoSchema):
@@ -130,12 +134,15 @@ class JobSchema(AutoSchema):
 class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     permission_classes = [ReadMemberWriteCurator]
     filterset_class = JobFilter
-    queryset = Job.objects.select_related("created_by")
     schema = JobSchema()
+
+    def get_queryset(self):
+        return jobs_in(workspace_ids=request_workspace_ids(self.request))
 
     def get_serializer_class(self):
         return JobSummarySerializer if self.action == "list" else JobDetailSerializer
 
+    @extend_schema(parameters=[WORKSPACE_PARAMETER])
     def list(self, request, *args, **kwargs):
         page = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
         context = {**self.get_serializer_context(), "progress": jobs_progress([job.pk for job in page or []])}
@@ -145,8 +152,9 @@ class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     def create(self, request, *args, **kwargs):
         if not isinstance(request.data, dict):
             raise ValidationError({"detail": ["send a JSON object"]})
-        params = {name: value for name, value in request.data.items() if name != "kind"}
-        job = job_queue(kind=request.data.get("kind"), params=params, actor=request.user)
+        params = {name: value for name, value in request.data.items() if name not in ("kind", "workspace")}
+        workspace = workspace_for_write(request.user, request.data.get("workspace"), role="curator")
+        job = job_queue(kind=request.data.get("kind"), params=params, actor=request.user, workspace=workspace)
         return Response(JobDetailSerializer(job, context=self.get_serializer_context()).data, status=202)
 
     @extend_schema(
@@ -155,5 +163,7 @@ class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     )
     @action(detail=True, methods=["post"])
     def cancel(self, request, pk=None):
-        job = job_cancel(job=self.get_object(), actor=request.user)  # an ended job: JobError, a 409 by the handler
+        job = self.get_object()
+        role_require_in(request.user, job.workspace_id, "curator")
+        job = job_cancel(job=job, actor=request.user)  # an ended job: JobError, a 409 by the handler
         return Response(JobDetailSerializer(job, context=self.get_serializer_context()).data)

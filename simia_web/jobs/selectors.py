@@ -9,6 +9,7 @@ from django.conf import settings
 from django.db.models import Count, Q, QuerySet, Sum
 from django.utils import timezone
 
+from simia_web.accounts.scoping import scoped
 from simia_web.core.errors import ValidationFailed
 from simia_web.llm.models import LLMCall
 
@@ -33,10 +34,15 @@ LLM_ERROR_HINTS = {
 }
 
 
-def job_list(*, filters) -> QuerySet[Job]:
-    """Jobs, newest first, filtered as the REST API filters them (jobs.filters.JobFilter: one meaning per
-    parameter); ValidationFailed naming the parameters it refuses."""
-    filterset = JobFilter(data=filters, queryset=Job.objects.select_related("created_by").order_by("-id"))
+def jobs_in(*, workspace_ids: list[int]) -> QuerySet[Job]:
+    """The workspaces' jobs, with who queued them."""
+    return scoped(Job.objects.select_related("created_by"), workspace_ids)
+
+
+def job_list(*, filters, workspace_ids: list[int]) -> QuerySet[Job]:
+    """The workspaces' jobs, newest first, filtered as the REST API filters them (jobs.filters.JobFilter: one
+    meaning per parameter); ValidationFailed naming the parameters it refuses."""
+    filterset = JobFilter(data=filters, queryset=jobs_in(workspace_ids=workspace_ids).order_by("-id"))
     if not filterset.is_valid():
         raise ValidationFailed.of(filterset.errors)
     return filterset.qs

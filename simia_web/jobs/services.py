@@ -67,27 +67,34 @@ def _enqueue_units(unit_ids: list[int], *, whole_stage: bool = False) -> None:
     unit_rows.units_mark_dispatched(unit_ids)
 
 
-def job_create(*, kind: str, params: dict, actor=None) -> Job:
-    """Write a job whose parameters its kind has checked (see job_queue) and start it after the commit."""
+def job_create(*, kind: str, params: dict, actor=None, workspace_id: int | None = None) -> Job:
+    """Write a job whose parameters its kind has checked (see job_queue) and start it after the commit. It works in
+    the workspace `workspace_id` (the `default` one when None): what it reads and what it makes are that
+    workspace's."""
     job_kind_for(kind)  # unknown kinds fail here, before anything is written
+    owner = {} if workspace_id is None else {"workspace_id": workspace_id}
     with transaction.atomic():
-        job = Job.objects.create(kind=kind, params=params, created_by=actor if getattr(actor, "pk", None) else None)
+        job = Job.objects.create(
+            kind=kind, params=params, created_by=actor if getattr(actor, "pk", None) else None, **owner
+        )
         audit_record(actor=actor, action="job.create", target=job, data={"kind": kind, "params": params})
         # With the broker away the job is queued all the same: the watchdog sends its start message later.
         transaction.on_commit(lambda: task_send(JOB_START, (job.pk,)), robust=True)
     return job
 
 
-def job_queue(*, kind: object, params: dict, actor=None) -> Job:
-    """Queue a job of a registered kind, the one way the commands, the queue pages and the API do it.
+def job_queue(*, kind: object, params: dict, actor=None, workspace=None) -> Job:
+    """Queue a job of a registered kind in `workspace` (the `default` one when None), the one way the commands, the
+    queue pages and the API do it.
 
-    The kind's parameters serializer checks the ranges and caps and its save() queues the job, so a refused
-    job writes nothing. Raises ValidationFailed with the refusals per parameter.
+    The kind's parameters serializer checks the ranges and caps (and names only the workspace's domains: it has
+    the workspace in its context) and its save() queues the job, so a refused job writes nothing. Raises
+    ValidationFailed with the refusals per parameter.
     """
     job_kind = job_kinds_queueable().get(kind) if isinstance(kind, str) else None
     if job_kind is None:
         raise ValidationFailed(f"choose one of {', '.join(sorted(job_kinds_queueable()))}", field="kind")
-    parameters = job_kind.parameters_serializer()(data=params)
+    parameters = job_kind.parameters_serializer()(data=params, context={"workspace": workspace})
     if not parameters.is_valid():
         raise ValidationFailed.of({name: list(_error_lines(errors)) for name, errors in parameters.errors.items()})
     return parameters.save(actor=actor)
@@ -302,7 +309,7 @@ def job_retry(*, job: Job, actor=None) -> Job:
     """Queue a new job with the same parameters (the old one is kept as it was)."""
     if job.is_active:
         raise JobError(f"Job {job.pk} is still {job.status}; cancel it first.")
-    return job_create(kind=job.kind, params=job.params, actor=actor)
+    return job_create(kind=job.kind, params=job.params, actor=actor, workspace_id=job.workspace_id)
 
 
 def jobs_recover() -> int:

@@ -10,6 +10,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from simia_web.accounts.permissions import role_required
+from simia_web.accounts.scoping import page_workspace_ids
 from simia_web.core.display import pretty_json
 from simia_web.core.errors import ApplicationError, ValidationFailed, fields_said
 from simia_web.core.forms import form_errors_add
@@ -78,7 +79,7 @@ def job_list(request):
     """Jobs filtered as the REST API filters them: a value the API refuses is refused here, and said so."""
     refused = ""
     try:
-        jobs = selectors.job_list(filters=request.GET)
+        jobs = selectors.job_list(filters=request.GET, workspace_ids=page_workspace_ids(request.user))
     except ValidationFailed as exc:
         jobs = Job.objects.none()
         refused = fields_said(exc.errors)
@@ -97,9 +98,14 @@ def job_list(request):
     return render(request, "jobs/list.html", context, status=400 if refused else 200)
 
 
+def _job(request, pk: int) -> Job:
+    """The job `pk` of the current workspace; another workspace's is not found."""
+    return get_object_or_404(selectors.jobs_in(workspace_ids=page_workspace_ids(request.user)), pk=pk)
+
+
 @role_required("annotator")
 def job_detail(request, pk: int):
-    job = get_object_or_404(Job.objects.select_related("created_by"), pk=pk)
+    job = _job(request, pk)
     return render(request, "jobs/detail.html", {**_live_context(request, job), "params_json": pretty_json(job.params)})
 
 
@@ -107,7 +113,7 @@ def job_detail(request, pk: int):
 def job_progress(request, pk: int):
     """The progress block (or, with ?part=head, the job page's live part: status, buttons, error, bars, usage, what
     it made and its LLM calls), polled by htmx every two seconds while the job runs; 286 stops the polling."""
-    job = get_object_or_404(Job.objects.select_related("created_by"), pk=pk)
+    job = _job(request, pk)
     if request.GET.get("part") == "head":
         response = render(request, "jobs/_head.html", _live_context(request, job))
     else:
@@ -122,7 +128,7 @@ def job_progress(request, pk: int):
 @role_required("curator")
 @require_POST
 def job_cancel_view(request, pk: int):
-    job = get_object_or_404(Job, pk=pk)
+    job = _job(request, pk)
     try:
         job_cancel(job=job, actor=request.user)
         messages.success(request, f"Job {pk} cancelled.")
@@ -134,7 +140,7 @@ def job_cancel_view(request, pk: int):
 @role_required("curator")
 @require_POST
 def job_retry_view(request, pk: int):
-    job = get_object_or_404(Job, pk=pk)
+    job = _job(request, pk)
     try:
         new = job_retry(job=job, actor=request.user)
     except JobError as exc:
@@ -153,7 +159,12 @@ def job_queue_page(request, slug: str):
     form = job_kind_form(job_kind)(request.POST or None, initial=request.GET.dict())
     if request.method == "POST" and form.is_valid():
         try:
-            job = job_queue(kind=job_kind.kind, params=form.parameters(), actor=request.user)
+            job = job_queue(
+                kind=job_kind.kind,
+                params=form.parameters(),
+                actor=request.user,
+                workspace=request.user.current_workspace,
+            )
         except ValidationFailed as exc:
             form_errors_add(form, exc)
         except ApplicationError as exc:  # a kind's service refused what its serializer let through: said on the form

@@ -4,7 +4,7 @@ Those apps register their rule when they load, so that this app imports none of 
 
 from collections.abc import Callable
 
-from simia_web.accounts.models import Role
+from simia_web.accounts.models import Role, owner_workspace_id
 
 from .models import LLMCall
 
@@ -19,6 +19,10 @@ def llm_call_reader_register(reader: CallReader) -> None:
 
 
 def llm_call_visible(*, call: LLMCall, user) -> bool:
-    if user.has_role(Role.ADMIN):
+    """A job's call: the admins of the job's workspace (the one they work in). A call of no job (an endpoint test,
+    an RL session's turn): site administrators, and whoever a registered reader names."""
+    if call.job_id is not None:
+        return owner_workspace_id(call.job) == user.current_workspace_id and user.has_role(Role.ADMIN)
+    if user.is_site_admin:
         return True
     return any(reader(call=call, user=user) for reader in _readers)

@@ -7,11 +7,13 @@ from datetime import UTC, datetime
 from django.conf import settings
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
+from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.http import urlencode
 from django.views.decorators.http import require_POST
 
+from simia_web.accounts.models import owner_workspace_id
 from simia_web.accounts.permissions import role_required
 from simia_web.core.display import pretty_json
 from simia_web.core.errors import ValidationFailed
@@ -41,6 +43,8 @@ PROBE_PATIENCE_SECONDS = 120
 @role_required("annotator")
 def call_detail(request, pk: int):
     call = get_object_or_404(llm_calls_with_profile(), pk=pk)
+    if call.job_id is not None and owner_workspace_id(call.job) != request.user.current_workspace_id:
+        raise Http404("No such call in this workspace.")
     if not llm_call_visible(call=call, user=request.user):
         raise PermissionDenied("LLM calls are for admins, and for the owner of the RL session they were made for.")
     return render(

@@ -6,6 +6,8 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from simia_web.accounts.permissions import IsAdmin
+from simia_web.accounts.rest import WORKSPACE_PARAMETER, request_workspace_ids, workspace_write_field
+from simia_web.accounts.scoping import role_require_in, workspace_for_write
 
 from . import selectors, services
 from .models import WebhookDelivery, WebhookEvent, WebhookSubscription
@@ -22,10 +24,11 @@ class WebhookSubscriptionSerializer(serializers.ModelSerializer):
     previous_secret_until = serializers.DateTimeField(
         read_only=True, help_text="Until then, the secret before the last rotation signs every delivery too."
     )
+    workspace = workspace_write_field()
 
     class Meta:
         model = WebhookSubscription
-        fields = ["id", "name", "url", "events", "active", "secret", "previous_secret_until"]
+        fields = ["id", "workspace", "name", "url", "events", "active", "secret", "previous_secret_until"]
         fields += ["created_by", "created_at", "updated_at"]
         read_only_fields = ["created_at", "updated_at"]
 
@@ -71,17 +74,32 @@ class WebhookSubscriptionViewSet(
     serializer_class = WebhookSubscriptionSerializer
 
     def get_queryset(self):
-        return selectors.subscription_list().order_by("id")
+        return selectors.subscription_list(workspace_ids=request_workspace_ids(self.request)).order_by("id")
+
+    def get_object(self):
+        """Another workspace's subscription is not found; one of the caller's needs the admin role there."""
+        subscription = super().get_object()
+        role_require_in(self.request.user, subscription.workspace_id, "admin")
+        return subscription
+
+    @extend_schema(parameters=[WORKSPACE_PARAMETER])
+    def list(self, request, *args, **kwargs):
+        return super().list(request, *args, **kwargs)
 
     def perform_create(self, serializer):
         # A refused subscription is a ValidationFailed, answered as a 400 by core's exception handler.
-        serializer.instance = services.webhook_subscription_create(**serializer.validated_data, actor=self.request.user)
+        fields = {**serializer.validated_data}
+        workspace = workspace_for_write(self.request.user, fields.pop("workspace", None), role="admin")
+        serializer.instance = services.webhook_subscription_create(
+            **fields, actor=self.request.user, workspace_id=workspace.pk
+        )
 
     def perform_update(self, serializer):
         subscription = serializer.instance
         fields = {name: getattr(subscription, name) for name in ("name", "url", "events", "active")}
+        changed = {name: value for name, value in serializer.validated_data.items() if name != "workspace"}
         serializer.instance = services.webhook_subscription_update(
-            subscription=subscription, actor=self.request.user, **{**fields, **serializer.validated_data}
+            subscription=subscription, actor=self.request.user, **{**fields, **changed}
         )
 
     def perform_destroy(self, instance):

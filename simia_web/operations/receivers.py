@@ -10,6 +10,7 @@ from collections import Counter
 from django.db import transaction
 from django.dispatch import receiver
 
+from simia_web.accounts.models import owner_workspace_id
 from simia_web.core.dispatch import task_send
 from simia_web.curation.models import Trajectory
 from simia_web.curation.signals import trajectory_statuses_changed
@@ -49,7 +50,7 @@ def _llm_call_invalidated(sender, call, kind, **kwargs):
 def _job_ended(sender, job, **kwargs):
     units = job.summary["units"] if "units" in job.summary else _units_by_status(job)
     counters.job_end_count(job, units)
-    webhook_event_emit(event=JOB_EVENTS[job.status], data=job_payload(job, units))
+    webhook_event_emit(event=JOB_EVENTS[job.status], data=job_payload(job, units), workspace_id=job.workspace_id)
 
 
 @receiver(unit_leases_taken_back, dispatch_uid="operations-unit-leases-taken-back")
@@ -66,8 +67,11 @@ def _watchdog_looked(sender, now, **kwargs):
 @receiver(snapshot_ready, dispatch_uid="operations-snapshot-ready")
 def _snapshot_ready(sender, snapshot_id, **kwargs):
     if _subscribed(WebhookEvent.SNAPSHOT_READY):
+        snapshot = Snapshot.objects.select_related("job").get(pk=snapshot_id)
         webhook_event_emit(
-            event=WebhookEvent.SNAPSHOT_READY, data=snapshot_payload(Snapshot.objects.get(pk=snapshot_id))
+            event=WebhookEvent.SNAPSHOT_READY,
+            data=snapshot_payload(snapshot),
+            workspace_id=owner_workspace_id(snapshot.job),
         )
 
 

@@ -6,6 +6,7 @@ from collections import defaultdict
 
 from django.db.models import Count
 
+from simia_web.accounts.scoping import scoped
 from simia_web.jobs.models import ACTIVE_JOB_STATUSES, Job, JobUnit
 
 from .models import DeliveryStatus, MetricCount, WebhookDelivery, WebhookSubscription
@@ -42,8 +43,9 @@ def pending_delivery_count() -> int:
     return WebhookDelivery.objects.filter(status=DeliveryStatus.PENDING).count()
 
 
-def subscription_list():
-    return WebhookSubscription.objects.select_related("created_by")
+def subscription_list(*, workspace_ids: list[int]):
+    """The workspaces' webhook subscriptions."""
+    return scoped(WebhookSubscription.objects.select_related("created_by"), workspace_ids)
 
 
 def delivery_list(subscription: WebhookSubscription):

@@ -20,6 +20,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Count, Q
 from django.utils import timezone
 
+from simia_web.accounts.models import owner_workspace_id
 from simia_web.core.dispatch import task_send
 from simia_web.core.errors import ValidationFailed
 from simia_web.core.outages import through_outages
@@ -69,12 +70,14 @@ def webhook_subscription_validate(*, url: str, events: list) -> None:
 
 
 def webhook_subscription_create(
-    *, name: str, url: str, events: list, active: bool = True, actor
+    *, name: str, url: str, events: list, active: bool = True, actor, workspace_id: int | None = None
 ) -> WebhookSubscription:
+    """A subscription to the events of one workspace (the `default` one when None)."""
     webhook_subscription_validate(url=url, events=events)
+    owner = {} if workspace_id is None else {"workspace_id": workspace_id}
     with transaction.atomic():
         subscription = WebhookSubscription.objects.create(
-            name=name, url=url, events=sorted(set(events)), active=active, created_by=actor
+            name=name, url=url, events=sorted(set(events)), active=active, created_by=actor, **owner
         )
         audit_record(actor=actor, action="webhook.create", target=subscription, data={"url": url, "events": events})
     return subscription
@@ -113,13 +116,15 @@ def _deliveries_send(deliveries: list[WebhookDelivery]) -> None:
         transaction.on_commit(functools.partial(task_send, WEBHOOK_DELIVER, (delivery.pk, 1)), robust=True)
 
 
-def webhook_event_emit(*, event: str, data: dict) -> list[WebhookDelivery]:
-    """Queue `event` for every active subscription that asked for it, sent after the current transaction commits.
+def webhook_event_emit(*, event: str, data: dict, workspace_id: int) -> list[WebhookDelivery]:
+    """Queue `event`, which happened in the workspace `workspace_id`, for every active subscription of that
+    workspace that asked for it, sent after the current transaction commits.
 
-    The subscriptions are few (an operator's list): they are read whole and matched here, the same way on
-    PostgreSQL and SQLite.
+    The subscriptions are few (a team's list): they are read whole and matched here, the same way on PostgreSQL and
+    SQLite.
     """
-    subscriptions = [s for s in WebhookSubscription.objects.filter(active=True) if event in s.events]
+    active = WebhookSubscription.objects.filter(active=True, workspace_id=workspace_id)
+    subscriptions = [s for s in active if event in s.events]
     if not subscriptions:
         return []
     payload = _envelope(event, data)
@@ -323,10 +328,11 @@ def review_milestones_check(*, job_id: int) -> list[int]:
             continue
         try:
             with transaction.atomic():
-                ReviewMilestone.objects.create(job_id=job_id, percent=percent)
+                milestone = ReviewMilestone.objects.create(job_id=job_id, percent=percent)
                 webhook_event_emit(
                     event=WebhookEvent.REVIEW_MILESTONE,
                     data={"job": job_id, "percent": percent, "reviewed": reviewed, **counts},
+                    workspace_id=owner_workspace_id(milestone.job),
                 )
         except IntegrityError:  # another check announced it first
             continue

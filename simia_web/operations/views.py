@@ -12,6 +12,7 @@ from django.views.decorators.http import require_GET, require_POST
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from simia_web.accounts.permissions import role_required
+from simia_web.accounts.scoping import page_workspace_ids, scoped
 from simia_web.core.errors import ValidationFailed
 
 from . import selectors, services
@@ -63,7 +64,9 @@ def webhook_list(request):
     form = WebhookSubscriptionForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         try:
-            subscription = services.webhook_subscription_create(**form.cleaned_data, actor=request.user)
+            subscription = services.webhook_subscription_create(
+                **form.cleaned_data, actor=request.user, workspace_id=request.user.current_workspace_id
+            )
         except ValidationFailed as exc:
             _form_errors(form, exc)
         else:
@@ -73,7 +76,7 @@ def webhook_list(request):
     return render(
         request,
         "operations/webhook_list.html",
-        {"subscriptions": selectors.subscription_list(), "form": form},
+        {"subscriptions": selectors.subscription_list(workspace_ids=page_workspace_ids(request.user)), "form": form},
         status=status,
     )
 
@@ -93,7 +96,7 @@ def _log_context(subscription, before: str | None) -> dict:
 
 @role_required(ADMIN)
 def webhook_detail(request, pk: int):
-    subscription = get_object_or_404(selectors.subscription_list(), pk=pk)
+    subscription = get_object_or_404(selectors.subscription_list(workspace_ids=page_workspace_ids(request.user)), pk=pk)
     initial = {
         "name": subscription.name,
         "url": subscription.url,
@@ -117,14 +120,14 @@ def webhook_detail(request, pk: int):
 @require_GET
 def webhook_deliveries(request, pk: int):
     """The delivery log alone: what htmx swaps in while deliveries are pending."""
-    subscription = get_object_or_404(selectors.subscription_list(), pk=pk)
+    subscription = get_object_or_404(selectors.subscription_list(workspace_ids=page_workspace_ids(request.user)), pk=pk)
     return render(request, "operations/_deliveries.html", _log_context(subscription, request.GET.get("before")))
 
 
 @role_required(ADMIN)
 @require_POST
 def webhook_test(request, pk: int):
-    subscription = get_object_or_404(selectors.subscription_list(), pk=pk)
+    subscription = get_object_or_404(selectors.subscription_list(workspace_ids=page_workspace_ids(request.user)), pk=pk)
     services.webhook_test_send(subscription=subscription, actor=request.user)
     if request.htmx:
         return render(request, "operations/_deliveries.html", _log_context(subscription, None))
@@ -135,7 +138,8 @@ def webhook_test(request, pk: int):
 @role_required(ADMIN)
 @require_POST
 def webhook_delivery_retry(request, pk: int):
-    delivery = get_object_or_404(WebhookDelivery.objects.select_related("subscription"), pk=pk)
+    deliveries = WebhookDelivery.objects.select_related("subscription")
+    delivery = get_object_or_404(scoped(deliveries, page_workspace_ids(request.user)), pk=pk)
     services.webhook_delivery_retry(delivery=delivery, actor=request.user)
     if request.htmx:
         return render(request, "operations/_deliveries.html", _log_context(delivery.subscription, None))
@@ -145,7 +149,7 @@ def webhook_delivery_retry(request, pk: int):
 @role_required(ADMIN)
 @require_POST
 def webhook_secret_rotate(request, pk: int):
-    subscription = get_object_or_404(selectors.subscription_list(), pk=pk)
+    subscription = get_object_or_404(selectors.subscription_list(workspace_ids=page_workspace_ids(request.user)), pk=pk)
     try:
         overlap = float(request.POST.get("overlap_hours", "24"))
         services.webhook_secret_rotate(subscription=subscription, actor=request.user, overlap_hours=overlap)
@@ -159,7 +163,7 @@ def webhook_secret_rotate(request, pk: int):
 @role_required(ADMIN)
 @require_POST
 def webhook_delete(request, pk: int):
-    subscription = get_object_or_404(selectors.subscription_list(), pk=pk)
+    subscription = get_object_or_404(selectors.subscription_list(workspace_ids=page_workspace_ids(request.user)), pk=pk)
     services.webhook_subscription_delete(subscription=subscription, actor=request.user)
     messages.success(request, f"Webhook “{subscription.name}” deleted.")
     return redirect("webhook-list")

@@ -4,6 +4,7 @@ member included), and accepting the rest at the ceiling through the bulk path.""
 import numpy as np
 import pytest
 
+from simia_web.accounts.models import default_workspace_id
 from simia_web.audits.models import Acceptance, Audit, AuditItem
 from simia_web.audits.selectors import audit_estimate, audit_queue
 from simia_web.audits.services import audit_accept_rest, audit_claim_next, audit_create
@@ -252,7 +253,7 @@ def test_postgresql_reads_the_population_as_arrays_the_same_as_rows(users):
         version=1,
         verdict={**verdict(passed=False, score=0.2), "scores": {"task_completed": 0.1, "policy_followed": "n/a"}},
     )
-    queryset = audit_population({"status": "all"})
+    queryset = audit_population({"status": "all"}, workspace_id=default_workspace_id())
     rows, arrays = read._members(queryset), read._members_arrays(queryset)
     assert all(np.array_equal(a, b, equal_nan=True) for a, b in zip(rows, arrays, strict=True))
     ids = rows[0]

@@ -10,7 +10,7 @@ from django.db import connection, transaction
 from django.db.models import JSONField, OuterRef, Subquery
 from django.utils import timezone
 
-from simia_web.accounts.models import User
+from simia_web.accounts.models import User, default_workspace_id
 from simia_web.curation.models import STANDING, Decision, JudgeVerdict, Review, Trajectory
 from simia_web.exports.records import ROW_FIELDS, record_rows
 from simia_web.exports.selectors import DECISION, VERDICT, export_filters_clean, export_queryset
@@ -72,7 +72,7 @@ def varied(db):
 
 @pytest.mark.parametrize("fields", [ROW_FIELDS, SIMULATION_FIELDS], ids=["records", "simulations"])
 def test_rows_read_for_records_are_the_values_the_orm_gives(varied, fields):
-    queryset = export_queryset(export_filters_clean({"status": "all"}))
+    queryset = export_queryset(export_filters_clean({"status": "all"}), workspace_id=default_workspace_id())
     with transaction.atomic():
         read = list(record_rows(queryset, fields))
     expected = _as_the_orm_reads_them(queryset, fields)
@@ -83,7 +83,9 @@ def test_rows_read_for_records_are_the_values_the_orm_gives(varied, fields):
 
 
 def test_rows_of_a_filtered_export_carry_only_their_own_decisions_and_verdicts(varied):
-    queryset = export_queryset(export_filters_clean({"status": "all", "min_score": "0.5"}))
+    queryset = export_queryset(
+        export_filters_clean({"status": "all", "min_score": "0.5"}), workspace_id=default_workspace_id()
+    )
     with transaction.atomic():
         read = list(record_rows(queryset))
     assert [row["id"] for row in read] == [varied[1].pk]

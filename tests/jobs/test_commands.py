@@ -96,3 +96,17 @@ def test_waiting_writes_a_progress_line_about_every_ten_seconds_when_not_on_a_te
     assert lines[0] == f"job {job.pk}: running rollout, 0/0 units"
     assert lines[-1] == f"job {job.pk}: succeeded rollout, 0/0 units"
     assert f"Job {job.pk} succeeded." in summary.getvalue()
+
+
+def test_the_queue_command_queues_in_the_named_workspace(db):
+    from simia_web.accounts.services import workspace_create
+    from simia_web.jobs.models import Job
+
+    research = workspace_create(slug="research")
+    out = StringIO()
+    call_command("queue", "synthesize", "--param", "domains=fresh", "--workspace", "research", stdout=out)
+    assert Job.objects.get().workspace == research
+    call_command("queue", "synthesize", "--param", "domains=other", stdout=out)
+    assert Job.objects.latest("id").workspace.slug == "default"
+    with pytest.raises(CommandError, match="No workspace 'nowhere'"):
+        call_command("queue", "synthesize", "--param", "domains=x", "--workspace", "nowhere", stdout=out)

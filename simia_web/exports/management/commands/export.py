@@ -5,6 +5,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from simia_web.accounts.scoping import command_workspace
 from simia_web.core.errors import ValidationFailed, fields_said
 from simia_web.curation.duplicates import KEEP_ORDERS
 from simia_web.exports.hub import FAILED, hub_push
@@ -23,6 +24,7 @@ class Command(BaseCommand):
         )
         parser.add_argument("--domain", help="Only this domain (by name).")
         parser.add_argument("--job", type=int, help="Only trajectories made by this job.")
+        parser.add_argument("--workspace", help="The workspace whose trajectories are exported (default: default).")
         parser.add_argument(
             "--output",
             required=True,
@@ -61,6 +63,7 @@ class Command(BaseCommand):
             filters["job"] = options["job"]
         try:
             cleaned = export_filters_clean(filters)
+            workspace = command_workspace(options["workspace"])
         except ValidationFailed as exc:
             raise CommandError(fields_said(exc.errors)) from None
         chosen = ExportOptions(
@@ -72,7 +75,9 @@ class Command(BaseCommand):
         )
         output = Path(options["output"])
         try:
-            result = export_write(format=options["format"], filters=cleaned, path=output, options=chosen)
+            result = export_write(
+                format=options["format"], filters=cleaned, path=output, options=chosen, workspace_id=workspace.pk
+            )
         except ValueError as exc:
             raise CommandError(str(exc)) from None
         stats = result.stats

@@ -5,6 +5,7 @@ from argparse import RawDescriptionHelpFormatter
 
 from django.core.management.base import BaseCommand, CommandError, DjangoHelpFormatter
 
+from simia_web.accounts.scoping import command_workspace
 from simia_web.core.errors import ValidationFailed, fields_said
 from simia_web.jobs.cli import job_wait, kinds_described, parameters_from_pairs
 from simia_web.jobs.kinds import job_kinds_queueable
@@ -36,10 +37,16 @@ class Command(BaseCommand):
             help="A parameter of the kind; repeat for more (unset ones take their defaults).",
         )
         parser.add_argument("--wait", action="store_true", help="Show progress and a summary; fail if the job fails.")
+        parser.add_argument(
+            "--workspace",
+            metavar="SLUG",
+            help="The workspace the job works in: its domains are looked up there (default: default).",
+        )
 
-    def handle(self, *args, kind: str, pairs: list[str], wait: bool, **options):
+    def handle(self, *args, kind: str, pairs: list[str], wait: bool, workspace: str | None, **options):
         try:
-            job = job_queue(kind=kind, params=parameters_from_pairs(job_kinds_queueable()[kind], pairs))
+            params = parameters_from_pairs(job_kinds_queueable()[kind], pairs)
+            job = job_queue(kind=kind, params=params, workspace=command_workspace(workspace))
         except ValidationFailed as exc:
             raise CommandError(fields_said(exc.errors)) from exc
         self.stdout.write(f"Queued job {job.pk} ({job.kind}). Follow it at /jobs/{job.pk}/ or with --wait.")
