@@ -15,15 +15,26 @@ def audit_record(
 ) -> AuditEvent:
     """One event: who (`actor`, None for the system) did `action` to `target` (None: to nothing stored, as a
     refused sign-in); `data` holds what changed (by convention `from`/`to` for edits and settings); `workspace`
-    where, if anywhere."""
+    where, if anywhere: by default the workspace that owns the target, so that only its admins read the event."""
     return AuditEvent.objects.create(
         actor=actor if getattr(actor, "pk", None) else None,
         action=action,
         target_type=target._meta.label_lower if target is not None else "",
         target_id=str(target.pk) if target is not None else "",
         data=data or {},
-        workspace=workspace if getattr(workspace, "pk", None) else None,
+        workspace_id=workspace.pk if getattr(workspace, "pk", None) else owner_workspace_id_of(target),
     )
+
+
+def owner_workspace_id_of(target: models.Model | None) -> int | None:
+    """The id of the workspace that owns `target`, by its model's `workspace_path` (accounts.scoping); None for a
+    deployment-wide model or no target. One query where the owner is not on the row itself."""
+    path = getattr(type(target), "workspace_path", None)
+    if target is None or target.pk is None or not path:
+        return None
+    if path == "workspace":
+        return getattr(target, "workspace_id", None)
+    return type(target)._default_manager.filter(pk=target.pk).values_list(path, flat=True).first()
 
 
 # `obj` below: a model instance with an integer `version` field (Catalog items, trajectories).

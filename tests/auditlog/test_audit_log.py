@@ -85,3 +85,24 @@ def test_the_purge_runs_on_the_watchdog_beat_at_most_once_an_hour(settings, user
     AuditEvent.objects.filter(pk=again.pk).update(created_at=timezone.now() - timedelta(days=31))
     watchdog_looked.send(sender=Job, now=timezone.now())  # within the hour: not again
     assert AuditEvent.objects.filter(pk=again.pk).exists()
+
+
+def test_events_about_a_workspaces_data_belong_to_that_workspace(users):
+    """A decision, an edit or a bulk write is logged in the workspace that owns its object, so another workspace's
+    admins never read its reasons."""
+    from simia_web.curation.models import Trajectory
+    from simia_web.curation.services import review_decide, reviews_bulk
+    from tests.support.factories import make_trajectory
+
+    research = workspace_create(slug="research", name="Research", actor=users["admin"])
+    lead = user_create(username="lead", role=Role.ADMIN, password=PASSWORD, workspaces=["research"])
+    theirs = make_trajectory("secret-shop")
+    review_decide(trajectory=theirs, reviewer=users["curator"], decision="reject", expected_version=1, reason="leak")
+    other = make_trajectory("secret-shop")
+    reviews_bulk(trajectories=Trajectory.objects.filter(pk=other.pk), reviewer=users["curator"], decision="accept")
+    logged = AuditEvent.objects.filter(target_type="curation.trajectory")
+    assert logged.count() >= 2 and set(logged.values_list("workspace__slug", flat=True)) == {"default"}
+    api = APIClient()
+    api.force_login(lead)
+    seen = api.get("/api/v1/audit-log/", {"page_size": 500}).json()["results"]
+    assert research and not [e for e in seen if e["target_type"] == "curation.trajectory"]

@@ -97,7 +97,13 @@ def reviews_bulk(
     return outcome
 
 
+def _workspaces_of(ids: list[int]) -> dict[int, int]:
+    """{trajectory id: its workspace id}, for the audit events of a bulk write (one query)."""
+    return dict(Trajectory.objects.filter(pk__in=ids).values_list("pk", "domain__workspace_id"))
+
+
 def _audit_bulk(actor, action: str, changes: list[tuple[int, str, str]], **data) -> None:
+    workspaces = _workspaces_of([pk for pk, _, _ in changes])
     AuditEvent.objects.bulk_create(
         AuditEvent(
             actor=actor,
@@ -105,6 +111,7 @@ def _audit_bulk(actor, action: str, changes: list[tuple[int, str, str]], **data)
             target_type=Trajectory._meta.label_lower,
             target_id=str(pk),
             data={"from": previous, "to": status, "bulk": True, **data},
+            workspace_id=workspaces.get(pk),
         )
         for pk, previous, status in changes
     )
@@ -190,6 +197,7 @@ def trajectories_assign(*, trajectories, assignee, actor) -> int:
     """Assign (or, with assignee None, unassign) every trajectory of a queryset."""
     ids = list(trajectories.values_list("pk", flat=True))
     Trajectory.objects.filter(pk__in=ids).update(assigned_to=assignee)
+    workspaces = _workspaces_of(ids)
     AuditEvent.objects.bulk_create(
         AuditEvent(
             actor=actor,
@@ -197,6 +205,7 @@ def trajectories_assign(*, trajectories, assignee, actor) -> int:
             target_type=Trajectory._meta.label_lower,
             target_id=str(pk),
             data={"assignee": getattr(assignee, "username", None)},
+            workspace_id=workspaces.get(pk),
         )
         for pk in ids
     )
