@@ -1,12 +1,19 @@
-"""REST endpoints of the catalog: domains, APIs, tasks and seeds (read), and the seed upload."""
+"""REST endpoints of the catalog: domains, APIs, tasks and seeds (read), and the seed upload.
 
+Each reads the rows of the caller's workspaces (or of the one `?workspace=SLUG` names): another workspace's object
+is not found. An upload goes to the workspace `workspace` names, or the caller's only one."""
+
+from collections.abc import Callable
+
+from django.db.models import QuerySet
 from drf_spectacular.utils import extend_schema
 from rest_framework import parsers, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from simia_web.accounts.permissions import IsCurator, IsMember
-from simia_web.core.rest import SelectorListMixin
+from simia_web.accounts.rest import WorkspaceScopedListMixin, request_workspace_ids
+from simia_web.accounts.scoping import workspace_for_write
 
 from .filters import ApiFilter, DomainFilter, SeedFilter, TaskFilter
 from .importers import FORMATS, ImportIssue, ImportRejected, seeds_import
@@ -125,6 +132,9 @@ class SeedUploadSerializer(serializers.Serializer):
     file = serializers.FileField(help_text="A ShareGPT or OpenAI chat file (.json/.jsonl), or a τ²-bench .zip.")
     format = serializers.ChoiceField(choices=FORMATS)
     domain = serializers.SlugField(required=False, max_length=80, help_text="Target domain (default: from the file).")
+    workspace = serializers.SlugField(
+        required=False, max_length=50, help_text="The workspace to import into (needed if you belong to several)."
+    )
 
 
 class ImportIssueSerializer(serializers.Serializer):
@@ -161,7 +171,17 @@ def upload_refused(form: serializers.Serializer, file_name: str) -> ImportReject
     return ImportRejected(issues, detail="Upload refused; nothing was written.")
 
 
-class SummaryDetailViewSet(viewsets.ReadOnlyModelViewSet):
+class CatalogViewSet(WorkspaceScopedListMixin, viewsets.ReadOnlyModelViewSet):
+    """A catalog resource: the list answered by its selector, the detail found among the rows of the request's
+    workspaces by `details_selector` (another workspace's row is a 404)."""
+
+    details_selector: Callable[..., QuerySet]
+
+    def get_queryset(self):
+        return type(self).details_selector(workspace_ids=request_workspace_ids(self.request))
+
+
+class SummaryDetailViewSet(CatalogViewSet):
     """List endpoints answer summaries; the detail endpoint the whole object."""
 
     summary_serializer: type[serializers.Serializer]
@@ -171,34 +191,34 @@ class SummaryDetailViewSet(viewsets.ReadOnlyModelViewSet):
         return self.summary_serializer if self.action == "list" else self.detail_serializer
 
 
-class DomainViewSet(SelectorListMixin, SummaryDetailViewSet):
+class DomainViewSet(SummaryDetailViewSet):
     summary_serializer, detail_serializer = DomainSummarySerializer, DomainDetailSerializer
     lookup_field = "name"
     lookup_value_regex = "[-a-zA-Z0-9_]+"
     filterset_class = DomainFilter
     list_selector = staticmethod(domain_list)
-    queryset = domains_counted()
+    details_selector = staticmethod(domains_counted)
 
 
-class ApiViewSet(SelectorListMixin, viewsets.ReadOnlyModelViewSet):
+class ApiViewSet(CatalogViewSet):
     serializer_class = ApiSerializer
     filterset_class = ApiFilter
     list_selector = staticmethod(api_list)
-    queryset = api_details()
+    details_selector = staticmethod(api_details)
 
 
-class TaskViewSet(SelectorListMixin, SummaryDetailViewSet):
+class TaskViewSet(SummaryDetailViewSet):
     summary_serializer, detail_serializer = TaskSummarySerializer, TaskDetailSerializer
     filterset_class = TaskFilter
     list_selector = staticmethod(task_list)
-    queryset = task_details()
+    details_selector = staticmethod(task_details)
 
 
-class SeedViewSet(SelectorListMixin, SummaryDetailViewSet):
+class SeedViewSet(SummaryDetailViewSet):
     summary_serializer, detail_serializer = SeedSummarySerializer, SeedDetailSerializer
     filterset_class = SeedFilter
     list_selector = staticmethod(seed_list)
-    queryset = seed_details()
+    details_selector = staticmethod(seed_details)
 
     def get_permissions(self):
         return [IsCurator()] if self.action == "upload" else [IsMember()]
@@ -206,7 +226,8 @@ class SeedViewSet(SelectorListMixin, SummaryDetailViewSet):
     @extend_schema(
         request={"multipart/form-data": SeedUploadSerializer},
         responses={201: ImportResultSerializer, 400: ImportRejectedSerializer},
-        description="Import seeds with the same service and checks as `import_seeds`. Nothing is written on error.",
+        description="Import seeds with the same service and checks as `import_seeds`, into a domain of the workspace "
+        "`workspace` names (or your only one). Nothing is written on error.",
     )
     @action(
         detail=False,
@@ -219,10 +240,12 @@ class SeedViewSet(SelectorListMixin, SummaryDetailViewSet):
         form = SeedUploadSerializer(data=request.data)
         if not form.is_valid():
             raise upload_refused(form, getattr(request.data.get("file"), "name", ""))
+        workspace = workspace_for_write(request.user, form.validated_data.get("workspace"), role="curator")
         result = seeds_import(
             source=form.validated_data["file"],
             format=form.validated_data["format"],
             domain=form.validated_data.get("domain"),
+            workspace_id=workspace.pk,
             actor=request.user,
         )
         return Response(result.as_dict(), status=status.HTTP_201_CREATED)

@@ -2,12 +2,15 @@
 a domain, an API or a task."""
 
 import json
+from typing import cast
 
 from django import forms
 
+from simia_web.accounts.models import default_workspace_id
 from simia_web.core.forms import GatedJSONField
 
 from .models import ApiKind, Domain
+from .selectors import domains_in
 
 
 class PrettyJSONField(GatedJSONField):
@@ -73,13 +76,37 @@ class SeedEditForm(VersionedForm):
 
 
 class DomainChoiceField(forms.ModelChoiceField):
+    """A domain of the page's workspace, chosen by name; the form that holds it sets the workspace (`WorkspaceForm`)."""
+
     def __init__(self, **kwargs):
-        super().__init__(
-            Domain.objects.order_by("name").only("id", "name"),
-            to_field_name="name",
-            empty_label="Choose a domain",
-            **kwargs,
-        )
+        super().__init__(Domain.objects.none(), to_field_name="name", empty_label="Choose a domain", **kwargs)
+
+
+class WorkspaceForm(forms.Form):
+    """A create form whose `domain` is chosen among the domains of `workspace_ids` (the page's current workspace):
+    another workspace's domain is not a choice, so nothing is made under it."""
+
+    def __init__(self, *args, workspace_ids, **kwargs):
+        super().__init__(*args, **kwargs)
+        field = cast(DomainChoiceField, self.fields["domain"])
+        field.queryset = domains_in(workspace_ids=workspace_ids).order_by("name").only("id", "name", "workspace_id")
+
+
+class WorkspaceDomainsForm(forms.Form):
+    """A job's queue form (put before jobs.forms.JobParametersForm) whose domain choices are the domains of the
+    workspace the page works in (`workspace`; the `default` one when None, as the job's parameters are read), and
+    `workspace_domains` those domains for its notices."""
+
+    def __init__(self, *args, workspace=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.workspace_id: int = default_workspace_id() if workspace is None else workspace.pk
+        self.workspace_domains = Domain.objects.filter(workspace_id=self.workspace_id)
+        for field in self.fields.values():
+            if not isinstance(field, forms.ModelChoiceField):
+                continue
+            queryset = field.queryset
+            if queryset is not None and queryset.model is Domain:
+                field.queryset = queryset.filter(workspace_id=self.workspace_id)
 
 
 class DomainCreateForm(forms.Form):
@@ -106,12 +133,11 @@ class DomainCreateForm(forms.Form):
 EMPTY_PARAMETERS = {"type": "object", "properties": {}, "required": []}
 
 
-class ApiCreateForm(forms.Form):
+class ApiCreateForm(WorkspaceForm):
     domain = DomainChoiceField(help_text="The domain the API belongs to.")
     name = forms.CharField(
         max_length=64,
-        help_text="snake_case, as the agent calls it: a lower-case letter, then letters, digits or _ (e.g. "
-        "get_order).",
+        help_text="snake_case, as the agent calls it: a lower-case letter, then letters, digits or _ (e.g. get_order).",
     )
     description = forms.CharField(
         required=False,
@@ -134,7 +160,7 @@ class ApiCreateForm(forms.Form):
         return self.cleaned_data["returns"] or {}
 
 
-class TaskCreateForm(forms.Form):
+class TaskCreateForm(WorkspaceForm):
     domain = DomainChoiceField(help_text="The domain whose APIs the task uses.")
     instruction = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 4}),

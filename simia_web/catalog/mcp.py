@@ -7,7 +7,7 @@ this module: importing it takes seconds, which no web process should pay at star
 
 A command is run without a shell, in a temporary directory of its own (also its TMPDIR), with only the SDK's
 safe environment (PATH, HOME, ...): never the app's secrets. Running one is running code on the machine, so
-only admins (and the operator, from the command line) may name one. A URL must pass the checks endpoint
+only site administrators (and the operator, from the command line) may name one. A URL must pass the checks endpoint
 profiles pass (no credentials in it, no link-local or cloud metadata address), when it is named and again
 when a session opens.
 """
@@ -90,10 +90,15 @@ def mcp_server_problems(server: McpServer) -> dict[str, str]:
 
 
 def mcp_command_check(server: McpServer, actor) -> None:
-    """Running a server's command runs code on our machines: only an admin (or the operator at the command line,
-    who acts as no user) may name one. Raises PermissionDenied."""
-    if server.command and actor is not None and not (actor.is_authenticated and actor.has_role("admin")):
-        raise PermissionDenied("Naming an MCP server's command needs the admin role (a URL does not).")
+    """Running a server's command runs code on our machines, whichever workspace asks: only a site administrator
+    (or the operator at the command line, who acts as no user) may name one; a workspace's admins may not. Raises
+    PermissionDenied."""
+    if (
+        server.command
+        and actor is not None
+        and not (actor.is_authenticated and actor.is_active and actor.is_site_admin)
+    ):
+        raise PermissionDenied("Naming an MCP server's command needs a site administrator (a URL does not).")
 
 
 def failure_reason(exc: BaseException) -> str:

@@ -3,16 +3,18 @@ domain's reference environment on its page."""
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
-from django.shortcuts import get_object_or_404, redirect, render
+from django.http import Http404
+from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from simia_web.accounts.permissions import role_required
+from simia_web.accounts.scoping import page_workspace_ids
 from simia_web.core.errors import ValidationFailed, fields_said
 
 from .importers import ImportRejected, apis_import
 from .mcp import McpServer
-from .models import Domain
 from .references import ReferenceConfig, reference_clear, reference_set
+from .selectors import domain_named
 
 SOURCES = ("openapi", "mcp_url", "mcp_command")
 
@@ -34,7 +36,13 @@ def api_import(request):
     if source != "openapi":
         server = McpServer(command=location) if source == "mcp_command" else McpServer(url=location)
     try:
-        result = apis_import(domain=target, openapi=upload, mcp=server, actor=request.user)
+        result = apis_import(
+            domain=target,
+            openapi=upload,
+            mcp=server,
+            workspace_id=request.user.current_workspace_id,
+            actor=request.user,
+        )
     except ImportRejected as exc:
         context["api_rejected"] = exc
         return render(request, "catalog/api_import.html", context, status=400)
@@ -46,8 +54,10 @@ def api_import(request):
 @role_required("curator")
 @require_POST
 def domain_reference(request, name: str):
-    """Name, change or clear the domain's reference (a command needs the admin role)."""
-    domain = get_object_or_404(Domain, name=name)
+    """Name, change or clear the domain's reference (a command needs a site administrator)."""
+    domain = domain_named(name=name, workspace_ids=page_workspace_ids(request.user))
+    if domain is None:
+        raise Http404("No domain matches.")
     if request.POST.get("action") == "clear":
         if reference_clear(domain=domain, actor=request.user):
             messages.success(request, "The reference environment was removed.")

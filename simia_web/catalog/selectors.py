@@ -1,11 +1,16 @@
 """Reads of the catalog: the lists the pages and the REST API share, and what the pipelines repeat for every
-unit."""
+unit.
 
-from collections.abc import Mapping
+Every read a request makes names the workspaces it reads from (`workspace_ids`: a page's current workspace, or a
+REST request's workspaces) and starts from `accounts.scoping.scoped`, so another workspace's rows are never there to
+be found."""
+
+from collections.abc import Iterable, Mapping
 
 from django.db.models import Count, IntegerField, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 
+from simia_web.accounts.scoping import scoped
 from simia_web.core.cache import ProcessCache
 
 from .filters import ApiFilter, DomainFilter, SeedFilter, TaskFilter
@@ -26,9 +31,21 @@ def with_domain_named(queryset):
 DOMAIN_CHOICES_MAX = 500
 
 
-def domain_names() -> list[str]:
-    """Domain names in order, for a filter's choices."""
-    return list(Domain.objects.order_by("name").values_list("name", flat=True)[:DOMAIN_CHOICES_MAX])
+def domains_in(*, workspace_ids: Iterable[int]) -> QuerySet[Domain]:
+    """The domains the workspaces own."""
+    return scoped(Domain.objects.all(), workspace_ids)
+
+
+def domain_names(*, workspace_ids: Iterable[int]) -> list[str]:
+    """The workspaces' domain names in order, for a filter's choices."""
+    rows = domains_in(workspace_ids=workspace_ids).order_by("name").values_list("name", flat=True)
+    return list(rows[:DOMAIN_CHOICES_MAX])
+
+
+def domain_named(*, name: str, workspace_ids: Iterable[int]) -> Domain | None:
+    """The domain called `name` if one of the workspaces owns it (its id, name and workspace only), else None: a
+    name of another workspace's domain is not found, as a missing one."""
+    return domains_in(workspace_ids=workspace_ids).only("id", "name", "workspace_id").filter(name=name).first()
 
 
 def _count(model, **match):
@@ -37,51 +54,58 @@ def _count(model, **match):
     return Coalesce(Subquery(rows, output_field=IntegerField()), 0)
 
 
-def domains_counted() -> QuerySet[Domain]:
-    """Domains with `api_count`, `task_count` and `seed_count`: all of each, valid or not, as the lists that a
-    domain's counts link to show them."""
-    return Domain.objects.annotate(
+def domains_counted(*, workspace_ids: Iterable[int]) -> QuerySet[Domain]:
+    """The workspaces' domains with `api_count`, `task_count` and `seed_count`: all of each, valid or not, as the
+    lists that a domain's counts link to show them."""
+    return domains_in(workspace_ids=workspace_ids).annotate(
         api_count=_count(Api, domain=OuterRef("pk")),
         task_count=_count(Task, domain=OuterRef("pk")),
         seed_count=_count(Seed, domain=OuterRef("pk")),
     )
 
 
-def domain_list(*, filters: Mapping) -> QuerySet[Domain]:
-    """Domains matching `filters` (DomainFilter's parameters), by name, with their counts and without the large
-    fields a list row never shows."""
-    rows = domains_counted().defer(*(name for name in DOMAIN_LARGE_FIELDS if name != "description"), "provenance")
+def domain_list(*, filters: Mapping, workspace_ids: Iterable[int]) -> QuerySet[Domain]:
+    """The workspaces' domains matching `filters` (DomainFilter's parameters), by name, with their counts and
+    without the large fields a list row never shows."""
+    rows = domains_counted(workspace_ids=workspace_ids).defer(
+        *(name for name in DOMAIN_LARGE_FIELDS if name != "description"), "provenance"
+    )
     return DomainFilter(filters, queryset=rows).qs.order_by("name")
 
 
-def api_list(*, filters: Mapping) -> QuerySet[Api]:
-    """APIs matching `filters` (ApiFilter's parameters), by domain and name."""
-    return ApiFilter(filters, queryset=api_details()).qs.order_by("domain__name", "name", "id")
+def api_list(*, filters: Mapping, workspace_ids: Iterable[int]) -> QuerySet[Api]:
+    """The workspaces' APIs matching `filters` (ApiFilter's parameters), by domain and name."""
+    return ApiFilter(filters, queryset=api_details(workspace_ids=workspace_ids)).qs.order_by(
+        "domain__name", "name", "id"
+    )
 
 
-def task_list(*, filters: Mapping) -> QuerySet[Task]:
-    """Tasks matching `filters` (TaskFilter's parameters), by domain and id."""
-    rows = with_domain_named(Task.objects.defer("user_scenario", "expected_actions", "provenance"))
+def task_list(*, filters: Mapping, workspace_ids: Iterable[int]) -> QuerySet[Task]:
+    """The workspaces' tasks matching `filters` (TaskFilter's parameters), by domain and id."""
+    rows = with_domain_named(
+        scoped(Task.objects.all(), workspace_ids).defer("user_scenario", "expected_actions", "provenance")
+    )
     return TaskFilter(filters, queryset=rows).qs.order_by("domain__name", "id")
 
 
-def seed_list(*, filters: Mapping) -> QuerySet[Seed]:
-    """Seeds matching `filters` (SeedFilter's parameters), by domain and id, without their conversations."""
-    rows = with_domain_named(Seed.objects.defer("messages", "tools", "provenance"))
+def seed_list(*, filters: Mapping, workspace_ids: Iterable[int]) -> QuerySet[Seed]:
+    """The workspaces' seeds matching `filters` (SeedFilter's parameters), by domain and id, without their
+    conversations."""
+    rows = with_domain_named(scoped(Seed.objects.all(), workspace_ids).defer("messages", "tools", "provenance"))
     return SeedFilter(filters, queryset=rows).qs.order_by("domain__name", "id")
 
 
-def api_details() -> QuerySet[Api]:
-    """APIs as their page and the API's detail show them, with their domain's name."""
-    return with_domain_named(Api.objects.all())
+def api_details(*, workspace_ids: Iterable[int]) -> QuerySet[Api]:
+    """The workspaces' APIs as their page and the API's detail show them, with their domain's name."""
+    return with_domain_named(scoped(Api.objects.all(), workspace_ids))
 
 
-def task_details() -> QuerySet[Task]:
-    return with_domain_named(Task.objects.all())
+def task_details(*, workspace_ids: Iterable[int]) -> QuerySet[Task]:
+    return with_domain_named(scoped(Task.objects.all(), workspace_ids))
 
 
-def seed_details() -> QuerySet[Seed]:
-    return with_domain_named(Seed.objects.select_related("created_by"))
+def seed_details(*, workspace_ids: Iterable[int]) -> QuerySet[Seed]:
+    return with_domain_named(scoped(Seed.objects.select_related("created_by"), workspace_ids))
 
 
 def domain_apis(*, domain: Domain, limit: int) -> list[Api]:

@@ -7,6 +7,7 @@ from django.contrib.contenttypes.models import ContentType
 from django.db import models, transaction
 from django.utils import timezone
 
+from simia_web.accounts.models import default_workspace_id, owner_workspace_id
 from simia_web.core.errors import ValidationFailed, django_validation
 from simia_web.core.jsonutil import content_hash
 from simia_web.core.models import Revision
@@ -26,12 +27,35 @@ from .validation import (
 )
 
 
+def workspace_id_or_default(workspace_id: int | None) -> int:
+    """The workspace a write goes to: `workspace_id`, or the `default` workspace when it names none."""
+    return default_workspace_id() if workspace_id is None else workspace_id
+
+
+def domain_name_taken(name: str) -> str:
+    """The refusal of a domain name another workspace uses: names are unique across workspaces (they are in
+    addresses), and the refusal says no more than that the name is in use."""
+    return f"the name {name!r} is taken: choose another name"
+
+
 def domain_ensure(
-    *, name: str, description: str = "", policy: str = "", source: str = DomainSource.MANUAL, actor=None
+    *,
+    name: str,
+    description: str = "",
+    policy: str = "",
+    source: str = DomainSource.MANUAL,
+    workspace_id: int | None = None,
+    actor=None,
 ) -> Domain:
+    """The domain `name` of the workspace `workspace_id` (the `default` one when None), created when new;
+    ValidationFailed (field `domain`) when another workspace has a domain of that name."""
+    workspace_id = workspace_id_or_default(workspace_id)
     domain, created = Domain.objects.get_or_create(
-        name=name, defaults={"description": description, "policy": policy, "source": source}
+        name=name,
+        defaults={"description": description, "policy": policy, "source": source, "workspace_id": workspace_id},
     )
+    if domain.workspace_id != workspace_id:
+        raise ValidationFailed(domain_name_taken(name), field="domain")
     if created:
         audit_record(actor=actor, action="domain.create", target=domain, data={"source": source})
     return domain
@@ -125,7 +149,7 @@ def tasks_store(*, domain: Domain, tasks: list[dict], job=None, provenance: dict
 def task_index(task: Task, new: bool = False) -> None:
     """Sign the task's instruction in the near-duplicate index, in the transaction that writes it."""
     item_index(
-        corpus=TASKS, workspace_id=task.domain.workspace_id, item_id=task.pk, text=task.instruction, new=new
+        corpus=TASKS, workspace_id=owner_workspace_id(task.domain), item_id=task.pk, text=task.instruction, new=new
     )
 
 
@@ -368,13 +392,23 @@ RESERVED_DOMAIN_NAMES = frozenset({"new"})  # /domains/new/ is the page that cre
 
 
 @transaction.atomic
-def domain_create(*, name: str, description: str = "", policy: str = "", actor) -> Domain:
-    """A new domain, written by hand: its APIs, tasks and world state come next (by form, import or synthesis)."""
+def domain_create(
+    *, name: str, description: str = "", policy: str = "", workspace_id: int | None = None, actor
+) -> Domain:
+    """A new domain of the workspace `workspace_id` (the `default` one when None), written by hand: its APIs, tasks
+    and world state come next (by form, import or synthesis). A name in use is refused; when another workspace uses
+    it, without saying more."""
+    workspace_id = workspace_id_or_default(workspace_id)
     if name in RESERVED_DOMAIN_NAMES:
         raise ValidationFailed(f"{name!r} is reserved: choose another name", field="name")
-    if Domain.objects.filter(name=name).exists():
+    owner = Domain.objects.filter(name=name).values_list("workspace_id", flat=True).first()
+    if owner == workspace_id:
         raise ValidationFailed(f"a domain named {name!r} exists already: choose another name, or open it", field="name")
-    domain = Domain(name=name, description=description, policy=policy, source=DomainSource.MANUAL)
+    if owner is not None:
+        raise ValidationFailed(domain_name_taken(name), field="name")
+    domain = Domain(
+        name=name, description=description, policy=policy, source=DomainSource.MANUAL, workspace_id=workspace_id
+    )
     with django_validation():
         domain.full_clean()
     domain.save()

@@ -8,6 +8,7 @@ from django.core.paginator import Paginator
 from django.shortcuts import get_object_or_404, redirect, render
 
 from simia_web.accounts.permissions import role_required
+from simia_web.accounts.scoping import page_workspace_ids
 from simia_web.core.clipping import clipped, message_page, shown_in_full, too_large_to_edit
 from simia_web.core.display import pretty_json
 from simia_web.core.errors import ValidationFailed, VersionConflict
@@ -66,7 +67,7 @@ def _list_page(request, template: str, rows, **context):
 
 @role_required("annotator")
 def domain_list(request):
-    rows = selectors.domain_list(filters=request.GET)
+    rows = selectors.domain_list(filters=request.GET, workspace_ids=page_workspace_ids(request.user))
     return _list_page(request, "catalog/domain_list.html", rows, sources=DomainSource.choices)
 
 
@@ -75,16 +76,18 @@ def api_list(request):
     respelled = _respelled(request, "valid")
     if respelled is not None:
         return respelled
-    rows = selectors.api_list(filters=request.GET)
-    return _list_page(request, "catalog/api_list.html", rows, domains=selectors.domain_names(), kinds=ApiKind.choices)
+    workspace_ids = page_workspace_ids(request.user)
+    rows = selectors.api_list(filters=request.GET, workspace_ids=workspace_ids)
+    domains = selectors.domain_names(workspace_ids=workspace_ids)
+    return _list_page(request, "catalog/api_list.html", rows, domains=domains, kinds=ApiKind.choices)
 
 
 @role_required("annotator")
 def task_list(request):
-    rows = selectors.task_list(filters=request.GET)
-    return _list_page(
-        request, "catalog/task_list.html", rows, domains=selectors.domain_names(), statuses=TaskStatus.choices
-    )
+    workspace_ids = page_workspace_ids(request.user)
+    rows = selectors.task_list(filters=request.GET, workspace_ids=workspace_ids)
+    domains = selectors.domain_names(workspace_ids=workspace_ids)
+    return _list_page(request, "catalog/task_list.html", rows, domains=domains, statuses=TaskStatus.choices)
 
 
 @role_required("annotator")
@@ -92,10 +95,10 @@ def seed_list(request):
     respelled = _respelled(request, "usable")
     if respelled is not None:
         return respelled
-    rows = selectors.seed_list(filters=request.GET)
-    return _list_page(
-        request, "catalog/seed_list.html", rows, domains=selectors.domain_names(), formats=SeedFormat.choices
-    )
+    workspace_ids = page_workspace_ids(request.user)
+    rows = selectors.seed_list(filters=request.GET, workspace_ids=workspace_ids)
+    domains = selectors.domain_names(workspace_ids=workspace_ids)
+    return _list_page(request, "catalog/seed_list.html", rows, domains=domains, formats=SeedFormat.choices)
 
 
 # ---------------------------------------------------------------- view and edit
@@ -141,7 +144,7 @@ def _edit(request, *, obj, form_class, update, template: str, context: dict):
 
 @role_required("annotator")
 def domain_detail(request, name: str):
-    domain = get_object_or_404(selectors.domains_counted(), name=name)
+    domain = get_object_or_404(selectors.domains_counted(workspace_ids=page_workspace_ids(request.user)), name=name)
     return _edit(
         request,
         obj=domain,
@@ -160,7 +163,7 @@ def domain_detail(request, name: str):
 
 @role_required("annotator")
 def api_detail(request, pk: int):
-    api = get_object_or_404(selectors.api_details(), pk=pk)
+    api = get_object_or_404(selectors.api_details(workspace_ids=page_workspace_ids(request.user)), pk=pk)
     return _edit(
         request,
         obj=api,
@@ -173,7 +176,7 @@ def api_detail(request, pk: int):
 
 @role_required("annotator")
 def task_detail(request, pk: int):
-    task = get_object_or_404(selectors.task_details(), pk=pk)
+    task = get_object_or_404(selectors.task_details(workspace_ids=page_workspace_ids(request.user)), pk=pk)
     return _edit(
         request,
         obj=task,
@@ -186,7 +189,7 @@ def task_detail(request, pk: int):
 
 @role_required("annotator")
 def seed_detail(request, pk: int):
-    seed = get_object_or_404(selectors.seed_details(), pk=pk)
+    seed = get_object_or_404(selectors.seed_details(workspace_ids=page_workspace_ids(request.user)), pk=pk)
     page = message_page(request, seed.messages)
     full = shown_in_full(request)
     context = {
@@ -237,7 +240,11 @@ def seed_upload(request):
             return render(request, "catalog/seed_upload.html", context, status=400)
         try:
             result = seeds_import(
-                source=upload, format=context["chosen"], domain=context["domain"].strip() or None, actor=request.user
+                source=upload,
+                format=context["chosen"],
+                domain=context["domain"].strip() or None,
+                workspace_id=request.user.current_workspace_id,
+                actor=request.user,
             )
         except ImportRejected as exc:
             context["rejected"] = exc
@@ -273,7 +280,7 @@ def _created(request, form, create):
 @role_required("curator")
 def domain_create(request):
     form = DomainCreateForm(request.POST or None)
-    domain = _created(request, form, services.domain_create)
+    domain = _created(request, form, partial(services.domain_create, workspace_id=request.user.current_workspace_id))
     if domain is not None:
         messages.success(request, f"Domain {domain.name} created: now add its APIs and tasks, or synthesize them.")
         return redirect("domain-detail", name=domain.name)
@@ -293,8 +300,9 @@ def _domain_initial(request) -> dict:
 
 @role_required("curator")
 def api_create(request):
-    form = ApiCreateForm(request.POST or None, initial=_domain_initial(request))
-    no_domain = not selectors.domain_names()
+    workspace_ids = page_workspace_ids(request.user)
+    form = ApiCreateForm(request.POST or None, initial=_domain_initial(request), workspace_ids=workspace_ids)
+    no_domain = not selectors.domain_names(workspace_ids=workspace_ids)
     api = _created(request, form, services.api_create)
     if api is not None:
         messages.success(request, f"API {api.name} added to {api.domain.name}.")
@@ -313,8 +321,9 @@ def api_create(request):
 
 @role_required("curator")
 def task_create(request):
-    form = TaskCreateForm(request.POST or None, initial=_domain_initial(request))
-    no_domain = not selectors.domain_names()
+    workspace_ids = page_workspace_ids(request.user)
+    form = TaskCreateForm(request.POST or None, initial=_domain_initial(request), workspace_ids=workspace_ids)
+    no_domain = not selectors.domain_names(workspace_ids=workspace_ids)
     task = _created(request, form, services.task_create)
     if task is not None:
         duplicate = f" It is a near-duplicate of task {task.duplicate_of_id}." if task.duplicate_of_id else ""

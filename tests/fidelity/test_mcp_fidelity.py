@@ -177,7 +177,7 @@ def test_the_reference_is_named_on_the_domain_page_and_commands_need_an_admin(cl
     command = {"command": stdio_command()}
     assert curator.put("/api/v1/domains/store/reference/", command, "application/json").status_code == 403
     answer = curator.post("/domains/store/reference/", {"kind": "command", "location": stdio_command()}, follow=True)
-    assert b"needs the admin role" in answer.content and not DomainReference.objects.exists()
+    assert b"needs a site administrator" in answer.content and not DomainReference.objects.exists()
     answer = curator.post("/domains/store/reference/", {"kind": "url", "location": "http://127.0.0.1:9/mcp"})
     assert answer.status_code == 302 and DomainReference.objects.get().url == "http://127.0.0.1:9/mcp"
     page = client_for("annotator").get("/domains/store/")

@@ -14,20 +14,23 @@ from simia_web.core.services import audit_record
 from .errors import ImportIssue, ImportRejected
 from .mcp import mcp_read
 from .openapi import openapi_read
-from .service import ImportResult, apis_add, domain_name_problems, source_name
+from .service import ImportResult, apis_add, domain_name_issues, source_name
 
 API_FORMATS = ("openapi", "mcp")
 
 
-def apis_import(*, domain: str, openapi=None, mcp: McpServer | None = None, actor=None) -> ImportResult:
-    """Import APIs into `domain` from an OpenAPI document (a Path or an uploaded file) or an MCP server.
+def apis_import(
+    *, domain: str, openapi=None, mcp: McpServer | None = None, workspace_id: int | None = None, actor=None
+) -> ImportResult:
+    """Import APIs into the domain `domain` of the workspace `workspace_id` (the `default` one when None) from an
+    OpenAPI document (a Path or an uploaded file) or an MCP server.
 
     Raises ImportRejected (nothing written) naming the file or server, the operation or tool and the field;
     PermissionDenied when `actor` may not run the server's command."""
     if (openapi is None) == (mcp is None):
         raise ImportRejected([ImportIssue("", None, "source", "give an OpenAPI document or an MCP server")])
     source = mcp.describe() if mcp is not None else source_name(openapi)
-    issues = _domain_issues(domain, source)
+    issues = _domain_issues(domain, source, workspace_id)
     if mcp is not None:
         mcp_command_check(mcp, actor)
         problems = mcp_server_problems(mcp)
@@ -40,7 +43,7 @@ def apis_import(*, domain: str, openapi=None, mcp: McpServer | None = None, acto
     format = "openapi" if openapi is not None else "mcp"
     result = ImportResult(domain=domain, format=format)
     with transaction.atomic():
-        target = domain_ensure(name=domain, source=DomainSource(format), actor=actor)
+        target = domain_ensure(name=domain, source=DomainSource(format), workspace_id=workspace_id, actor=actor)
         apis_add(target, data["apis"], result, actor, {"import": format})
         if not target.initial_state:
             result.notes.append("the domain has no world state yet: the simulator starts from an empty one")
@@ -49,9 +52,7 @@ def apis_import(*, domain: str, openapi=None, mcp: McpServer | None = None, acto
     return result
 
 
-def _domain_issues(domain: str, source: str) -> list[ImportIssue]:
+def _domain_issues(domain: str, source: str, workspace_id: int | None) -> list[ImportIssue]:
     if not domain:
         return [ImportIssue(source, None, "domain", "name the domain to import into")]
-    if problems := domain_name_problems(domain):
-        return [ImportIssue(source, None, "domain", f"{domain!r}: {' '.join(problems)}")]
-    return []
+    return domain_name_issues(domain, source, workspace_id)

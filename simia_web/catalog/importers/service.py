@@ -13,7 +13,14 @@ from django.db import transaction
 from django.utils.text import slugify
 
 from simia_web.catalog.models import Api, Domain, DomainSource, Seed, SeedFormat, Task
-from simia_web.catalog.services import SNAPSHOTS, domain_ensure, seed_problems_compute, task_index
+from simia_web.catalog.services import (
+    SNAPSHOTS,
+    domain_ensure,
+    domain_name_taken,
+    seed_problems_compute,
+    task_index,
+    workspace_id_or_default,
+)
 from simia_web.catalog.validation import api_problems
 from simia_web.core.errors import ValidationFailed, django_validation
 from simia_web.core.jsonutil import content_hash
@@ -82,8 +89,22 @@ def _domain_name(domain: str | None, source_name: str, fallback: str) -> str:
     return slugify(stem)[:80] or fallback
 
 
-def seeds_import(*, source, format: str, domain: str | None = None, actor=None) -> ImportResult:
-    """Import a τ² folder (or .zip) or a ShareGPT / OpenAI file. Raises ImportRejected, writing nothing."""
+def domain_name_issues(name: str, source: str, workspace_id: int | None) -> list[ImportIssue]:
+    """What is wrong with importing into the domain `name` of the workspace `workspace_id` (`default` when None): a
+    name the validators refuse, or one another workspace's domain has (said without more)."""
+    if problems := domain_name_problems(name):
+        return [ImportIssue(source, None, "domain", f"{name!r}: {' '.join(problems)}")]
+    owner = Domain.objects.filter(name=name).values_list("workspace_id", flat=True).first()
+    if owner is not None and owner != workspace_id_or_default(workspace_id):
+        return [ImportIssue(source, None, "domain", domain_name_taken(name))]
+    return []
+
+
+def seeds_import(
+    *, source, format: str, domain: str | None = None, workspace_id: int | None = None, actor=None
+) -> ImportResult:
+    """Import a τ² folder (or .zip) or a ShareGPT / OpenAI file into a domain of the workspace `workspace_id` (the
+    `default` one when None). Raises ImportRejected, writing nothing."""
     name = source_name(source)
     if format not in FORMATS:
         raise ImportRejected([ImportIssue(name, None, "format", f"must be one of {', '.join(FORMATS)}")])
@@ -101,16 +122,14 @@ def seeds_import(*, source, format: str, domain: str | None = None, actor=None) 
         specs, issues = seed_specs_read(source, name, format)
         data = {"issues": issues, "seeds": specs}
         domain_name = _domain_name(domain, name, "seeds")
-    if problems := domain_name_problems(domain_name):
-        data["issues"].insert(0, ImportIssue(name, None, "domain", f"{domain_name!r}: {' '.join(problems)}"))
+    data["issues"][:0] = domain_name_issues(domain_name, name, workspace_id)
     if data["issues"]:
         raise ImportRejected(data["issues"])
     with transaction.atomic():
         if format == "tau2":
-            result = _tau2_write(data, domain_name, actor)
+            result, target = _tau2_write(data, domain_name, workspace_id, actor)
         else:
-            result = _seeds_write(data["seeds"], domain_name, format, name, actor)
-        target = Domain.objects.get(name=domain_name)
+            result, target = _seeds_write(data["seeds"], domain_name, format, name, workspace_id, actor)
         audit_record(actor=actor, action="catalog.import", target=target, data={"source": name, **result.as_dict()})
     return result
 
@@ -180,9 +199,9 @@ def _domain_fill(domain: Domain, values: dict, result: ImportResult) -> None:
         domain.save(update_fields=[*changed, "updated_at"])
 
 
-def _tau2_write(data: dict, domain_name: str, actor) -> ImportResult:
+def _tau2_write(data: dict, domain_name: str, workspace_id: int | None, actor) -> tuple[ImportResult, Domain]:
     result = ImportResult(domain=domain_name, format="tau2")
-    domain = domain_ensure(name=domain_name, source=DomainSource.TAU2, actor=actor)
+    domain = domain_ensure(name=domain_name, source=DomainSource.TAU2, workspace_id=workspace_id, actor=actor)
     _domain_fill(
         domain,
         {"policy": data["policy"], "initial_state": data["initial_state"], "state_schema": data["state_schema"]},
@@ -218,12 +237,14 @@ def _tau2_write(data: dict, domain_name: str, actor) -> ImportResult:
         task_index(task, new=True)
     _revisions_initial(created, actor)
     result.created["tasks"] = len(created)
-    return result
+    return result, domain
 
 
-def _seeds_write(specs: list[dict], domain_name: str, format: str, source_name: str, actor) -> ImportResult:
+def _seeds_write(
+    specs: list[dict], domain_name: str, format: str, source_name: str, workspace_id: int | None, actor
+) -> tuple[ImportResult, Domain]:
     result = ImportResult(domain=domain_name, format=format)
-    domain = domain_ensure(name=domain_name, source=DomainSource.SEEDS, actor=actor)
+    domain = domain_ensure(name=domain_name, source=DomainSource.SEEDS, workspace_id=workspace_id, actor=actor)
     domain_tools = [api.as_tool() for api in domain.apis.filter(valid=True)]
     tool_specs: dict[str, dict] = {}
     known = set(domain.seeds.values_list("content_hash", flat=True))
@@ -259,4 +280,4 @@ def _seeds_write(specs: list[dict], domain_name: str, format: str, source_name: 
     created = Seed.objects.bulk_create(rows)
     _revisions_initial(created, actor)
     result.created["seeds"] = len(created)
-    return result
+    return result, domain
