@@ -78,9 +78,7 @@ def _first_user_text(messages: list[dict]) -> str:
 def _siblings(job, seed_id: int, exclude_unit, messages: list[dict]) -> list[tuple[str, list[dict]]]:
     """Outputs of the same seed in this job that the near-duplicate index finds for `messages`: the candidates the
     exact rule then compares, instead of every sibling."""
-    candidates = text_candidates(
-        corpus=TRAJECTORIES, workspace_id=job.workspace_id, text=conversation_text(messages)
-    )
+    candidates = text_candidates(corpus=TRAJECTORIES, workspace_id=job.workspace_id, text=conversation_text(messages))
     rows = (
         Trajectory.objects.filter(pk__in=candidates, job=job, seed_id=seed_id)
         .exclude(unit=exclude_unit)
@@ -90,12 +88,13 @@ def _siblings(job, seed_id: int, exclude_unit, messages: list[dict]) -> list[tup
     return [(f"trajectory {pk} of this job", messages) for pk, messages in rows]
 
 
-def _seed_domain_id(params: dict, seed_id: int) -> int | None:
+def _seed_domain_id(job: Job, seed_id: int) -> int | None:
     """The domain of a seed that may have been deleted since the job was queued."""
-    recorded = params.get("seed_domains", {}).get(str(seed_id))
+    recorded = job.params.get("seed_domains", {}).get(str(seed_id))
     if recorded is not None:
         return recorded
-    return Domain.objects.filter(name=params.get("domain") or "").values_list("id", flat=True).first()
+    domains = Domain.objects.filter(name=job.params.get("domain") or "", workspace=job.workspace_id)
+    return domains.values_list("id", flat=True).first()
 
 
 def amplify_unit_run(job: Job, unit):
@@ -144,7 +143,7 @@ def _internal_error_store(*, job: Job, unit, partial: dict, exc: Exception) -> d
     seed = Seed.objects.filter(pk=seed_id).first()
     detail = f"{type(exc).__name__}: {exc}"[:2000]
     violations = [Violation("internal_error", None, detail)]
-    domain_id = seed.domain_id if seed else _seed_domain_id(job.params, seed_id)
+    domain_id = seed.domain_id if seed else _seed_domain_id(job, seed_id)
     if domain_id is None:
         raise RuntimeError(f"cannot store output {unit.params['index']}: the domain of seed {seed_id} is gone") from exc
     trajectory = trajectory_create(

@@ -1,11 +1,13 @@
 """What the parameters of the synthesis job kinds share (each kind's serializer is in its module of job_kinds):
-endpoint profiles per stage, the judge's configuration, and a rollout's limits."""
+the workspace the job works in, endpoint profiles per stage, the judge's configuration, and a rollout's limits."""
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from functools import cached_property
 from typing import Any
 
 from rest_framework import serializers
 
+from simia_web.accounts.models import default_workspace_id
 from simia_web.calibration.selectors import best_calibrated
 from simia_web.jobs.models import Job
 from simia_web.jobs.parameters import DescribedChoiceField
@@ -30,10 +32,23 @@ def judge_configurations_described() -> dict[str, str]:
     }
 
 
+def context_workspace_id(context: Mapping[str, Any]) -> int:
+    """The workspace a job's parameters are read in: the one `jobs.services.job_queue` puts in the serializer's
+    context (`workspace`), the `default` one when it names none."""
+    workspace = context.get("workspace")
+    return default_workspace_id() if workspace is None else workspace.pk
+
+
 class JobParametersSerializer(serializers.Serializer):
-    """Endpoint profiles per stage, which every kind takes; save(actor=...) writes the job with `job_create`."""
+    """Endpoint profiles per stage, which every kind takes; save(actor=...) writes the job with `job_create`, in
+    the workspace of the serializer's context (`workspace_id`)."""
 
     job_create: Callable[..., Job]  # staticmethod(<the kind's job_create service>)
+
+    @cached_property
+    def workspace_id(self) -> int:
+        """The workspace the job works in: the domains it names are looked up there, and what it makes is its."""
+        return context_workspace_id(self.context)
 
     profiles = serializers.DictField(
         child=serializers.IntegerField(**ROW_ID),
@@ -74,7 +89,7 @@ class JobParametersSerializer(serializers.Serializer):
                 raise serializers.ValidationError({"judge_configuration": "no calibration run has finished"})
             validated_data["profiles"] = {**validated_data.get("profiles", {}), Stage.JUDGE: run.profile_id}
             validated_data["judge_prompt"] = run.prompt_version
-        return type(self).job_create(**validated_data)
+        return type(self).job_create(**validated_data, workspace_id=self.workspace_id)
 
 
 class RolloutLimitsSerializer(JobParametersSerializer):

@@ -1,4 +1,4 @@
-from django.db.models import Count
+from django.db.models import Count, QuerySet
 
 from simia_web.catalog.models import Api, Domain, Seed, Task, TaskStatus
 from simia_web.curation.models import Trajectory
@@ -16,5 +16,15 @@ def stats() -> dict:
     }
 
 
-def valid_task_count(*, domain_name: str) -> int:
-    return Task.objects.filter(domain__name=domain_name, status=TaskStatus.VALID).count()
+def valid_task_count(*, domain_name: str, workspace_id: int) -> int:
+    """The valid tasks of the workspace's domain `domain_name` (none for another workspace's)."""
+    return Task.objects.filter(
+        domain__name=domain_name, domain__workspace_id=workspace_id, status=TaskStatus.VALID
+    ).count()
+
+
+def valid_tasks_of(*, domain_name: str, workspace_id: int) -> QuerySet[Task]:
+    """The valid tasks of the workspace's domain `domain_name`, oldest first, as a rollout job plans them."""
+    return Task.objects.filter(
+        domain__name=domain_name, domain__workspace_id=workspace_id, status=TaskStatus.VALID
+    ).order_by("id")

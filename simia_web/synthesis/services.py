@@ -3,6 +3,9 @@
 Every way in (`manage.py queue`, the queue pages, the API, and the *_queue functions here for Python callers) goes
 through jobs.services.job_queue: the kind's serializer (in its module of synthesis.job_kinds) checks the ranges and
 caps, then one of the *_job_create functions applies the rules that need the database and writes the job.
+
+A job works in one workspace (`workspace_id`, the `default` one when None): the domains and seeds its parameters
+name are looked up there (another workspace's is refused as a missing one), and what it makes is that workspace's.
 """
 
 import secrets
@@ -11,7 +14,7 @@ from django.db import transaction
 
 from simia_web.catalog.models import Domain, DomainReference, DomainSource, Seed, TaskStatus
 from simia_web.catalog.selectors import domain_unusable_reason
-from simia_web.catalog.services import domain_ensure
+from simia_web.catalog.services import domain_ensure, workspace_id_or_default
 from simia_web.core.errors import ValidationFailed
 from simia_web.formats.rules import NEAR_DUPLICATE_THRESHOLD
 from simia_web.jobs.models import Job
@@ -25,19 +28,27 @@ SIMULATOR, REFERENCE = "simulator", "reference"
 ENVIRONMENTS = (SIMULATOR, REFERENCE)
 
 
-def synthesis_queue(*, actor=None, **params) -> Job:
+def synthesis_queue(*, actor=None, workspace=None, **params) -> Job:
     """Queue a synthesize job (parameters: synthesis.job_kinds.synthesize.SynthesizeJobSerializer)."""
-    return job_queue(kind=SYNTHESIZE, params=params, actor=actor)
+    return job_queue(kind=SYNTHESIZE, params=params, actor=actor, workspace=workspace)
 
 
-def rollout_queue(*, actor=None, **params) -> Job:
+def rollout_queue(*, actor=None, workspace=None, **params) -> Job:
     """Queue a rollout job (parameters: synthesis.job_kinds.rollout.RolloutJobSerializer)."""
-    return job_queue(kind=ROLLOUT, params=params, actor=actor)
+    return job_queue(kind=ROLLOUT, params=params, actor=actor, workspace=workspace)
 
 
-def amplification_queue(*, actor=None, **params) -> Job:
+def amplification_queue(*, actor=None, workspace=None, **params) -> Job:
     """Queue an amplify job (parameters: synthesis.job_kinds.amplify.AmplifyJobSerializer)."""
-    return job_queue(kind=AMPLIFY, params=params, actor=actor)
+    return job_queue(kind=AMPLIFY, params=params, actor=actor, workspace=workspace)
+
+
+def _domain_of(name: str, workspace_id: int) -> Domain:
+    """The domain `name` of the workspace; another workspace's domain is refused as a missing one."""
+    found = Domain.objects.filter(name=name, workspace_id=workspace_id).first()
+    if found is None:
+        raise ValidationFailed(f"no domain named {name!r}", field="domain")
+    return found
 
 
 @transaction.atomic
@@ -54,9 +65,12 @@ def synthesis_job_create(
     policy: str = "",
     profiles: dict | None = None,
     judge_prompt: str | None = None,
+    workspace_id: int | None = None,
     actor=None,
 ) -> Job:
-    """Queue APIs, tasks and rollouts for each domain; new domains get the description and policy given."""
+    """Queue APIs, tasks and rollouts for each domain of the workspace; new domains get the description and policy
+    given. A name another workspace's domain has is refused (without saying more)."""
+    workspace_id = workspace_id_or_default(workspace_id)
     params = {
         "domains": domains,
         "apis": apis,
@@ -69,8 +83,15 @@ def synthesis_job_create(
         **({"judge_prompt": judge_prompt} if judge_prompt else {}),
     }
     for name in domains:
-        domain_ensure(name=name, description=description, policy=policy, source=DomainSource.SYNTHESIZED, actor=actor)
-    return job_create(kind=SYNTHESIZE, params=params, actor=actor)
+        domain_ensure(
+            name=name,
+            description=description,
+            policy=policy,
+            source=DomainSource.SYNTHESIZED,
+            workspace_id=workspace_id,
+            actor=actor,
+        )
+    return job_create(kind=SYNTHESIZE, params=params, actor=actor, workspace_id=workspace_id)
 
 
 def rollout_job_create(
@@ -84,11 +105,12 @@ def rollout_job_create(
     profiles: dict | None = None,
     environment: str = SIMULATOR,
     judge_prompt: str | None = None,
+    workspace_id: int | None = None,
     actor=None,
 ) -> Job:
-    found = Domain.objects.filter(name=domain).first()
-    if found is None:
-        raise ValidationFailed(f"no domain named {domain!r}", field="domain")
+    """Queue rollouts of the valid tasks of a domain of the workspace."""
+    workspace_id = workspace_id_or_default(workspace_id)
+    found = _domain_of(domain, workspace_id)
     if reason := domain_unusable_reason(found):
         raise ValidationFailed(reason, field="domain")
     if environment == REFERENCE and not DomainReference.objects.filter(domain=found).exists():
@@ -107,7 +129,7 @@ def rollout_job_create(
     }
     if tasks is not None:
         params["tasks"] = tasks
-    return job_create(kind=ROLLOUT, params=params, actor=actor)
+    return job_create(kind=ROLLOUT, params=params, actor=actor, workspace_id=workspace_id)
 
 
 def amplification_job_create(
@@ -121,16 +143,18 @@ def amplification_job_create(
     rng_seed: int | None = None,
     profiles: dict | None = None,
     judge_prompt: str | None = None,
+    workspace_id: int | None = None,
     actor=None,
 ) -> Job:
-    """Queue a job writing exactly `count` trajectories from the usable seeds selected."""
-    seeds = Seed.objects.filter(usable=True)
+    """Queue a job writing exactly `count` trajectories from the usable seeds of the workspace selected; another
+    workspace's seed is refused as a missing one."""
+    workspace_id = workspace_id_or_default(workspace_id)
+    workspace_seeds = Seed.objects.filter(domain__workspace_id=workspace_id)
+    seeds = workspace_seeds.filter(usable=True)
     if domain:
-        if not Domain.objects.filter(name=domain).exists():
-            raise ValidationFailed(f"no domain named {domain!r}", field="domain")
-        seeds = seeds.filter(domain__name=domain)
+        seeds = seeds.filter(domain=_domain_of(domain, workspace_id))
     if seed_ids:
-        found = set(Seed.objects.filter(pk__in=seed_ids).values_list("id", "usable"))
+        found = set(workspace_seeds.filter(pk__in=seed_ids).values_list("id", "usable"))
         missing = sorted(set(seed_ids) - {pk for pk, _ in found})
         if missing:
             raise ValidationFailed(f"no seed with id {', '.join(map(str, missing))}", field="seed")
@@ -161,4 +185,4 @@ def amplification_job_create(
         **({"judge_prompt": judge_prompt} if judge_prompt else {}),
     }
     with transaction.atomic():
-        return job_create(kind=AMPLIFY, params=params, actor=actor)
+        return job_create(kind=AMPLIFY, params=params, actor=actor, workspace_id=workspace_id)

@@ -7,6 +7,7 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
+from simia_web.accounts.services import workspace_create
 from simia_web.catalog.models import Domain
 from simia_web.curation.models import Trajectory
 from simia_web.jobs.models import Job, JobStatus
@@ -36,13 +37,23 @@ OLD_AND_NEW = [
 ]
 
 
-@pytest.fixture
-def queued(monkeypatch):
-    """What the queue command hands to job_queue, without a job being written."""
-    calls = []
+class Queued(list):
+    """The (kind, params) of each job queued, and the workspace each was queued in."""
 
-    def job_queue(*, kind, params):
+    def __init__(self):
+        super().__init__()
+        self.workspaces: list[str | None] = []
+
+
+@pytest.fixture
+def queued(monkeypatch, db):
+    """What the queue command hands to job_queue, without a job being written (the database is there for the
+    workspace the command names and the job's default one)."""
+    calls = Queued()
+
+    def job_queue(*, kind, params, workspace=None):
         calls.append((kind, params))
+        calls.workspaces.append(workspace.slug if workspace is not None else None)
         return Job(pk=len(calls), kind=kind)
 
     monkeypatch.setattr("simia_web.jobs.management.commands.queue.job_queue", job_queue)
@@ -95,3 +106,11 @@ def test_the_aliases_run_jobs_end_to_end(eager, llm_stub):
         "manage.py synthesize is now manage.py queue synthesize",
         "manage.py rollout is now manage.py queue rollout",
     ]
+
+
+def test_an_alias_passes_the_workspace_on(queued):
+    workspace_create(slug="team-b")
+    err = StringIO()
+    call_command("rollout", "--domain", "shop", "--workspace", "team-b", stdout=StringIO(), stderr=err)
+    assert err.getvalue().rstrip().endswith("manage.py queue rollout --param domain=shop --workspace team-b")
+    assert queued == [("rollout", {"domain": "shop"})] and queued.workspaces == ["team-b"]

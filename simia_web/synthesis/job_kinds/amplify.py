@@ -4,6 +4,7 @@ from django import forms
 from django.urls import reverse
 from rest_framework import serializers
 
+from simia_web.catalog.forms import WorkspaceDomainsForm
 from simia_web.catalog.models import Domain, Seed
 from simia_web.formats.rules import DEFAULT_MAX_MESSAGES, DEFAULT_MIN_MESSAGES
 from simia_web.jobs.forms import JobParametersForm, Notice
@@ -22,7 +23,7 @@ class AmplifyJobSerializer(JobParametersSerializer):
 
     count = CappedIntegerField(cap="SIMIA_MAX_UNITS_PER_JOB", min_value=1, help_text="Trajectories to write.")
     domain = serializers.SlugField(
-        required=False, allow_null=True, max_length=80, help_text="Only seeds of this domain."
+        required=False, allow_null=True, max_length=80, help_text="Only seeds of this domain (of the job's workspace)."
     )
     seed_ids = CappedListField(
         cap="SIMIA_MAX_UNITS_PER_JOB",
@@ -48,7 +49,7 @@ class AmplifyJobSerializer(JobParametersSerializer):
         return data
 
 
-class AmplifyForm(JobParametersForm):
+class AmplifyForm(WorkspaceDomainsForm, JobParametersForm):
     kind = AMPLIFY
 
     count = forms.IntegerField(initial=10, help_text="How many new trajectories to write.")
@@ -73,7 +74,7 @@ class AmplifyForm(JobParametersForm):
         return domain.name if domain else None
 
     def prerequisites(self) -> list[Notice]:
-        if Seed.objects.filter(usable=True).exists():
+        if Seed.objects.filter(domain__workspace_id=self.workspace_id, usable=True).exists():
             return []
         text = "No usable seed yet: amplification writes new trajectories from seed trajectories."
         return [Notice(text, reverse("seed-upload"), "Upload seeds")]

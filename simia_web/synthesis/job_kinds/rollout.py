@@ -4,13 +4,14 @@ from django import forms
 from django.urls import reverse
 from rest_framework import serializers
 
+from simia_web.catalog.forms import WorkspaceDomainsForm
 from simia_web.catalog.models import Domain, Task, TaskStatus
 from simia_web.jobs.forms import JobParametersForm, Notice
 from simia_web.jobs.kinds import job_kind_register
 from simia_web.jobs.parameters import CappedIntegerField, units_cap_refusal
 from simia_web.synthesis.params import RolloutLimitsSerializer
 from simia_web.synthesis.rollout import rollout_unit_run, rollout_units
-from simia_web.synthesis.selectors import valid_task_count
+from simia_web.synthesis.selectors import valid_task_count, valid_tasks_of
 from simia_web.synthesis.services import ENVIRONMENTS, REFERENCE, ROLLOUT, SIMULATOR, rollout_job_create
 from simia_web.synthesis.trajectory_kinds import TrajectoryJobKind
 
@@ -20,7 +21,7 @@ class RolloutJobSerializer(RolloutLimitsSerializer):
 
     job_create = staticmethod(rollout_job_create)
 
-    domain = serializers.SlugField(max_length=80, help_text="An existing domain.")
+    domain = serializers.SlugField(max_length=80, help_text="An existing domain of the job's workspace.")
     # Tasks already made, however many: the product with the rollouts is what is capped.
     tasks = CappedIntegerField(
         cap="SIMIA_MAX_UNITS_PER_JOB",
@@ -39,13 +40,13 @@ class RolloutJobSerializer(RolloutLimitsSerializer):
     )
 
     def validate(self, data):
-        available = valid_task_count(domain_name=data["domain"])
+        available = valid_task_count(domain_name=data["domain"], workspace_id=self.workspace_id)
         if refusal := units_cap_refusal(min(data.get("tasks") or available, available) * data["rollouts"]):
             raise serializers.ValidationError({"units": refusal})
         return data
 
 
-class RolloutForm(JobParametersForm):
+class RolloutForm(WorkspaceDomainsForm, JobParametersForm):
     kind = ROLLOUT
 
     domain = forms.ModelChoiceField(Domain.objects.all(), to_field_name="name")
@@ -64,7 +65,8 @@ class RolloutForm(JobParametersForm):
         return self.cleaned_data["domain"].name
 
     def prerequisites(self) -> list[Notice]:
-        if not Domain.objects.exists() or Task.objects.filter(status=TaskStatus.VALID).exists():
+        tasks = Task.objects.filter(domain__workspace_id=self.workspace_id, status=TaskStatus.VALID)
+        if not self.workspace_domains.exists() or tasks.exists():
             return []
         text = "No domain has a valid task yet: rollouts run a domain's tasks. Write one, or queue a synthesis job."
         return [Notice(text, reverse("task-new"), "Write a task")]
@@ -82,7 +84,7 @@ class RolloutKind(TrajectoryJobKind):
     def plan(self, job, stage):
         if stage is not None:
             return None
-        tasks = Task.objects.filter(domain__name=job.params["domain"], status=TaskStatus.VALID).order_by("id")
+        tasks = valid_tasks_of(domain_name=job.params["domain"], workspace_id=job.workspace_id)
         if job.params.get("tasks"):
             tasks = tasks[: job.params["tasks"]]
         return "rollout", rollout_units(list(tasks.values_list("id", flat=True)), job.params["rollouts"])

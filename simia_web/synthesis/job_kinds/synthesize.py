@@ -3,8 +3,9 @@
 from django import forms
 from rest_framework import serializers
 
+from simia_web.catalog.forms import WorkspaceDomainsForm
 from simia_web.catalog.models import Domain, Task, TaskStatus
-from simia_web.catalog.services import apis_store, tasks_store
+from simia_web.catalog.services import apis_store, domain_name_taken, tasks_store
 from simia_web.jobs.forms import JobParametersForm
 from simia_web.jobs.kinds import UnitPlan, job_kind_register
 from simia_web.jobs.parameters import CappedIntegerField, CappedListField, units_cap_refusal
@@ -38,7 +39,7 @@ class SynthesizeJobSerializer(RolloutLimitsSerializer):
         cap="SIMIA_MAX_DOMAINS_PER_JOB",
         child=serializers.SlugField(max_length=80),
         min_length=1,
-        help_text="Domain names to synthesize (new ones are created).",
+        help_text="Domain names to synthesize (new ones are created in the job's workspace).",
     )
     apis = CappedIntegerField(cap="SIMIA_MAX_APIS_PER_DOMAIN", min_value=1, default=8, help_text="APIs per domain.")
     tasks = CappedIntegerField(cap="SIMIA_MAX_TASKS_PER_DOMAIN", min_value=1, default=10, help_text="Tasks per domain.")
@@ -53,7 +54,12 @@ class SynthesizeJobSerializer(RolloutLimitsSerializer):
     )
 
     def validate_domains(self, value: list[str]) -> list[str]:
-        return list(dict.fromkeys(value))  # a name given twice is one domain
+        names = list(dict.fromkeys(value))  # a name given twice is one domain
+        # Names are unique across workspaces: one another workspace's domain has cannot be made here.
+        taken = Domain.objects.filter(name__in=names).exclude(workspace_id=self.workspace_id)
+        if taken_names := sorted(taken.values_list("name", flat=True)):
+            raise serializers.ValidationError([domain_name_taken(name) for name in taken_names])
+        return names
 
     def validate(self, data):
         # Two synthesis units per domain, then a rollout unit per rollout of each task.
@@ -62,7 +68,7 @@ class SynthesizeJobSerializer(RolloutLimitsSerializer):
         return data
 
 
-class SynthesisForm(JobParametersForm):
+class SynthesisForm(WorkspaceDomainsForm, JobParametersForm):
     kind = SYNTHESIZE
 
     domains = forms.CharField(help_text="Domain names (slugs), separated by commas or spaces.")
@@ -116,7 +122,7 @@ class SynthesizeKind(TrajectoryJobKind):
     def run(self, job, unit):
         if unit.stage == "rollout":
             return rollout_unit_run(job, unit)
-        domain = Domain.objects.get(name=unit.params["domain"])
+        domain = Domain.objects.get(name=unit.params["domain"], workspace_id=job.workspace_id)
         profiles = job.params.get("profiles", {})
         if unit.stage == "api_synthesis":
             client = client_for_stage(Stage.API_SYNTHESIS, job_id=job.pk, profile_id=profiles.get(Stage.API_SYNTHESIS))

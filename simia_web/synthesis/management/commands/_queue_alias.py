@@ -51,6 +51,7 @@ class QueueAlias(BaseCommand):
             help=f"Any other parameter of the kind, as `manage.py queue {self.kind}` takes it.",
         )
         parser.add_argument("--wait", action="store_true", help="Show progress and a summary; fail if the job fails.")
+        parser.add_argument("--workspace", metavar="SLUG", help="The workspace the job works in (default: default).")
 
     def queue_arguments(self, options: dict) -> list[str]:
         """The arguments of the `queue` command that does what these options asked."""
@@ -62,7 +63,8 @@ class QueueAlias(BaseCommand):
         arguments = [self.kind]
         for pair in [*pairs, *options["pairs"]]:
             arguments += ["--param", pair]
-        return arguments + (["--wait"] if options["wait"] else [])
+        workspace = ["--workspace", options["workspace"]] if options.get("workspace") else []
+        return arguments + workspace + (["--wait"] if options["wait"] else [])
 
     def handle(self, *args, **options):
         arguments = self.queue_arguments(options)
