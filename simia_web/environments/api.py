@@ -8,6 +8,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from simia_web.accounts.permissions import IsCurator
+from simia_web.accounts.rest import WORKSPACE_PARAMETER, request_workspace_ids
+from simia_web.accounts.scoping import api_workspace_ids
 from simia_web.core.pagination import IdCursorPagination
 
 from . import selectors, services
@@ -18,6 +20,9 @@ from .models import EnvSession
 class EnvCreateSerializer(serializers.Serializer):
     task = serializers.IntegerField(required=False, min_value=1, max_value=2**63 - 1, help_text="Play this task.")
     domain = serializers.CharField(required=False, max_length=80, help_text="Sample a valid task of this domain.")
+    workspace = serializers.SlugField(
+        required=False, max_length=50, help_text="Look the task, domain or group up in this workspace only."
+    )
     seed = serializers.IntegerField(required=False, help_text="Random seed for the task sample (reproducible).")
     group = serializers.CharField(
         required=False, max_length=120, help_text="Group key: every session of a group plays the same task."
@@ -116,15 +121,16 @@ class EnvListCreateApi(GenericAPIView):
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):  # schema generation has no user
             return EnvSession.objects.none()
-        return selectors.sessions_list(actor=self.request.user)
+        return selectors.sessions_list(actor=self.request.user, workspace_ids=request_workspace_ids(self.request))
 
     @extend_schema(
+        parameters=[WORKSPACE_PARAMETER],
         responses={
             200: EnvSessionSummarySerializer(many=True),
             400: OpenApiResponse(OpenApiTypes.OBJECT, "Invalid filter: {parameter: [messages]}."),
             404: OpenApiResponse(OpenApiTypes.OBJECT, "Invalid pagination cursor."),
         },
-        summary="List sessions: your own (admins: all), newest first",
+        summary="List sessions of your workspaces: your own (in a workspace you administer: all), newest first",
     )
     def get(self, request):
         page = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
@@ -149,6 +155,7 @@ class EnvListCreateApi(GenericAPIView):
             max_errors=data.get("max_errors"),
             token_budget=data.get("token_budget"),
             max_tool_calls_per_step=data.get("max_tool_calls_per_step"),
+            workspace_ids=api_workspace_ids(request.user, data.get("workspace")),
         )
         return Response(services.session_opening(session=session), status=status.HTTP_201_CREATED)
 
@@ -158,7 +165,8 @@ class EnvDetailApi(APIView):
 
     @extend_schema(responses={200: EnvSessionSerializer, 404: ERROR}, summary="State of a session")
     def get(self, request, session_id):
-        session = selectors.sessions_visible(actor=request.user).filter(pk=session_id).first()
+        sessions = selectors.sessions_visible(actor=request.user, workspace_ids=request_workspace_ids(request))
+        session = sessions.filter(pk=session_id).first()
         if session is None:
             raise services.EnvNotFound(f"no environment session {session_id}")
         return Response(EnvSessionSerializer(session).data)
@@ -173,7 +181,14 @@ class EnvStepApi(APIView):
         summary="Step: send one assistant message",
     )
     def post(self, request, session_id):
-        return Response(services.env_step(session_id=session_id, actor=request.user, payload=request.data))
+        return Response(
+            services.env_step(
+                session_id=session_id,
+                actor=request.user,
+                payload=request.data,
+                workspace_ids=request_workspace_ids(request),
+            )
+        )
 
 
 class EnvAbandonApi(APIView):
@@ -185,4 +200,8 @@ class EnvAbandonApi(APIView):
         summary="Abandon: end an unfinished episode without a reward",
     )
     def post(self, request, session_id):
-        return Response(services.env_abandon(session_id=session_id, actor=request.user))
+        return Response(
+            services.env_abandon(
+                session_id=session_id, actor=request.user, workspace_ids=request_workspace_ids(request)
+            )
+        )

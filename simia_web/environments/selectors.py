@@ -1,12 +1,31 @@
-"""Reads for RL environment sessions."""
+"""Reads for RL environment sessions: those of the workspaces a request reads from (`workspace_ids`); another
+workspace's session is not there to be found."""
 
+from collections.abc import Iterable
 from datetime import timedelta
 
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 
+from simia_web.accounts.models import Membership, Role
+from simia_web.accounts.scoping import scoped
 from simia_web.catalog.models import Api, Domain, Task, TaskStatus
 
-from .models import EnvSession
+from .models import EnvGroup, EnvSession
+
+
+def task_in(*, task_id: int, workspace_ids: Iterable[int]) -> Task | None:
+    """The task `task_id` with its domain if one of the workspaces owns it, else None (as a missing one)."""
+    return scoped(Task.objects.select_related("domain"), workspace_ids).filter(pk=task_id).first()
+
+
+def domain_in(*, name: str, workspace_ids: Iterable[int]) -> Domain | None:
+    """The domain `name` if one of the workspaces owns it, else None (as a missing one)."""
+    return scoped(Domain.objects.all(), workspace_ids).filter(name=name).first()
+
+
+def group_keyed(key: str) -> EnvGroup | None:
+    """The group `key` whichever workspace it plays in (keys are unique across workspaces), with its task."""
+    return EnvGroup.objects.select_related("task__domain").filter(key=key).first()
 
 
 def playable_task_ids(*, domain: Domain) -> list[int]:
@@ -18,27 +37,30 @@ def domain_apis(*, domain: Domain) -> list[Api]:
     return list(Api.objects.filter(domain=domain, valid=True).order_by("name", "id"))
 
 
-def sessions_visible(*, actor) -> QuerySet[EnvSession]:
-    """Admins see every session; everyone else only their own."""
-    sessions = EnvSession.objects.select_related("domain", "task", "group")
-    if actor.has_role("admin"):
+def sessions_visible(*, actor, workspace_ids: Iterable[int]) -> QuerySet[EnvSession]:
+    """The sessions of the workspaces that the actor may see: in a workspace they administer, every session; in
+    the others, their own."""
+    sessions = scoped(EnvSession.objects.select_related("domain", "task", "group"), workspace_ids)
+    if actor.is_site_admin:
         return sessions
-    return sessions.filter(created_by=actor)
+    administered = Membership.objects.filter(user=actor, role=Role.ADMIN).values("workspace_id")
+    return sessions.filter(Q(created_by=actor) | Q(domain__workspace_id__in=administered))
 
 
 # The conversation and state snapshots: not needed to list sessions, and they grow with every step.
 HEAVY_FIELDS = ("tools", "api_specs", "initial_state", "state", "messages", "steps", "llm_call_ids")
 
 
-def sessions_list(*, actor) -> QuerySet[EnvSession]:
-    """The sessions the actor may see, without the heavy JSON columns, for a summary listing."""
-    return sessions_visible(actor=actor).defer(*HEAVY_FIELDS)
+def sessions_list(*, actor, workspace_ids: Iterable[int]) -> QuerySet[EnvSession]:
+    """The sessions the actor may see in the workspaces, without the heavy JSON columns, for a summary listing."""
+    return sessions_visible(actor=actor, workspace_ids=workspace_ids).defer(*HEAVY_FIELDS)
 
 
 # What a step reads of the session's domain, task and group: not the domain's world state (a step works on
 # the session's copy, and a τ² domain's state is over a megabyte), nor the other JSON columns.
 STEP_RELATED_FIELDS = (
     "domain__name",
+    "domain__workspace_id",
     "domain__policy",
     "domain__state_schema",
     "task__instruction",
@@ -48,10 +70,10 @@ STEP_RELATED_FIELDS = (
 )
 
 
-def session_for_step(*, session_id, actor) -> EnvSession | None:
+def session_for_step(*, session_id, actor, workspace_ids: Iterable[int]) -> EnvSession | None:
     """The session a step runs on, with what the step reads of its domain, task and group; None when the
-    actor may not see it."""
-    sessions = sessions_visible(actor=actor)
+    actor may not see it in the workspaces."""
+    sessions = sessions_visible(actor=actor, workspace_ids=workspace_ids)
     own = [f.name for f in EnvSession._meta.concrete_fields]
     try:
         return sessions.only(*own, *STEP_RELATED_FIELDS).get(pk=session_id)

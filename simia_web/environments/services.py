@@ -1,5 +1,9 @@
 """RL environment sessions: reset (create), step, abandon, and the end of an episode (reward and stored trajectory).
 
+Every session belongs to the workspace of its domain: it is created on a task of the caller's workspaces, and a
+session of another workspace is not found (404) to read, step or abandon. Writes need the curator role in the
+session's workspace.
+
 A session is the episode engine's state (simia_web.simulation) kept between HTTP requests. A step loads the session,
 gives its database connection back, runs the engine (the simulator for tool calls, the user simulator
 for text, the judge at the end) with no transaction open, writes the calls' LLMCall rows whatever
@@ -8,6 +12,7 @@ session the second to write gets 409 and nothing of it is kept but its LLM-call 
 """
 
 import random
+from collections.abc import Iterable
 from datetime import timedelta
 
 from django.conf import settings
@@ -16,9 +21,10 @@ from django.db.models import F
 from django.utils import timezone
 
 from simia_web.accounts.models import User
-from simia_web.catalog.models import Domain, Task, TaskStatus
+from simia_web.accounts.scoping import has_role_in, member_workspace_ids
+from simia_web.catalog.models import Task, TaskStatus
 from simia_web.catalog.selectors import domain_unusable_reason
-from simia_web.core.errors import ApplicationError, Conflict, NotFound, TooManyRequests, UpstreamFailed
+from simia_web.core.errors import ApplicationError, Conflict, Forbidden, NotFound, TooManyRequests, UpstreamFailed
 from simia_web.curation.models import TrajectoryKind
 from simia_web.curation.services import trajectory_create
 from simia_web.formats import FormatError
@@ -73,6 +79,10 @@ class EnvNotFound(EnvError, NotFound):
     code = "not_found"
 
 
+class EnvForbidden(EnvError, Forbidden):
+    code = "forbidden"
+
+
 class EnvFinished(EnvError, Conflict):
     code = "episode_finished"
 
@@ -92,6 +102,12 @@ class EnvUpstreamError(EnvError, UpstreamFailed):
 # -- reset -----------------------------------------------------------------------------------------
 
 
+def _curator_check(actor, workspace_id: int | None) -> None:
+    """Sessions are run by curators: the actor needs the role in the workspace of the session's domain."""
+    if workspace_id is None or not has_role_in(actor, workspace_id, "curator"):
+        raise EnvForbidden("RL sessions need the curator role in the domain's workspace")
+
+
 def _limit(name: str, value: int | None, default: int) -> int:
     if value is None:
         return default
@@ -101,9 +117,11 @@ def _limit(name: str, value: int | None, default: int) -> int:
     return value
 
 
-def _task_pick(*, task_id: int | None, domain_name: str | None, seed: int | None) -> Task:
+def _task_pick(*, task_id: int | None, domain_name: str | None, seed: int | None, workspace_ids) -> Task:
+    """The task to play, of a domain of the workspaces: another workspace's task or domain is refused as a
+    missing one."""
     if task_id is not None:
-        task = Task.objects.select_related("domain").filter(pk=task_id).first()
+        task = selectors.task_in(task_id=task_id, workspace_ids=workspace_ids)
         if task is None:
             raise EnvError(f"no task with id {task_id}")
         if task.status != TaskStatus.VALID:
@@ -111,7 +129,7 @@ def _task_pick(*, task_id: int | None, domain_name: str | None, seed: int | None
         if domain_name and task.domain.name != domain_name:
             raise EnvError(f"task {task_id} belongs to domain {task.domain.name!r}, not {domain_name!r}")
         return task
-    domain = Domain.objects.filter(name=domain_name or "").first()
+    domain = selectors.domain_in(name=domain_name or "", workspace_ids=workspace_ids)
     if domain is None:
         raise EnvError(f"no domain named {domain_name!r}")
     ids = selectors.playable_task_ids(domain=domain)
@@ -121,18 +139,23 @@ def _task_pick(*, task_id: int | None, domain_name: str | None, seed: int | None
     return Task.objects.select_related("domain").get(pk=rng.choice(ids))
 
 
-def _group_join(*, key: str, task_id: int | None, domain_name: str | None, seed: int | None, actor) -> EnvGroup:
-    """The group's task: the first create picks it (race-safe through the unique key), the rest reuse it."""
-    group = EnvGroup.objects.select_related("task__domain").filter(key=key).first()
+def _group_join(
+    *, key: str, task_id: int | None, domain_name: str | None, seed: int | None, actor, workspace_ids
+) -> EnvGroup:
+    """The group's task: the first create picks it (race-safe through the unique key), the rest reuse it. Keys are
+    unique across workspaces: a key another workspace's group has is refused, saying no more than that."""
+    group = selectors.group_keyed(key)
     if group is None:
         if task_id is None and not domain_name:
             raise EnvError(f"no group {key!r} yet: the first create of a group needs a task or a domain")
-        task = _task_pick(task_id=task_id, domain_name=domain_name, seed=seed)
+        task = _task_pick(task_id=task_id, domain_name=domain_name, seed=seed, workspace_ids=workspace_ids)
         try:
             with transaction.atomic():
                 return EnvGroup.objects.create(key=key, domain=task.domain, task=task, created_by=actor)
         except IntegrityError:  # another member of the group was created first: use its task
             group = EnvGroup.objects.select_related("task__domain").get(key=key)
+    if group.task.domain.workspace_id not in workspace_ids:
+        raise EnvError(f"the group key {key!r} is taken: choose another")
     if task_id is not None and task_id != group.task_id:
         raise EnvError(f"group {key!r} plays task {group.task_id}, not {task_id}")
     if domain_name and domain_name != group.task.domain.name:
@@ -151,10 +174,15 @@ def env_create(
     max_errors: int | None = None,
     token_budget: int | None = None,
     max_tool_calls_per_step: int | None = None,
+    workspace_ids: Iterable[int] | None = None,
 ) -> EnvSession:
     """Start an episode: pick the task, snapshot tools and state, and open with the customer's message.
 
+    The task (or domain, or group) is one of the workspaces `workspace_ids` (by default every one the actor belongs
+    to), and the actor needs the curator role in its workspace.
+
     A τ² task's opening is written by the user simulator, so this may call an LLM (outside any transaction)."""
+    workspace_ids = list(member_workspace_ids(actor) if workspace_ids is None else workspace_ids)
     limits = {
         "max_steps": _limit("max_steps", max_steps, DEFAULT_MAX_STEPS),
         "max_errors": _limit("max_errors", max_errors, DEFAULT_MAX_ERRORS),
@@ -169,11 +197,14 @@ def env_create(
     _live_sessions_check(actor)
     group = None
     if group_key:
-        group = _group_join(key=group_key, task_id=task_id, domain_name=domain_name, seed=seed, actor=actor)
+        group = _group_join(
+            key=group_key, task_id=task_id, domain_name=domain_name, seed=seed, actor=actor, workspace_ids=workspace_ids
+        )
         task = group.task
     else:
-        task = _task_pick(task_id=task_id, domain_name=domain_name, seed=seed)
+        task = _task_pick(task_id=task_id, domain_name=domain_name, seed=seed, workspace_ids=workspace_ids)
     domain = task.domain
+    _curator_check(actor, domain.workspace_id)
     if reason := domain_unusable_reason(domain):
         raise EnvError(reason)
     apis = selectors.domain_apis(domain=domain)
@@ -337,11 +368,14 @@ def _episode_load(session: EnvSession) -> Episode:
     )
 
 
-def _session_live(*, session_id, actor, finished: str) -> EnvSession:
-    """The caller's unfinished session (read without a lock: its writes are guarded by `version`)."""
-    session = selectors.session_for_step(session_id=session_id, actor=actor)
+def _session_live(*, session_id, actor, finished: str, workspace_ids) -> EnvSession:
+    """The caller's unfinished session of the workspaces (read without a lock: its writes are guarded by
+    `version`); the caller needs the curator role in its workspace."""
+    workspace_ids = member_workspace_ids(actor) if workspace_ids is None else workspace_ids
+    session = selectors.session_for_step(session_id=session_id, actor=actor, workspace_ids=workspace_ids)
     if session is None:
         raise EnvNotFound(f"no environment session {session_id}")
+    _curator_check(actor, session.domain.workspace_id)
     if not session.done and session.updated_at < _idle_since():
         _session_end(session, reason=TerminationReason.IDLE_TIMEOUT)
     if session.done:
@@ -438,9 +472,12 @@ def _session_write(session: EnvSession, episode: Episode, *, version: int, calls
     return info
 
 
-def env_step(*, session_id, actor, payload) -> dict:
-    """Apply one agent message; returns {"observation", "done", "reward", "termination_reason", "info"}."""
-    session = _session_live(session_id=session_id, actor=actor, finished="create a new session")
+def env_step(*, session_id, actor, payload, workspace_ids: Iterable[int] | None = None) -> dict:
+    """Apply one agent message to a session of the workspaces (by default every one the actor belongs to); returns
+    {"observation", "done", "reward", "termination_reason", "info"}."""
+    session = _session_live(
+        session_id=session_id, actor=actor, finished="create a new session", workspace_ids=workspace_ids
+    )
     message = message_clean(payload=payload, index=len(session.messages))
     calls_sent = len(message.get("tool_calls") or [])
     if calls_sent > session.max_tool_calls_per_step:
@@ -495,13 +532,15 @@ def _session_end(session: EnvSession, *, reason: str) -> dict:
     return _session_write(session, episode, version=session.version, calls=[], outcome=outcome)
 
 
-def env_abandon(*, session_id, actor) -> dict:
+def env_abandon(*, session_id, actor, workspace_ids: Iterable[int] | None = None) -> dict:
     """End an unfinished episode at the client's request; answers like a final step.
 
     The conversation so far is stored as an rl trajectory with its rule violations but is not judged:
     an abandoned episode has no outcome to score, so `reward` stays null and no LLM call is made.
     """
-    session = _session_live(session_id=session_id, actor=actor, finished="nothing to abandon")
+    session = _session_live(
+        session_id=session_id, actor=actor, finished="nothing to abandon", workspace_ids=workspace_ids
+    )
     info = _session_end(session, reason=TerminationReason.ABANDONED)
     return {
         "observation": [],
