@@ -1,10 +1,15 @@
 """REST endpoints of fidelity runs (read): a run's totals per API, its trajectories and its calls. A run is
-queued like any job: POST /api/v1/jobs/ with kind "fidelity"."""
+queued like any job: POST /api/v1/jobs/ with kind "fidelity". The runs are those of the caller's workspaces (or of
+the one `?workspace=SLUG` names); another workspace's run is not found."""
 
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, viewsets
 from rest_framework.decorators import action
 
+from simia_web.accounts.rest import WORKSPACE_PARAMETER, request_workspace_ids
+
 from .models import FidelityCall, FidelityRun, FidelityTrajectory, Outcome
+from .selectors import runs_in
 
 
 class FidelityRunSerializer(serializers.ModelSerializer):
@@ -45,9 +50,16 @@ class FidelityRunViewSet(viewsets.ReadOnlyModelViewSet):
     serializer_class = FidelityRunSerializer
 
     def get_queryset(self):
-        runs = FidelityRun.objects.select_related("domain").only(*FidelityRunSerializer.Meta.fields, "domain__name")
+        runs = runs_in(workspace_ids=request_workspace_ids(self.request)).select_related("domain")
+        runs = runs.only(*FidelityRunSerializer.Meta.fields, "domain__name")
         domain = self.request.query_params.get("domain")
         return runs.filter(domain__name=domain[:80]) if domain else runs
+
+    @extend_schema(
+        parameters=[WORKSPACE_PARAMETER, OpenApiParameter("domain", str, description="Only this domain's runs.")]
+    )
+    def list(self, request, *args, **kwargs):
+        return super().list(request, *args, **kwargs)
 
     @action(detail=True, serializer_class=FidelityTrajectorySerializer)
     def trajectories(self, request, pk=None):
@@ -55,6 +67,12 @@ class FidelityRunViewSet(viewsets.ReadOnlyModelViewSet):
         page = self.paginate_queryset(rows)
         return self.get_paginated_response(self.get_serializer(page, many=True).data)
 
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("api", str, description="Only this API's calls."),
+            OpenApiParameter("outcome", str, enum=Outcome.values, description="Only calls of this outcome."),
+        ]
+    )
     @action(detail=True, serializer_class=FidelityCallSerializer)
     def calls(self, request, pk=None):
         """The run's calls, optionally of one API (`api`) and one outcome (`outcome`)."""

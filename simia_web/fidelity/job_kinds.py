@@ -7,6 +7,8 @@ from django import forms
 from django.conf import settings
 from rest_framework import serializers
 
+from simia_web.accounts.models import default_workspace_id
+from simia_web.catalog.forms import WorkspaceDomainsForm
 from simia_web.catalog.models import Domain
 from simia_web.jobs.forms import JobParametersForm
 from simia_web.jobs.kinds import JobKind, UnitPlan, job_kind_register
@@ -23,7 +25,9 @@ class FidelityJobSerializer(serializers.Serializer):
     """`fidelity`: the domain's trajectories replayed against its reference (`manage.py fidelity`, which can also
     name the reference, or `manage.py queue fidelity`)."""
 
-    domain = serializers.SlugField(max_length=80, help_text="A domain with a reference environment.")
+    domain = serializers.SlugField(
+        max_length=80, help_text="A domain of the job's workspace with a reference environment."
+    )
     limit = CappedIntegerField(
         cap="SIMIA_MAX_UNITS_PER_JOB",
         min_value=1,
@@ -33,10 +37,13 @@ class FidelityJobSerializer(serializers.Serializer):
     )
 
     def create(self, validated_data):
-        return fidelity_job_create(**validated_data)
+        # The workspace jobs.services.job_queue reads the parameters in (the `default` one when it names none).
+        workspace = self.context.get("workspace")
+        workspace_id = default_workspace_id() if workspace is None else workspace.pk
+        return fidelity_job_create(**validated_data, workspace_id=workspace_id)
 
 
-class FidelityForm(JobParametersForm):
+class FidelityForm(WorkspaceDomainsForm, JobParametersForm):
     kind = FIDELITY
     empty_choices = {
         "domain": (

@@ -1,8 +1,11 @@
 """Reads of fidelity runs for their pages and the API: each a bounded number of queries."""
 
+from collections.abc import Iterable
+
 from django.db.models import F, QuerySet, Window
 from django.db.models.functions import RowNumber
 
+from simia_web.accounts.scoping import scoped
 from simia_web.catalog.models import Domain
 from simia_web.curation.models import Trajectory
 
@@ -22,9 +25,21 @@ def replayable_trajectories(domain: Domain) -> QuerySet[Trajectory]:
     )
 
 
-def run_list(domain: Domain | None = None) -> QuerySet[FidelityRun]:
-    runs = FidelityRun.objects.select_related("domain", "job", "created_by").defer("domain__initial_state")
-    return runs.filter(domain=domain) if domain is not None else runs
+def runs_in(*, workspace_ids: Iterable[int]) -> QuerySet[FidelityRun]:
+    """The runs of the workspaces' domains; another workspace's run is not there to be found."""
+    return scoped(FidelityRun.objects.all(), workspace_ids)
+
+
+def run_list(*, workspace_ids: Iterable[int], domain_name: str = "") -> QuerySet[FidelityRun]:
+    """The workspaces' runs (of the domain `domain_name` only, when given), newest first."""
+    runs = runs_in(workspace_ids=workspace_ids).select_related("domain", "job", "created_by")
+    runs = runs.defer("domain__initial_state")
+    return runs.filter(domain__name=domain_name) if domain_name else runs
+
+
+def run_detail(*, workspace_ids: Iterable[int]) -> QuerySet[FidelityRun]:
+    """The workspaces' runs as a run's page shows them, with their domain and job."""
+    return runs_in(workspace_ids=workspace_ids).select_related("domain", "job").defer("domain__initial_state")
 
 
 def run_trajectories(run: FidelityRun) -> QuerySet[FidelityTrajectory]:

@@ -10,6 +10,7 @@ from django.db import transaction
 from django.db.models import Count
 from django.utils import timezone
 
+from simia_web.accounts.models import default_workspace_id
 from simia_web.catalog.models import Domain
 from simia_web.catalog.references import ReferenceConfig, reference_for
 from simia_web.core.errors import ValidationFailed
@@ -27,8 +28,11 @@ MATCHING = (Outcome.EQUAL, Outcome.EQUIVALENT)
 COMPARED = (Outcome.EQUAL, Outcome.EQUIVALENT, Outcome.DIFFERENT)
 
 
-def fidelity_job_create(*, domain: str, limit: int | None = None, actor=None) -> Job:
-    found = Domain.objects.filter(name=domain).first()
+def fidelity_job_create(*, domain: str, limit: int | None = None, workspace_id: int | None = None, actor=None) -> Job:
+    """Queue a fidelity run of the domain `domain` of the workspace `workspace_id` (the `default` one when None);
+    another workspace's domain is refused as a missing one."""
+    workspace_id = default_workspace_id() if workspace_id is None else workspace_id
+    found = Domain.objects.filter(name=domain, workspace_id=workspace_id).first()
     if found is None:
         raise ValidationFailed(f"no domain named {domain!r}", field="domain")
     config = reference_for(found)
@@ -47,7 +51,8 @@ def fidelity_job_create(*, domain: str, limit: int | None = None, actor=None) ->
             limit=limit,
             created_by=actor if getattr(actor, "pk", None) else None,
         )
-        job = job_create(kind=FIDELITY, params={"domain": domain, "limit": limit, "run": run.pk}, actor=actor)
+        params = {"domain": domain, "limit": limit, "run": run.pk}
+        job = job_create(kind=FIDELITY, params=params, actor=actor, workspace_id=workspace_id)
         run.job = job
         run.save(update_fields=["job"])
     return job

@@ -5,14 +5,15 @@ from django.core.paginator import Paginator
 from django.shortcuts import get_object_or_404, render
 
 from simia_web.accounts.permissions import role_required
-from simia_web.catalog.models import Domain
+from simia_web.accounts.scoping import page_workspace_ids
 from simia_web.catalog.references import ReferenceConfig
+from simia_web.catalog.selectors import domain_named
 from simia_web.core.display import pretty_json
 from simia_web.core.rest import query_length_check
 
 from . import selectors
 from .compare import METHOD_STATEMENT
-from .models import FidelityRun, Outcome
+from .models import Outcome
 
 PAGE_SIZE = 50
 
@@ -20,15 +21,17 @@ PAGE_SIZE = 50
 @role_required("annotator")
 def run_list(request):
     query_length_check(request.GET)
+    workspace_ids = page_workspace_ids(request.user)
     name = request.GET.get("domain", "").strip()
-    domain = Domain.objects.filter(name=name).only("id", "name").first() if name else None
-    page = Paginator(selectors.run_list(domain), PAGE_SIZE).get_page(request.GET.get("page"))
+    domain = domain_named(name=name, workspace_ids=workspace_ids) if name else None
+    runs = selectors.run_list(workspace_ids=workspace_ids, domain_name=name)
+    page = Paginator(runs, PAGE_SIZE).get_page(request.GET.get("page"))
     return render(request, "fidelity/run_list.html", {"page": page, "domain": domain, "query": ""})
 
 
 @role_required("annotator")
 def run_detail(request, pk: int):
-    run = get_object_or_404(FidelityRun.objects.select_related("domain", "job").defer("domain__initial_state"), pk=pk)
+    run = get_object_or_404(selectors.run_detail(workspace_ids=page_workspace_ids(request.user)), pk=pk)
     query_length_check(request.GET)
     api = request.GET.get("api", "").strip()
     outcome = request.GET.get("outcome", "")

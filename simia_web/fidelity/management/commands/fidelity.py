@@ -6,6 +6,7 @@ import json
 from django.core.exceptions import PermissionDenied
 from django.core.management.base import BaseCommand, CommandError
 
+from simia_web.accounts.scoping import command_workspace
 from simia_web.catalog.models import Domain
 from simia_web.catalog.references import ReferenceConfig, reference_set
 from simia_web.core.errors import ValidationFailed, fields_said
@@ -24,6 +25,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--domain", required=True)
+        parser.add_argument("--workspace", metavar="SLUG", help="The workspace the domain is in (default: default).")
         server = parser.add_mutually_exclusive_group()
         server.add_argument("--mcp", metavar="COMMAND", help="The reference, run over stdio.")
         server.add_argument("--mcp-url", metavar="URL", help="The reference, a streamable-HTTP MCP server.")
@@ -34,7 +36,11 @@ class Command(BaseCommand):
         parser.add_argument("--limit", type=int, help="Only the first N trajectories with tool calls.")
 
     def handle(self, *args, **opts):
-        domain = Domain.objects.filter(name=opts["domain"]).first()
+        try:
+            workspace = command_workspace(opts["workspace"])
+        except ValidationFailed as exc:
+            raise CommandError(exc.detail) from exc
+        domain = Domain.objects.filter(name=opts["domain"], workspace=workspace).first()
         if domain is None:
             raise CommandError(f"no domain named {opts['domain']!r}")
         if opts["mcp"] or opts["mcp_url"]:
@@ -51,7 +57,7 @@ class Command(BaseCommand):
             self.stdout.write(f"The reference of {domain.name} is now the MCP server at {config.describe()}.")
         params = {"domain": domain.name, "limit": opts["limit"]}
         try:
-            job = job_queue(kind=FIDELITY, params=params)
+            job = job_queue(kind=FIDELITY, params=params, workspace=workspace)
         except ValidationFailed as exc:
             raise CommandError(fields_said(exc.errors)) from exc
         self.stdout.write(f"Queued job {job.pk} ({job.kind}). Follow it at /jobs/{job.pk}/.")
