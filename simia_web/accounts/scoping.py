@@ -17,7 +17,7 @@ from django.db.models import Model, QuerySet
 
 from simia_web.core.errors import Forbidden, NotFound, ValidationFailed
 
-from .models import DEFAULT_WORKSPACE, ROLE_RANK, Membership, Workspace
+from .models import DEFAULT_WORKSPACE, ROLE_RANK, Membership, Workspace, default_workspace_id
 
 # The path of a row that keeps its domain's id in a plain column rather than a foreign key (a trigger's table).
 DOMAIN_ID_COLUMN = "domain_id"
@@ -138,8 +138,11 @@ def page_workspace(user) -> Workspace | None:
 
 
 def command_workspace(slug: str | None) -> Workspace:
-    """The workspace a management command works in: the one `--workspace` names, `default` otherwise."""
-    workspace = Workspace.objects.filter(slug=slug or DEFAULT_WORKSPACE).first()
+    """The workspace a management command works in: the one `--workspace` names, `default` otherwise (made if it
+    is missing, as anything made without a workspace goes there)."""
+    if not slug or slug == DEFAULT_WORKSPACE:
+        return Workspace.objects.get(pk=default_workspace_id())
+    workspace = Workspace.objects.filter(slug=slug).first()
     if workspace is None:
         raise ValidationFailed(f"No workspace {slug!r}.", field="workspace")
     return workspace

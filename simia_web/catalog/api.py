@@ -14,6 +14,7 @@ from rest_framework.response import Response
 from simia_web.accounts.permissions import IsCurator, IsMember
 from simia_web.accounts.rest import WorkspaceScopedListMixin, request_workspace_ids
 from simia_web.accounts.scoping import workspace_for_write
+from simia_web.core.errors import ValidationFailed
 
 from .filters import ApiFilter, DomainFilter, SeedFilter, TaskFilter
 from .importers import FORMATS, ImportIssue, ImportRejected, seeds_import
@@ -161,6 +162,9 @@ class ImportRejectedSerializer(serializers.Serializer):
     errors = ImportIssueSerializer(many=True)  # type: ignore[assignment]
 
 
+UPLOAD_REFUSED = "Upload refused; nothing was written."
+
+
 def upload_refused(form: serializers.Serializer, file_name: str) -> ImportRejected:
     """An import request whose fields are wrong, refused in the same shape as a refused import."""
     issues = [
@@ -168,7 +172,7 @@ def upload_refused(form: serializers.Serializer, file_name: str) -> ImportReject
         for name, messages in form.errors.items()
         for message in messages
     ]
-    return ImportRejected(issues, detail="Upload refused; nothing was written.")
+    return ImportRejected(issues, detail=UPLOAD_REFUSED)
 
 
 class CatalogViewSet(WorkspaceScopedListMixin, viewsets.ReadOnlyModelViewSet):
@@ -240,7 +244,11 @@ class SeedViewSet(SummaryDetailViewSet):
         form = SeedUploadSerializer(data=request.data)
         if not form.is_valid():
             raise upload_refused(form, getattr(request.data.get("file"), "name", ""))
-        workspace = workspace_for_write(request.user, form.validated_data.get("workspace"), role="curator")
+        try:
+            workspace = workspace_for_write(request.user, form.validated_data.get("workspace"), role="curator")
+        except ValidationFailed as exc:  # answered in the shape of every refused upload
+            file_name = form.validated_data["file"].name
+            raise ImportRejected([ImportIssue(file_name, None, exc.field, exc.detail)], detail=UPLOAD_REFUSED) from None
         result = seeds_import(
             source=form.validated_data["file"],
             format=form.validated_data["format"],

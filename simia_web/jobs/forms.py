@@ -55,8 +55,9 @@ class JobParametersForm(forms.Form):
         "domain": ("There is no domain yet: a job needs one.", "domain-new", "Create a domain"),
     }
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, workspace=None, **kwargs):
         super().__init__(*args, **kwargs)
+        self.workspace = workspace  # the workspace the page queues in (its domains are the choices)
         rules = job_kind_for(self.kind).parameters_serializer()().fields
         for name, field in self.fields.items():
             if field.label is None:

@@ -156,14 +156,15 @@ def job_queue_page(request, slug: str):
     job_kind = job_kind_for_page(slug)
     if job_kind is None:
         raise Http404(f"no queue page {slug!r}")
-    form = job_kind_form(job_kind)(request.POST or None, initial=request.GET.dict())
+    workspace = request.user.current_workspace
+    form = job_kind_form(job_kind)(request.POST or None, initial=request.GET.dict(), workspace=workspace)
     if request.method == "POST" and form.is_valid():
         try:
             job = job_queue(
                 kind=job_kind.kind,
                 params=form.parameters(),
                 actor=request.user,
-                workspace=request.user.current_workspace,
+                workspace=workspace,
             )
         except ValidationFailed as exc:
             form_errors_add(form, exc)
