@@ -175,6 +175,14 @@ def upload_refused(form: serializers.Serializer, file_name: str) -> ImportReject
     return ImportRejected(issues, detail=UPLOAD_REFUSED)
 
 
+def upload_workspace(request, slug: str | None, file_name: str):
+    """The workspace an import goes to (workspace_for_write), its refusal in the shape of every refused upload."""
+    try:
+        return workspace_for_write(request.user, slug, role="curator")
+    except ValidationFailed as exc:
+        raise ImportRejected([ImportIssue(file_name, None, exc.field, exc.detail)], detail=UPLOAD_REFUSED) from None
+
+
 class CatalogViewSet(WorkspaceScopedListMixin, viewsets.ReadOnlyModelViewSet):
     """A catalog resource: the list answered by its selector, the detail found among the rows of the request's
     workspaces by `details_selector` (another workspace's row is a 404)."""
@@ -244,11 +252,7 @@ class SeedViewSet(SummaryDetailViewSet):
         form = SeedUploadSerializer(data=request.data)
         if not form.is_valid():
             raise upload_refused(form, getattr(request.data.get("file"), "name", ""))
-        try:
-            workspace = workspace_for_write(request.user, form.validated_data.get("workspace"), role="curator")
-        except ValidationFailed as exc:  # answered in the shape of every refused upload
-            file_name = form.validated_data["file"].name
-            raise ImportRejected([ImportIssue(file_name, None, exc.field, exc.detail)], detail=UPLOAD_REFUSED) from None
+        workspace = upload_workspace(request, form.validated_data.get("workspace"), form.validated_data["file"].name)
         result = seeds_import(
             source=form.validated_data["file"],
             format=form.validated_data["format"],

@@ -8,10 +8,10 @@ from rest_framework.views import APIView
 
 from simia_web.accounts.permissions import IsCurator, ReadMemberWriteCurator
 from simia_web.accounts.rest import request_workspace_ids
-from simia_web.accounts.scoping import role_require_in, workspace_for_write
+from simia_web.accounts.scoping import role_require_in
 from simia_web.core.errors import NotFound
 
-from .api import ImportRejectedSerializer, ImportResultSerializer, upload_refused
+from .api import ImportRejectedSerializer, ImportResultSerializer, upload_refused, upload_workspace
 from .importers import apis_import
 from .mcp import McpServer
 from .models import Domain, DomainReference
@@ -52,7 +52,7 @@ class ApiImportView(APIView):
         if not form.is_valid():
             raise upload_refused(form, getattr(request.data.get("openapi"), "name", ""))
         data = form.validated_data
-        workspace = workspace_for_write(request.user, data.get("workspace"), role="curator")
+        workspace = upload_workspace(request, data.get("workspace"), getattr(data.get("openapi"), "name", ""))
         server = None
         if not data.get("openapi"):
             server = McpServer(command=data.get("mcp_command", ""), url=data.get("mcp_url", ""))

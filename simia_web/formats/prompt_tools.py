@@ -23,8 +23,8 @@ def prompt_tools_instruction(tools: list[dict]) -> str:
 
 
 def prompt_tools_schema(tools: list[dict]) -> dict:
-    """The answer's shape as a JSON Schema, for endpoints that hold an answer to one (a grammar): the tool names are
-    the offered ones, the arguments an object."""
+    """The answer's shape as a JSON Schema, for endpoints that hold an answer to one (a grammar): some text, and
+    calls of the offered tools, their arguments an object."""
     names = [tool["function"]["name"] for tool in tools]
     call = {
         "type": "object",
@@ -33,7 +33,8 @@ def prompt_tools_schema(tools: list[dict]) -> dict:
     }
     return {
         "type": "object",
-        "properties": {"content": {"type": ["string", "null"]}, "tool_calls": {"type": "array", "items": call}},
+        # Text is asked for with the calls too: an answer of neither (valid JSON all the same) is no answer.
+        "properties": {"content": {"type": "string", "minLength": 1}, "tool_calls": {"type": "array", "items": call}},
         "required": ["content", "tool_calls"],
     }
 
