@@ -66,11 +66,19 @@ def trajectory_create(*, violations: list, verdict: dict | None = None, **fields
     return trajectory
 
 
+def _workspace_of(trajectory: Trajectory) -> int:
+    """The trajectory's workspace without a read on the pipelines' write path: its job's (a job writes only in its
+    own workspace), else its domain's."""
+    if Trajectory._meta.get_field("job").is_cached(trajectory) and trajectory.job is not None:
+        return owner_workspace_id(trajectory.job)
+    return owner_workspace_id(trajectory.domain)
+
+
 def _duplicates_index(trajectory: Trajectory, messages: list, new: bool = False) -> None:
     """Sign the text in the near-duplicate index (among its workspace's), in the transaction that writes it."""
     item_index(
         corpus=TRAJECTORIES,
-        workspace_id=owner_workspace_id(trajectory.domain),
+        workspace_id=_workspace_of(trajectory),
         item_id=trajectory.pk,
         text=conversation_text(messages or []),
         new=new,
