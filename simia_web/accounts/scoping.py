@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from django.apps import apps
+from django.core.validators import slug_re
 from django.db.models import Model, QuerySet
 
 from simia_web.core.errors import Forbidden, NotFound, ValidationFailed
@@ -73,10 +74,18 @@ def api_workspace_ids(user, slug: str | None = None) -> list[int]:
     ids = member_workspace_ids(user)
     if not slug:
         return ids
-    workspace = Workspace.objects.filter(slug=slug, pk__in=ids).values_list("pk", flat=True).first()
+    return [member_workspace(slug, ids).pk]
+
+
+def member_workspace(slug: str, member_ids: list[int]) -> Workspace:
+    """The workspace `slug` names among `member_ids`; a slug no workspace could have (text that is not a slug, a NUL
+    byte PostgreSQL would refuse) is refused before any query, like a slug of nobody's."""
+    workspace = None
+    if slug_re.fullmatch(slug):
+        workspace = Workspace.objects.filter(slug=slug, pk__in=member_ids).first()
     if workspace is None:
         raise ValidationFailed(f"You belong to no workspace {slug!r}.", field="workspace")
-    return [workspace]
+    return workspace
 
 
 def role_in(user, workspace_id: int) -> str | None:
@@ -119,9 +128,7 @@ def workspace_for_write(user, slug: str | None = None, *, role: str) -> Workspac
     several must name one. The caller needs `role` there."""
     ids = member_workspace_ids(user)
     if slug:
-        workspace = Workspace.objects.filter(slug=slug, pk__in=ids).first()
-        if workspace is None:
-            raise ValidationFailed(f"You belong to no workspace {slug!r}.", field="workspace")
+        workspace = member_workspace(slug, ids)
     elif len(ids) == 1:
         workspace = Workspace.objects.get(pk=ids[0])
     elif ids:

@@ -82,6 +82,9 @@ def test_a_member_of_both_lists_both_or_the_one_named(teams):
     assert [row["name"] for row in api.get("/api/v1/domains/").json()["results"]] == ["bank", "shop"]
     assert [row["name"] for row in api.get("/api/v1/domains/?workspace=team-b").json()["results"]] == ["bank"]
     assert api.get("/api/v1/domains/?workspace=nowhere").status_code == 400
+    # Text no slug could be (a NUL byte PostgreSQL refuses in a query) is refused the same way, not a 500.
+    for not_a_slug in ("team\x00b", "team b", "ü"):
+        assert api.get("/api/v1/domains/", {"workspace": not_a_slug}).status_code == 400, not_a_slug
     assert api.get("/api/v1/domains/bank/").status_code == 200
     # A write needs the role in the domain's own workspace: annotator in team B.
     refused = api.put("/api/v1/domains/bank/reference/", {"url": "http://127.0.0.1:9/mcp"}, format="json")
