@@ -176,12 +176,13 @@ class Trajectory(models.Model):
         indexes = [
             models.Index(fields=["domain", "status"]),
             models.Index(fields=["job", "status"]),
-            # The default queue (waiting for review): its order, its count and an offset jump are index-only scans.
+            # The default queue (waiting for review): its order, its count and an offset jump are index-only scans,
+            # within a workspace too (its domains are a filter on the included domain).
             models.Index(
                 *QUEUE_ORDER_KEYS,
                 name="trajectory_pending_queue",
                 condition=Q(status__in=PENDING_STATUSES, reviewable=True),
-                include=["id", "judge_confidence", "judge_score"],  # lets PostgreSQL answer from the index alone
+                include=["id", "judge_confidence", "judge_score", "domain_id"],  # answers from the index alone
             ),
             # Counts of the waiting items of a domain and verdict, answered from the index alone.
             models.Index(
