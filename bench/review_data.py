@@ -8,7 +8,9 @@ and for each decision its Review, the TrajectoryChange of the version it made an
 load are spread over the 30 days before it, each decision a little after its trajectory.
 
 Row i's conversation, status, verdict and decision are the same whichever load writes it, so a load resumes from
-the rows already there (`load(1_000_000)` over 100k adds 900k). The search indexes (GIN, over the trajectories and
+the rows already there (`load(1_000_000)` over 100k adds 900k). With `workspaces=2` the six domains are split
+between the workspaces `team-a` (retail, airline, banking) and `team-b` (the other three), half of the rows each;
+a database keeps the layout it was first loaded with. The search indexes (GIN, over the trajectories and
 over the queue's search entries) are dropped while rows are written and built again at the end; a load that is
 interrupted leaves their definitions in the database (bench_deferred_index) and the next load builds them.
 
@@ -32,7 +34,8 @@ from copy_rows import (
 from django.db import connection, transaction
 from django.utils import timezone
 
-from simia_web.accounts.models import User
+from simia_web.accounts.models import DEFAULT_WORKSPACE, User, Workspace
+from simia_web.accounts.services import workspace_create
 from simia_web.catalog.services import domain_ensure
 from simia_web.core.jsonutil import content_hash
 from simia_web.core.models import AuditEvent
@@ -304,16 +307,30 @@ class Loader:
         )
 
 
-def load(rows: int) -> dict[str, PhaseTime]:
-    """Load the data set up to `rows` trajectories (nothing when there are as many already); returns the time and
-    CPU each phase took."""
+def workspace_slugs(workspaces: int) -> list[str]:
+    """The workspaces a load with `workspaces` of them spreads the domains over, the bench's curator's first."""
+    return [DEFAULT_WORKSPACE] if workspaces == 1 else [f"team-{chr(ord('a') + k)}" for k in range(workspaces)]
+
+
+def domain_workspaces(workspaces: int) -> dict[str, int]:
+    """Each domain's workspace id: DOMAINS split in order into `workspaces` equal runs."""
+    slugs = workspace_slugs(workspaces)
+    have = dict(Workspace.objects.filter(slug__in=slugs).values_list("slug", "pk"))
+    ids = [have.get(slug) or workspace_create(slug=slug).pk for slug in slugs]
+    return {name: ids[k * workspaces // len(DOMAINS)] for k, name in enumerate(DOMAINS)}
+
+
+def load(rows: int, workspaces: int = 1) -> dict[str, PhaseTime]:
+    """Load the data set up to `rows` trajectories (nothing when there are as many already), its domains spread
+    over `workspaces` workspaces; returns the time and CPU each phase took."""
     have = Trajectory.objects.count()
     if have >= rows:
         deferred_indexes_build()  # what an interrupted load left
         print(f"{have} trajectories already loaded", file=sys.stderr)
         return {}
     clock = PhaseClock()
-    domains = {name: domain_ensure(name=name).pk for name in DOMAINS}
+    owners = domain_workspaces(workspaces)
+    domains = {name: domain_ensure(name=name, workspace_id=owners[name]).pk for name in DOMAINS}
     jobs = {}
     for block in range(have // ROWS_PER_JOB, -(-rows // ROWS_PER_JOB)):
         job = Job.objects.filter(kind=ROLLOUT, params={"bench_block": block}).first()

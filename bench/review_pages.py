@@ -11,6 +11,10 @@ requests each page one request at a time, the sizes taking turns so that both se
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/simia python bench/review_pages.py [--sizes 100000,1000000]
     DATABASE_URL=... python bench/review_pages.py --rows 1000000 --load-only   # load DATABASE_URL's database only
     DATABASE_URL=... python bench/review_pages.py --rows 100000                # measure DATABASE_URL's database
+    DATABASE_URL=... python bench/review_pages.py --workspaces 2               # two workspaces of half the rows
+
+With --workspaces 2 each size's database (`simia_1m_2ws`) holds two workspaces of half its rows each, and the
+curator belongs to the first only: every page then reads its own workspace's half among the other's rows.
 
 The machine's load average is printed: on a shared machine the medians move with it.
 """
@@ -51,18 +55,20 @@ def django_setup():
     call_command("migrate", verbosity=0)
 
 
-def pages(client) -> list[tuple[str, str]]:
-    """(label, path) of every page measured, with ids taken from the loaded data."""
+def pages(client, workspace_id: int) -> list[tuple[str, str]]:
+    """(label, path) of every page measured, with ids taken from the loaded data of the curator's workspace."""
     from review_data import SEARCH_TERM
 
+    from simia_web.accounts.scoping import scoped
     from simia_web.curation.models import PENDING_STATUSES, Trajectory
     from simia_web.curation.selectors.queue import queue_ordered
 
-    pending = queue_ordered(Trajectory.objects.filter(status__in=PENDING_STATUSES, reviewable=True))
+    theirs = scoped(Trajectory.objects.all(), [workspace_id])
+    pending = queue_ordered(theirs.filter(status__in=PENDING_STATUSES, reviewable=True))
     count = pending.count()
     ids = pending.values_list("pk", flat=True)
     middle = ids[count // 2]
-    newest = Trajectory.objects.order_by("-id").values_list("pk", flat=True).first()
+    newest = theirs.order_by("-id").values_list("pk", flat=True).first()
     rest_next = client.get("/api/v1/trajectories/").json()["next"].split("/api/v1/trajectories/", 1)[1]
     return [
         ("queue, page 1", "/review/"),
@@ -99,26 +105,38 @@ def queries_of(client, path: str) -> tuple[int, int]:
     return len(queries), len(response.content)
 
 
-def survey() -> dict:
+def survey(workspaces: int) -> dict:
     """What the timing needs from this database (run in the process set up for it): the pages with their queries
-    and sizes (through the test client), a signed-in curator's session, and the row count."""
+    and sizes (through the test client), a signed-in curator's session, and the row counts (all, and the
+    curator's workspace's)."""
     from django.conf import settings
     from django.test import Client
     from django.test.utils import setup_test_environment
+    from review_data import workspace_slugs
 
-    from simia_web.accounts.models import User
+    from simia_web.accounts.models import User, Workspace
+    from simia_web.accounts.scoping import scoped
+    from simia_web.accounts.services import membership_set, workspace_switch
     from simia_web.curation.models import Trajectory
 
     settings.ALLOWED_HOSTS = ["testserver", *settings.ALLOWED_HOSTS]
     setup_test_environment()
-    user, _ = User.objects.get_or_create(username="bench-curator", defaults={"role": "curator"})
+    workspace = Workspace.objects.get(slug=workspace_slugs(workspaces)[0])
+    user, _ = User.objects.get_or_create(username="bench-curator")
+    membership_set(workspace=workspace, user=user, role="curator")
+    user = workspace_switch(user=user, workspace=workspace)
     client = Client()
     client.force_login(user)
     measured = []
-    for label, path in pages(client):
+    for label, path in pages(client, workspace.pk):
         queries, size = queries_of(client, path)
         measured.append({"page": label, "path": path, "queries": queries, "kib": size / 1024})
-    return {"trajectories": Trajectory.objects.count(), "session": curator_session(user), "pages": measured}
+    return {
+        "trajectories": Trajectory.objects.count(),
+        "visible": scoped(Trajectory.objects.all(), [workspace.pk]).count(),
+        "session": curator_session(user),
+        "pages": measured,
+    }
 
 
 def _free_port() -> int:
@@ -175,7 +193,10 @@ def size_label(rows: int) -> str:
 
 
 def print_table(labels: list[str], surveys: list[dict], load_average: float) -> None:
-    sizes = ", ".join(f"{label}: {survey_['trajectories']:,}" for label, survey_ in zip(labels, surveys, strict=True))
+    sizes = ", ".join(
+        f"{label}: {survey_['trajectories']:,} ({survey_['visible']:,} in the curator's workspace)"
+        for label, survey_ in zip(labels, surveys, strict=True)
+    )
     print(f"trajectories {sizes}; load average {load_average:.1f} during the run")
     head = "".join(f"{label + ' ms':>10}{label + ' p95':>10}" for label in labels)
     queries = "".join(f"{'q ' + label:>8}" for label in labels)
@@ -189,9 +210,10 @@ def print_table(labels: list[str], surveys: list[dict], load_average: float) -> 
         print(f"{rows[0]['page']:<42}{times}{factor}{counts}")
 
 
-def size_database(url: str, rows: int) -> str:
+def size_database(url: str, rows: int, workspaces: int) -> str:
     server, name = url.rsplit("/", 1)
-    return f"{server}/{name}_{size_label(rows)}"
+    layout = f"_{workspaces}ws" if workspaces > 1 else ""
+    return f"{server}/{name}_{size_label(rows)}{layout}"
 
 
 def main():
@@ -199,6 +221,7 @@ def main():
     parser.add_argument("--rows", type=int, help="One size, in DATABASE_URL's own database.")
     parser.add_argument("--sizes", default="100000,1000000", help="Sizes side by side, a database each.")
     parser.add_argument("--load-only", action="store_true", help="Load the rows, measure nothing.")
+    parser.add_argument("--workspaces", type=int, default=1, help="Workspaces the rows are split between.")
     parser.add_argument("--repeats", type=int, default=15, help="Timed requests per page and size.")
     parser.add_argument("--survey", action="store_true", help=argparse.SUPPRESS)  # internal: load, survey, JSON
     args = parser.parse_args()
@@ -206,17 +229,20 @@ def main():
         django_setup()
         from review_data import load
 
-        load(args.rows)
+        load(args.rows, args.workspaces)
         if args.survey:
-            print(json.dumps(survey()))
+            print(json.dumps(survey(args.workspaces)))
         return
     sizes = [args.rows] if args.rows else [int(size) for size in args.sizes.split(",")]
     url = os.environ["DATABASE_URL"]
-    databases = [url] if args.rows else [size_database(url, rows) for rows in sizes]
+    databases = [url] if args.rows else [size_database(url, rows, args.workspaces) for rows in sizes]
     surveys = []
     for rows, database in zip(sizes, databases, strict=True):  # each size set up in a process of its own
         child = subprocess.run(
-            [sys.executable, __file__, "--rows", str(rows), "--load-only" if args.load_only else "--survey"],
+            [
+                *(sys.executable, __file__, "--rows", str(rows), "--workspaces", str(args.workspaces)),
+                "--load-only" if args.load_only else "--survey",
+            ],
             env={**os.environ, "DATABASE_URL": database},
             check=True,
             stdout=subprocess.PIPE,

@@ -14,7 +14,7 @@ from typing import Any
 
 from django.apps import apps
 from django.core.validators import slug_re
-from django.db.models import Model, QuerySet
+from django.db.models import BooleanField, F, Func, Model, QuerySet, Subquery
 
 from simia_web.core.errors import Forbidden, NotFound, ValidationFailed
 
@@ -42,14 +42,32 @@ def workspace_path(model: type[Model]) -> str | None:
     return getattr(model, "workspace_path", None)
 
 
+class AmongListed(Func):
+    """`column = ANY(ARRAY(subquery))` on PostgreSQL (`column IN (subquery)` elsewhere): the subquery runs once,
+    before the scan, as a list the rows are filtered by. As `IN (subquery)` PostgreSQL would plan a join of the
+    domains and the trajectories from its guess of how few rows one workspace's domains hold, and sort every
+    match of a queue before taking its first page; filtered by a list, the queue's ordered indexes are read in
+    order and stop at the page's end."""
+
+    output_field = BooleanField()
+    conditional = True
+
+    def as_sql(self, compiler, connection, **extra_context):  # type: ignore[override]
+        (column, column_params), (subquery, subquery_params) = map(compiler.compile, self.get_source_expressions())
+        among = f"= ANY(ARRAY{subquery})" if connection.vendor == "postgresql" else f"IN {subquery}"
+        return f"{column} {among}", [*column_params, *subquery_params]
+
+
 def scoped(queryset: QuerySet[Any], workspace_ids: Iterable[int]) -> QuerySet[Any]:
-    """`queryset` cut to the rows owned by the workspaces `workspace_ids`."""
+    """`queryset` cut to the rows owned by the workspaces `workspace_ids`. A row owned through its domain is
+    filtered by its domain column among the workspaces' domains, without joining the domains."""
     path = workspace_path(queryset.model)
     if path is None:
         raise TypeError(f"{queryset.model._meta.label} has no owner workspace to scope by.")
-    if path == DOMAIN_ID_COLUMN:
+    if path == DOMAIN_ID_COLUMN or path.endswith("domain__workspace"):
         domains = apps.get_model("catalog", "Domain")._default_manager.filter(workspace_id__in=list(workspace_ids))
-        return queryset.filter(domain_id__in=domains.values("pk"))
+        column = path.removesuffix("__workspace") + "_id" if path != DOMAIN_ID_COLUMN else path
+        return queryset.filter(AmongListed(F(column), Subquery(domains.values("pk"))))
     return queryset.filter(**{f"{path}__in": list(workspace_ids)})
 
 
