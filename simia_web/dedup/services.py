@@ -1,4 +1,4 @@
-"""Writes to the near-duplicate index: signing an item as its text is written, clustering, and rebuilding.
+"""Writes to the near-duplicate index: signing an item as its text is written, clustering, and builds.
 
 Clusters are formed greedily around representatives: an item joins the cluster of the oldest representative it is
 a near-duplicate of (an unclustered neighbour counts as one, and the older of the two leads the new pair), so every
@@ -9,6 +9,9 @@ again; when a representative changes, its former members are clustered again by 
 
 import functools
 import heapq
+import struct
+import tempfile
+from array import array
 from collections.abc import Callable, Iterable
 
 import numpy as np
@@ -17,13 +20,24 @@ from django.db import connection, transaction
 from simia_web.accounts.models import owner_workspace_id
 from simia_web.core.dispatch import task_send
 from simia_web.core.rows import quoted_column, quoted_table, rows_insert
+from simia_web.jobs.models import Job
+from simia_web.jobs.services import job_create
 
 from .corpora import corpus_get
-from .minhash import THRESHOLD, band_keys, signature, signature_bytes, signature_load, similarity
+from .minhash import SIGNATURE_BYTES, THRESHOLD, band_keys, signature, signature_bytes, signature_load, similarity
 from .models import Band, Signature
-from .selectors import Neighbour, joinable_neighbour
-
-CHUNK = 1000
+from .selectors import (
+    CHUNK,
+    ItemRange,
+    Neighbour,
+    index_minhashes,
+    index_range_gone,
+    index_range_signatures,
+    index_range_unsigned,
+    index_ranges,
+    index_shared_buckets,
+    joinable_neighbour,
+)
 
 
 def _cluster_choice(item_id: int, neighbours: Iterable[Neighbour], cluster_of: Callable[[int], int | None]):
@@ -146,124 +160,211 @@ def clusters_refresh(*, corpus: str, item_ids: list[int]) -> None:
             _join(corpus, item_id, neighbour)
 
 
-# ---------------------------------------------------------------- rebuild
+# ---------------------------------------------------------------- builds
+#
+# A build re-derives the index of a corpus: each range of its items (selectors.index_ranges) is signed where it has
+# no signature (every item, with `resign`) and has its bands written again from its signatures; then one merge
+# clusters the whole corpus from the bands. The job kind (dedup.job_kinds) runs the ranges as units any worker
+# takes and the merge as a final unit; index_build runs the same two steps here, over one range. Each step does its
+# slow work first (reading texts, MinHash; reading bands, comparing) and returns the writer that writes what it
+# found in one transaction: the job engine's unit-finish transaction, so a range redelivered or run twice at once
+# is written once.
+
+BUILD_JOB_KIND = "near-duplicates"
+ITEMS_PER_RANGE = 10_000  # a build unit's items: 5 MB of signatures, 160k bands, a few seconds of one CPU
+SPOOL_IN_MEMORY = 16 * 2**20  # a range's new signatures beyond this go to a temporary file
+_SPOOLED = struct.Struct("<qq")  # item id, workspace id; then the signature's bytes
 
 
-def _progress_noop(done: int, what: str) -> None:
+def _progress_noop(done: int) -> None:
     pass
 
 
-def index_sign_missing(*, corpus: str, resign: bool = False, progress=_progress_noop) -> int:
-    """Sign the items that have no signature (every item, with `resign`), reading their text a chunk at a time;
-    signatures of items that no longer exist go. Bands and clusters are left to index_rebuild."""
-    source = corpus_get(corpus)
-    signed = Signature.objects.filter(corpus=corpus)
-    signed.exclude(item_id__in=source.queryset().values("pk")).delete()
-    items = source.queryset()
-    if not resign:
-        items = items.exclude(pk__in=signed.values("item_id"))
-    done, batch = 0, []
-    for values in items.order_by("pk").values("pk", source.workspace, *source.fields).iterator(chunk_size=CHUNK):
-        batch.append(values)
-        if len(batch) == CHUNK:
-            done += _signatures_write(corpus, source, batch)
-            progress(done, "signed")
-            batch = []
-    done += _signatures_write(corpus, source, batch)
-    progress(done, "signed")
-    return done
+class RangeWriter:
+    """What signing a range found (its new signatures, spooled) and the writer of the range: signatures of items gone,
+    of items signed again and of items whose text has no words go, the new ones are written, and every band of the
+    range's signatures is written again, all with COPY on PostgreSQL."""
 
+    def __init__(self, corpus: str, ids: ItemRange):
+        self.corpus, self.ids = corpus, ids
+        self.spool = tempfile.SpooledTemporaryFile(max_size=SPOOL_IN_MEMORY)  # noqa: SIM115 (closed by discard)
+        self.signed = array("q")  # items with a new signature, as spooled
+        self.wordless = array("q")  # items read whose text has no words
 
-def _signatures_write(corpus: str, source, batch: list[dict]) -> int:
-    rows = []
-    for values in batch:
-        minhash = signature(source.text(values))
-        if minhash is not None:
-            workspace_id = values[source.workspace]
-            rows.append(
-                Signature(
-                    corpus=corpus, workspace_id=workspace_id, item_id=values["pk"], minhash=signature_bytes(minhash)
-                )
-            )
-    with transaction.atomic():
-        Signature.objects.filter(corpus=corpus, item_id__in=[values["pk"] for values in batch]).delete()
-        Signature.objects.bulk_create(rows)
-    return len(batch)
+    def add(self, item_id: int, workspace_id: int, values: np.ndarray | None) -> None:
+        if values is None:
+            self.wordless.append(item_id)
+            return
+        self.spool.write(_SPOOLED.pack(item_id, workspace_id) + signature_bytes(values))
+        self.signed.append(item_id)
 
+    def _spooled(self):
+        self.spool.seek(0)
+        record = _SPOOLED.size + SIGNATURE_BYTES
+        while data := self.spool.read(record * CHUNK):
+            for offset in range(0, len(data), record):
+                item_id, workspace_id = _SPOOLED.unpack_from(data, offset)
+                yield self.corpus, workspace_id, item_id, data[offset + _SPOOLED.size : offset + record]
 
-def _signatures(corpus: str):
-    """(pk, item_id, workspace_id, minhash) of every signature of `corpus`, in item order, streamed."""
-    signatures = Signature.objects.filter(corpus=corpus).order_by("item_id")
-    return signatures.values_list("pk", "item_id", "workspace_id", "minhash").iterator(chunk_size=CHUNK)
-
-
-def _chunks(rows):
-    batch = []
-    for row in rows:
-        batch.append(row)
-        if len(batch) == CHUNK:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
-
-
-def index_rebuild(*, corpus: str, progress=_progress_noop) -> dict:
-    """Re-derive every band and every cluster of `corpus` from the stored signatures (no text is read).
-
-    Bands are replaced a chunk at a time, so lookups keep working. Clusters are computed as if the items had been
-    added one by one in id order, from one pass over the band table in key order (its primary key), and written in
-    one transaction at the end: pages show the old clusters until the new ones are complete."""
-    done = 0
-    item_of: dict[int, int] = {}  # signature pk -> item id
-    for batch in _chunks(_signatures(corpus)):
-        with transaction.atomic():
-            Band.objects.filter(signature_id__in=[pk for pk, _, _, _ in batch]).delete()
-            Band.objects.bulk_create(
-                Band(key=key, signature_id=pk)
-                for pk, _, workspace_id, data in batch
+    def __call__(self) -> dict:
+        corpus, ids = self.corpus, self.ids
+        gone = index_range_gone(corpus=corpus, ids=ids)
+        in_range = Signature.objects.filter(ids.ids("item_id"), corpus=corpus)
+        Band.objects.filter(signature__in=in_range).delete()  # no receivers: one DELETE
+        dropped = _signatures_delete(corpus, [*gone, *self.wordless])
+        _signatures_delete(corpus, list(self.signed))  # a new signature replaces the old (there is none without resign)
+        _rows_copy(Signature, ("corpus", "workspace", "item_id", "minhash"), self._spooled())
+        banded, after = 0, None
+        while batch := index_range_signatures(corpus=corpus, ids=ids, after=after, limit=10 * CHUNK):
+            keys = (
+                (key, pk)
+                for _, pk, workspace_id, data in batch
                 for key in band_keys(corpus, workspace_id, signature_load(data))
             )
-        item_of.update((pk, item_id) for pk, item_id, _, _ in batch)
-        done += len(batch)
-        progress(done, "banded")
-    buckets_of = _shared_buckets(item_of)
-    cluster_of = _clusters(corpus, buckets_of)
-    progress(done, "clustered")
-    by_head: dict[int, list[int]] = {}
-    for item_id, head in cluster_of.items():
-        by_head.setdefault(head, []).append(item_id)
-    with transaction.atomic():
-        Signature.objects.filter(corpus=corpus, cluster__isnull=False).update(cluster=None)
-        for head, members in by_head.items():
-            for start in range(0, len(members), CHUNK):
-                chunk = members[start : start + CHUNK]
-                Signature.objects.filter(corpus=corpus, item_id__in=chunk).update(cluster=head)
-    return {"signatures": done, "clusters": len(by_head), "clustered": len(cluster_of)}
+            _rows_copy(Band, ("key", "signature"), keys)
+            banded, after = banded + len(batch), batch[-1][0]
+        self.discard()
+        return {"signed": len(self.signed) + len(self.wordless), "signatures": banded, "dropped": dropped}
+
+    def discard(self) -> None:
+        self.spool.close()
 
 
-def _shared_buckets(item_of: dict[int, int]) -> dict[int, list[list[int]]]:
-    """{item: the sorted lists of items sharing one of its band keys}, for items of this corpus (`item_of` maps its
-    signatures to their items) sharing any key: the band table read once in key order, only shared keys kept."""
+def index_range_sign(*, corpus: str, ids: ItemRange, resign: bool = False, progress=_progress_noop) -> RangeWriter:
+    """Read and sign the range's items without a signature (every one, with `resign`), and return the writer of the
+    range (see RangeWriter). Reads only: nothing is written until the writer runs."""
+    source = corpus_get(corpus)
+    writer = RangeWriter(corpus, ids)
+    try:
+        for done, values in enumerate(index_range_unsigned(corpus=corpus, ids=ids, resign=resign), start=1):
+            writer.add(values["pk"], values[source.workspace], signature(source.text(values)))
+            if done % CHUNK == 0:
+                progress(done)
+    except BaseException:
+        writer.discard()
+        raise
+    progress(len(writer.signed) + len(writer.wordless))
+    return writer
+
+
+def index_clusters_merge(*, corpus: str, progress=_progress_noop) -> Callable[[], dict]:
+    """Cluster every item of `corpus` from its bands (no text is read), as if the items had been added one by one in
+    id order, and return the writer that replaces the stored clusters in one transaction (pages show the old ones
+    until then). Run once every range's bands are written."""
     buckets_of: dict[int, list[list[int]]] = {}
+    for bucket in index_shared_buckets(corpus=corpus):
+        for item_id in bucket:
+            buckets_of.setdefault(item_id, []).append(bucket)
+    progress(len(buckets_of))
+    cluster_of = _clusters(corpus, buckets_of)
 
-    def keep(bucket: list[int]) -> None:
-        if len(bucket) > 1:
-            bucket.sort()
-            for item_id in bucket:
-                buckets_of.setdefault(item_id, []).append(bucket)
+    def write() -> dict:
+        _clusters_write(corpus, cluster_of)
+        return {"clusters": len(set(cluster_of.values())), "clustered": len(cluster_of)}
 
-    current: int | None = None
-    bucket: list[int] = []
-    rows = Band.objects.order_by("key").values_list("key", "signature_id").iterator(chunk_size=10 * CHUNK)
-    for key, signature_id in rows:
-        if key != current:
-            keep(bucket)
-            current, bucket = key, []
-        if signature_id in item_of:
-            bucket.append(item_of[signature_id])
-    keep(bucket)
-    return buckets_of
+    return write
+
+
+def index_build(*, corpus: str, resign: bool = False, items_per_range: int | None = None, progress=None) -> dict:
+    """Build the corpus's index in this process: the build job's plan (one range unless `items_per_range`), each
+    step written in a transaction of its own. `progress(done, what)` hears of each step."""
+    say = progress or (lambda done, what: None)
+    results = []
+    for ids in index_ranges(corpus=corpus, items_per_range=items_per_range):
+        writer = index_range_sign(corpus=corpus, ids=ids, resign=resign, progress=lambda done: say(done, "signed"))
+        try:
+            with transaction.atomic():
+                results.append(writer())
+        finally:
+            writer.discard()
+        say(sum(result["signatures"] for result in results), "banded")
+    merge = index_clusters_merge(corpus=corpus, progress=lambda done: say(done, "candidates"))
+    with transaction.atomic():
+        results.append(merge())
+    say(results[-1]["clustered"], "clustered")
+    return index_build_outcome(results)
+
+
+def index_build_outcome(results: Iterable[dict]) -> dict:
+    """What a build did, summed over its steps' results: items signed, signatures banded, signatures dropped (items
+    gone, or without words), clusters and the items in them."""
+    totals = dict.fromkeys(("signed", "signatures", "dropped", "clusters", "clustered"), 0)
+    for result in results:
+        for name in totals:
+            totals[name] += result.get(name, 0)
+    return totals
+
+
+def index_build_queue(*, corpus: str, resign: bool = False, items_per_range: int = ITEMS_PER_RANGE, actor=None) -> Job:
+    """Queue the build of the corpus's index as a job whose ranges of `items_per_range` items any worker takes."""
+    corpus_get(corpus)  # an unknown corpus fails here
+    params = {"corpus": corpus, "resign": resign, "items_per_range": items_per_range}
+    return job_create(kind=BUILD_JOB_KIND, params=params, actor=actor)
+
+
+def _signatures_delete(corpus: str, item_ids: list[int]) -> int:
+    """Delete the items' signatures and their bands, CHUNK at a time, as SQL (Django's delete would load every row to
+    cascade to its bands); returns how many signatures went."""
+    deleted = 0
+    item, signature_id = quoted_column(Signature, "item_id"), quoted_column(Signature, "id")
+    for start in range(0, len(item_ids), CHUNK):
+        chunk = item_ids[start : start + CHUNK]
+        of_items = f"{quoted_column(Signature, 'corpus')} = %s AND {item} IN ({', '.join(['%s'] * len(chunk))})"
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"DELETE FROM {quoted_table(Band)} WHERE {quoted_column(Band, 'signature')} IN "
+                f"(SELECT {signature_id} FROM {quoted_table(Signature)} WHERE {of_items})",
+                [corpus, *chunk],
+            )
+            cursor.execute(f"DELETE FROM {quoted_table(Signature)} WHERE {of_items}", [corpus, *chunk])
+            deleted += cursor.rowcount
+    return deleted
+
+
+def _rows_copy(model, fields: tuple[str, ...], rows: Iterable[tuple]) -> None:
+    """Write rows of `fields` (the rest take their column's default) with COPY on PostgreSQL, elsewhere in INSERTs of
+    CHUNK rows."""
+    columns = ", ".join(quoted_column(model, name) for name in fields)
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            with cursor.copy(f"COPY {quoted_table(model)} ({columns}) FROM STDIN") as copy:
+                for row in rows:
+                    copy.write_row(row)
+            return
+        sql = f"INSERT INTO {quoted_table(model)} ({columns}) VALUES ({', '.join(['%s'] * len(fields))})"
+        batch = []
+        for row in rows:
+            batch.append(row)
+            if len(batch) == CHUNK:
+                cursor.executemany(sql, batch)
+                batch = []
+        if batch:
+            cursor.executemany(sql, batch)
+
+
+def _clusters_write(corpus: str, cluster_of: dict[int, int]) -> None:
+    """Replace the corpus's clusters with `cluster_of` ({item: its representative}): on PostgreSQL one UPDATE per
+    10 * CHUNK items from arrays, elsewhere one per representative and CHUNK members."""
+    signatures = Signature.objects.filter(corpus=corpus)
+    signatures.filter(cluster__isnull=False).update(cluster=None)
+    items = sorted(cluster_of)
+    if connection.vendor == "postgresql":
+        sql = (
+            f"UPDATE {quoted_table(Signature)} AS s SET {quoted_column(Signature, 'cluster')} = v.head "
+            f"FROM unnest(%s::bigint[], %s::bigint[]) AS v(item, head) "
+            f"WHERE s.{quoted_column(Signature, 'corpus')} = %s AND s.{quoted_column(Signature, 'item_id')} = v.item"
+        )
+        with connection.cursor() as cursor:
+            for start in range(0, len(items), 10 * CHUNK):
+                chunk = items[start : start + 10 * CHUNK]
+                cursor.execute(sql, [chunk, [cluster_of[item] for item in chunk], corpus])
+        return
+    by_head: dict[int, list[int]] = {}
+    for item_id in items:
+        by_head.setdefault(cluster_of[item_id], []).append(item_id)
+    for head, members in by_head.items():
+        for start in range(0, len(members), CHUNK):
+            signatures.filter(item_id__in=members[start : start + CHUNK]).update(cluster=head)
 
 
 def _clusters(corpus: str, buckets_of: dict[int, list[list[int]]]) -> dict[int, int]:
@@ -271,11 +372,8 @@ def _clusters(corpus: str, buckets_of: dict[int, list[list[int]]]) -> dict[int, 
     the oldest candidate that is a representative or unclustered and near-duplicate of it (see _cluster_choice).
     Candidates are walked in id order and the walk stops at the first that qualifies, so a text copied thousands
     of times costs each copy a few comparisons, not thousands."""
-    minhashes: dict[int, np.ndarray] = {}
     ids = sorted(buckets_of)
-    for start in range(0, len(ids), CHUNK):
-        rows = Signature.objects.filter(corpus=corpus, item_id__in=ids[start : start + CHUNK])
-        minhashes.update((item_id, signature_load(data)) for item_id, data in rows.values_list("item_id", "minhash"))
+    minhashes = index_minhashes(corpus=corpus, item_ids=ids)
     cluster_of: dict[int, int] = {}
     for item_id in ids:
         if item_id in cluster_of:
