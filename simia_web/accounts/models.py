@@ -11,11 +11,13 @@ from django.db.models import Q
 class Role(models.TextChoices):
     ADMIN = "admin", "Admin"
     CURATOR = "curator", "Curator"
+    REVIEWER = "reviewer", "Reviewer"
     ANNOTATOR = "annotator", "Annotator"
 
 
-# Each role can do everything the roles below it can.
-ROLE_RANK: dict[str, int] = {Role.ANNOTATOR: 1, Role.CURATOR: 2, Role.ADMIN: 3}
+# Each role can do everything the roles below it can. A reviewer is an annotator who also takes the second look at
+# annotators' decisions where the reviewer stage is on (curation: review_decide).
+ROLE_RANK: dict[str, int] = {Role.ANNOTATOR: 1, Role.REVIEWER: 2, Role.CURATOR: 3, Role.ADMIN: 4}
 
 
 DEFAULT_WORKSPACE = "default"
@@ -26,6 +28,11 @@ class Workspace(models.Model):
 
     slug = models.SlugField(max_length=64, unique=True)
     name = models.CharField(max_length=200)
+    # The reviewer stage: an annotator's decision waits for a reviewer's confirmation before it counts. A domain may
+    # say otherwise for itself (catalog.Domain.review_stage).
+    review_stage = models.BooleanField(
+        default=False, help_text="Annotators' decisions wait for a reviewer's confirmation before they count."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -52,6 +52,22 @@ def workspace_create(*, slug: str, name: str = "", actor=None) -> Workspace:
     return workspace
 
 
+def workspace_review_stage_set(*, workspace: Workspace, on: bool, actor) -> Workspace:
+    """Switch the workspace's reviewer stage on or off (its domains follow unless they say otherwise)."""
+    if workspace.review_stage != on:
+        previous = workspace.review_stage
+        Workspace.objects.filter(pk=workspace.pk).update(review_stage=on)
+        workspace.review_stage = on
+        audit_record(
+            actor=actor,
+            action="workspace.review_stage",
+            target=workspace,
+            data={"from": previous, "to": on},
+            workspace=workspace,
+        )
+    return workspace
+
+
 def _user_role_sync(user: User) -> None:
     """Point the user at a workspace they belong to (their current one if they still do) and copy its role."""
     memberships = Membership.objects.filter(user=user).select_related("workspace").order_by("workspace__slug")

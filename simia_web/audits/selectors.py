@@ -15,7 +15,7 @@ from django.db.models import Exists, F, OuterRef, QuerySet
 from simia_web.accounts.scoping import scoped
 from simia_web.calibration.models import CriterionRating
 from simia_web.core.models import Revision
-from simia_web.curation.models import STANDING, Decision, Review, Trajectory
+from simia_web.curation.models import STANDING, Decision, Review, ReviewStage, Trajectory
 from simia_web.simulation.judge import CRITERIA, PASS_THRESHOLD
 
 from . import estimation
@@ -42,12 +42,15 @@ def audit_in(*, workspace_ids: list[int], pk: int) -> Audit | None:
 
 def counted_reviews(audit: Audit) -> QuerySet[Review]:
     """The decisions that count for an audit: people's own (not bulk), not undone, made since the audit was created,
-    on its sampled items. A decision superseded by a later edit still counts for the text it was made on."""
+    on its sampled items. A decision superseded by a later edit still counts for the text it was made on. Where the
+    reviewer stage holds an annotator's decision, the reviewer's decision that settles it counts, not the
+    annotator's (awaiting, confirmed, fixed or overturned)."""
     return Review.objects.filter(
         trajectory_id__in=AuditItem.objects.filter(audit=audit).values("trajectory_id"),
         bulk=False,
         undone_at__isnull=True,
         created_at__gte=audit.created_at,
+        stage=ReviewStage.NONE,
     )
 
 

@@ -36,6 +36,11 @@ class CriterionRating(models.Model):
     trajectory_version = models.PositiveIntegerField(help_text="The text version rated.")
     scores = models.JSONField(default=dict, help_text="{criterion: grade}; a criterion left out was not rated.")
     comment = models.TextField(blank=True)
+    # The guidelines in force when the rating was written (catalog.guidelines), and their version.
+    guidelines = models.ForeignKey(
+        "catalog.Guidelines", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    guidelines_version = models.PositiveIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

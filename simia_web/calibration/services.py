@@ -9,6 +9,7 @@ from django.utils import timezone
 
 from simia_web.accounts.models import Role, Workspace, default_workspace_id, owner_workspace_id
 from simia_web.accounts.scoping import has_role_in, scoped
+from simia_web.catalog.guidelines import guidelines_in_force
 from simia_web.core.errors import Conflict, ValidationFailed
 from simia_web.curation.models import Trajectory
 from simia_web.jobs.models import Job
@@ -106,7 +107,11 @@ def rating_save(
     if len(comment) > COMMENT_MAX:
         raise ValidationFailed(f"a comment of at most {COMMENT_MAX} characters", "comment")
     with transaction.atomic():
-        trajectory = Trajectory.objects.select_for_update().only("id", "text_version", "messages").get(pk=trajectory_id)
+        trajectory = (
+            Trajectory.objects.select_for_update()
+            .only("id", "text_version", "messages", "domain_id")
+            .get(pk=trajectory_id)
+        )
         if trajectory.text_version != text_version:
             raise RatingStale(trajectory, text_version)
         labels = _labels_clean(message_labels or {}, len(trajectory.messages or []))
@@ -114,7 +119,11 @@ def rating_save(
             trajectory=trajectory,
             annotator=annotator,
             trajectory_version=text_version,
-            defaults={"scores": clean, "comment": comment.strip()},
+            defaults={
+                "scores": clean,
+                "comment": comment.strip(),
+                **guidelines_in_force(domain_id=trajectory.domain_id).stamp,
+            },
         )
         rating.message_labels.all().delete()
         MessageLabel.objects.bulk_create(

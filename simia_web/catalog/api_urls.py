@@ -1,7 +1,7 @@
 from django.urls import path
 from rest_framework.routers import SimpleRouter
 
-from . import api, api_imports
+from . import api, api_guidelines, api_imports
 
 router = SimpleRouter()
 router.register("domains", api.DomainViewSet, basename="api-domain")
@@ -11,6 +11,7 @@ router.register("seeds", api.SeedViewSet, basename="api-seed")
 
 urlpatterns = [
     path("apis/import/", api_imports.ApiImportView.as_view(), name="api-apis-import"),
+    path("domains/<str:name>/guidelines/", api_guidelines.DomainGuidelinesView.as_view(), name="api-domain-guidelines"),
     path("domains/<str:name>/reference/", api_imports.DomainReferenceView.as_view(), name="api-domain-reference"),
     *router.urls,
 ]

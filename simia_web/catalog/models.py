@@ -43,6 +43,12 @@ class Domain(Provenance):
     source = models.CharField(max_length=16, choices=DomainSource.choices, default=DomainSource.MANUAL)
     # Everything made from a domain (APIs, tasks, seeds, trajectories and what hangs off them) is its workspace's.
     workspace = owner_workspace_field(related_name="domains")
+    # The reviewer stage on this domain's items: on, off, or (empty) as its workspace says.
+    review_stage = models.BooleanField(
+        null=True,
+        blank=True,
+        help_text="Annotators' decisions wait for a reviewer: yes, no, or empty for the workspace's setting.",
+    )
 
     workspace_path = "workspace"
 
@@ -174,3 +180,31 @@ class DomainReference(models.Model):
 
     def __str__(self):
         return f"reference of {self.domain_id}"
+
+
+class Guidelines(models.Model):
+    """The written rules people decide by, in Markdown: a domain's own (`domain` set), or its workspace's default
+    (`domain` empty), which every domain without its own follows. Every save is the next version, kept as a revision
+    (core.Revision) so that it can be compared with and brought back."""
+
+    workspace = owner_workspace_field(related_name="guidelines")
+    domain = models.OneToOneField(Domain, null=True, blank=True, on_delete=models.CASCADE, related_name="guidelines")
+    text = models.TextField(blank=True)
+    version = models.PositiveIntegerField(default=1)
+    updated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    workspace_path = "workspace"
+
+    class Meta:
+        verbose_name_plural = "guidelines"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["workspace"], condition=models.Q(domain__isnull=True), name="guidelines_one_default"
+            )
+        ]
+
+    def __str__(self):
+        return f"guidelines of {self.domain_id or 'workspace'} v{self.version}"

@@ -1,11 +1,13 @@
 from django.urls import path
 
-from . import reference_views, views
+from . import guideline_views, reference_views, views
 
 urlpatterns = [
     path("domains/", views.domain_list, name="domain-list"),
     path("domains/new/", views.domain_create, name="domain-new"),
     path("domains/<slug:name>/", views.domain_detail, name="domain-detail"),
+    path("domains/<slug:name>/guidelines/", guideline_views.domain_guidelines, name="domain-guidelines"),
+    path("guidelines/", guideline_views.workspace_guidelines, name="workspace-guidelines"),
     path("domains/<slug:name>/reference/", reference_views.domain_reference, name="domain-reference"),
     path("apis/", views.api_list, name="api-list"),
     path("apis/new/", views.api_create, name="api-new"),

@@ -55,6 +55,9 @@ class ReviewSerializer(serializers.ModelSerializer):
     standing = serializers.BooleanField(
         read_only=True, help_text="Neither undone nor superseded: the trajectory is still at `trajectory_version`."
     )
+    checked_by: serializers.SlugRelatedField = serializers.SlugRelatedField(
+        slug_field="username", read_only=True, help_text="The reviewer who settled it (the reviewer stage)."
+    )
 
     class Meta:
         model = Review
@@ -67,6 +70,11 @@ class ReviewSerializer(serializers.ModelSerializer):
             "trajectory_version",
             "bulk",
             "standing",
+            "stage",
+            "checked_by",
+            "checked_at",
+            "check_reason",
+            "guidelines_version",
             "undone_at",
             "superseded_at",
             "created_at",
@@ -221,7 +229,9 @@ class TrajectoryViewSet(viewsets.ReadOnlyModelViewSet):
         if self.action in ("reviews", "revert"):
             return trajectories.annotate(owner_workspace=F("domain__workspace_id"))
         return trajectories.select_related("domain").prefetch_related(
-            "verdicts", "violations", Prefetch("reviews", queryset=Review.objects.select_related("reviewer"))
+            "verdicts",
+            "violations",
+            Prefetch("reviews", queryset=Review.objects.select_related("reviewer", "checked_by")),
         )
 
     @extend_schema(parameters=[WORKSPACE_PARAMETER])

@@ -20,6 +20,7 @@ STATUS_COLOURS = {
     "rules_failed": "c-rules",
     "judged_fail": "c-fail",
     "judged_pass": "c-pass",
+    "awaiting_review": "c-awaiting",
     "accepted": "c-accepted",
     "rejected": "c-rejected",
 }

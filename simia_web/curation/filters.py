@@ -4,15 +4,16 @@ import django_filters
 from django import forms
 from django.contrib.postgres.search import SearchQuery
 from django.db import connections
-from django.db.models import Exists, OuterRef, Subquery, TextField
+from django.db.models import Exists, OuterRef, Q, Subquery, TextField
 from django.db.models.functions import Cast
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 
+from simia_web.catalog.guidelines import guidelines_force_map
 from simia_web.catalog.models import Domain
 from simia_web.core.filters import BoundedFilterSet, IdFilter, TextFilter
 
-from .models import PENDING_STATUSES, RuleViolation, Trajectory, TrajectoryKind, TrajectoryStatus
+from .models import PENDING_STATUSES, STANDING, Review, RuleViolation, Trajectory, TrajectoryKind, TrajectoryStatus
 
 ALL = "all"
 PENDING = "pending"  # waiting for a person: a pipeline status and a conversation worth reviewing
@@ -55,6 +56,28 @@ class StatusListFilter(django_filters.Filter):
         return qs.filter(status__in=value)
 
 
+OLDER_GUIDELINES = "older"
+GUIDELINES_CHOICES = [(OLDER_GUIDELINES, "Decided under older guidelines")]
+
+
+def decided_under_older_guidelines() -> Q:
+    """Trajectories whose standing decision names guidelines (or a version of them) other than those in force on
+    their domain now: its own guidelines, else its workspace's default. A domain with none in force has no such
+    item. One clause per domain with its own guidelines and per workspace default: a few, however many items."""
+    force = guidelines_force_map()
+    standing = Review.objects.filter(STANDING, trajectory=OuterRef("pk"))
+    own = list(force.own)
+    clauses = Q(pk__in=[])
+    for domain_id, (guidelines_id, version) in force.own.items():
+        other = standing.exclude(guidelines_id=guidelines_id, guidelines_version=version)
+        clauses |= Q(domain_id=domain_id) & Q(Exists(other))
+    for workspace_id, (guidelines_id, version) in force.defaults.items():
+        domains = Domain.objects.filter(workspace_id=workspace_id).exclude(pk__in=own).values("pk")
+        other = standing.exclude(guidelines_id=guidelines_id, guidelines_version=version)
+        clauses |= Q(domain_id__in=domains) & Q(Exists(other))
+    return clauses
+
+
 VERDICTS = [("pass", "Judge: pass"), ("fail", "Judge: fail"), ("none", "No verdict")]
 
 
@@ -77,6 +100,12 @@ class TrajectoryFilter(BoundedFilterSet):
         help_text="Words in the messages (PostgreSQL full-text match of every word; a substring match on SQLite).",
     )
     mine = django_filters.BooleanFilter(method="filter_mine", help_text="Only items assigned to the caller.")
+    guidelines = django_filters.ChoiceFilter(
+        choices=GUIDELINES_CHOICES,
+        method="filter_guidelines",
+        empty_label="Any guidelines",
+        help_text="`older`: items whose standing decision was made under guidelines other than those in force now.",
+    )
 
     class Meta:
         model = Trajectory
@@ -100,6 +129,9 @@ class TrajectoryFilter(BoundedFilterSet):
     def filter_mine(self, qs, name, value):
         user = getattr(self.request, "user", None)
         return qs.filter(assigned_to_id=user.pk) if value and user is not None else qs
+
+    def filter_guidelines(self, qs, name, value):
+        return qs.filter(decided_under_older_guidelines()) if value == OLDER_GUIDELINES else qs
 
     def filter_text(self, qs, name, value):
         # Portable fallback: elsewhere the messages are cast to text and matched case-insensitively.

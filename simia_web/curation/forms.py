@@ -34,7 +34,13 @@ class AnyIdsField(forms.TypedMultipleChoiceField):
 
 
 class BulkForm(forms.Form):
-    ACTIONS = [("accept", "Accept"), ("reject", "Reject"), ("assign", "Assign to"), ("unassign", "Unassign")]
+    ACTIONS = [
+        ("accept", "Accept"),
+        ("reject", "Reject"),
+        ("assign", "Assign to"),
+        ("unassign", "Unassign"),
+        ("send_back", "Send back for review"),
+    ]
     action = forms.ChoiceField(choices=ACTIONS)
     scope = forms.ChoiceField(choices=[("selected", "Selected"), ("all", "All matching the filter")])
     ids = AnyIdsField(coerce=int, required=False, choices=[])

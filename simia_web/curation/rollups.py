@@ -2,11 +2,12 @@
 changes them, so those pages read a few hundred rows whatever the number of trajectories.
 
 Each trajectory adds to rollup rows through its facts: its domain, job, status, verdict and score; the decision
-standing on it and, when a person made it alone, its latest verdict's profile and criterion scores; the decisions
-made on it and not undone; the codes of the rules it breaks. A write takes those shares of the trajectories it
-touches, after locking them and again after writing (`RollupChange`), and adds the difference; `rollups_rebuild`
-counts every trajectory from scratch. Rule violations are written once, with the trajectory (`rollups_add`), and
-never change, so a later write leaves their share alone and does not read them.
+standing on it (once confirmed, where the reviewer stage holds it) and, when a person made it alone, its latest
+verdict's profile and criterion scores; the decisions made on it and not undone; the codes of the rules it breaks. A
+write takes those shares of the trajectories it touches, after locking them and again after writing
+(`RollupChange`), and adds the difference; `rollups_rebuild` counts every trajectory from scratch. Rule violations
+are written once, with the trajectory (`rollups_add`), and never change, so a later write leaves their share alone
+and does not read them.
 """
 
 import math
@@ -18,7 +19,7 @@ from django.db import connection, transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from .models import UNDATED, Decision, Figure, JudgeVerdict, Review, Rollup, RuleViolation, Trajectory
+from .models import UNDATED, Decision, Figure, JudgeVerdict, Review, ReviewStage, Rollup, RuleViolation, Trajectory
 
 SCORE_BINS = 10
 _UPSERT_ROWS = 500
@@ -51,7 +52,7 @@ def _criterion_scores(scores) -> dict[str, float]:
 
 # What `_count` reads of a trajectory, and of a decision not undone.
 TRAJECTORY_FACTS = ("pk", "domain_id", "job_id", "status", "judge_passed", "judge_score")
-REVIEW_FACTS = ("trajectory_id", "reviewer_id", "created_at", "decision", "bulk", "superseded_at")
+REVIEW_FACTS = ("trajectory_id", "reviewer_id", "created_at", "decision", "bulk", "superseded_at", "stage")
 
 
 def _label(text: str) -> str:
@@ -72,7 +73,7 @@ def _shares(trajectory_ids: list[int], *, violations: bool = False) -> dict[Key,
     standing = Review.objects.filter(trajectory_id__in=trajectory_ids, undone_at__isnull=True).order_by("id")
     reviews = list(standing.values_list(*REVIEW_FACTS))
     judged = {pk for pk, *_, passed, _ in trajectories if passed is not None}
-    decided = [pk for pk, _, _, _, bulk, superseded_at in reviews if pk in judged and not bulk and not superseded_at]
+    decided = [pk for pk, _, _, _, bulk, superseded_at, _ in reviews if pk in judged and not bulk and not superseded_at]
     latest = JudgeVerdict.objects.filter(trajectory_id__in=decided, error="").values("trajectory_id")
     verdicts = JudgeVerdict.objects.filter(pk__in=latest.annotate(latest=Max("id")).values("latest"))
     rows = verdicts.values_list("trajectory_id", "profile_id", "scores") if decided else []
@@ -91,10 +92,11 @@ def _count(
     shares: defaultdict[Key, list] = defaultdict(lambda: [0, 0.0])
     where = {pk: (domain, job or 0) for pk, domain, job, *_ in trajectories}
     standing, bulk_only_ids = defaultdict(list), set()
-    for pk, reviewer, created_at, decision, bulk, superseded_at in reviews:
+    for pk, reviewer, created_at, decision, bulk, superseded_at, stage in reviews:
         domain, job = where[pk]
         shares[(Figure.DECISIONS, domain, job, 0, reviewer, _day(created_at), "")][0] += 1
-        if superseded_at is None:  # it stands; the latest individual one is the person's answer
+        # It stands, and counts unless it still waits for a reviewer; the latest individual one is the answer.
+        if superseded_at is None and stage != ReviewStage.AWAITING:
             if bulk:
                 bulk_only_ids.add(pk)
             else:

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from .views import agreement, bulk, dashboard, duplicates, editor, queue, trajectory
+from .views import agreement, bulk, dashboard, duplicates, editor, queue, second_look, trajectory
 
 urlpatterns = [
     path("", dashboard.dashboard, name="dashboard"),
@@ -8,6 +8,8 @@ urlpatterns = [
     path("review/next/", queue.review_next, name="review-next"),
     path("review/bulk/", bulk.review_bulk, name="review-bulk"),
     path("review/bulk/undo/", bulk.review_bulk_undo, name="review-bulk-undo"),
+    path("review/second-look/", second_look.reviewer_queue, name="reviewer-queue"),
+    path("review/overturned/", second_look.overturned_list, name="overturned-decisions"),
     path("reviews/<int:pk>/undo/", trajectory.review_undo_view, name="review-undo"),
     path("review/duplicates/", duplicates.clusters_list, name="near-duplicate-clusters"),
     path("review/duplicates/<int:head>/", duplicates.cluster_page, name="near-duplicate-cluster"),

@@ -1,4 +1,5 @@
-// Trajectory page: keyboard (a accept, r reject, e editor, u undo, j/k next/previous, ? help) and, in the
+// Trajectory page: keyboard (a accept, r reject, e editor, c/o confirm/overturn a decision awaiting review, u undo,
+// j/k next/previous, ? help) and, in the
 // review stream, keeping the item held while the page is open and letting it go when the page is left (not when
 // the editor opens: the hold follows the work there).
 (function () {
@@ -105,6 +106,21 @@
       case "e":
         if (!toEditor()) showWhyOff();
         break;
+      case "c": {
+        // The reviewer stage: confirm the decision awaiting review.
+        var confirm = document.getElementById("confirm-btn");
+        if (confirm && !confirm.disabled) submit("confirm-form");
+        else if (confirm) showWhyOff();
+        else return;
+        break;
+      }
+      case "o": {
+        var why = document.getElementById("overturn-reason");
+        if (why && !why.disabled) why.focus();
+        else if (why) showWhyOff();
+        else return;
+        break;
+      }
       case "u": {
         var undo = document.getElementById("undo-btn");
         if (undo) undo.form.requestSubmit();

@@ -23,9 +23,9 @@ from simia_web.llm.models import EndpointProfile, LLMCall
 from simia_web.operations.models import WebhookDelivery, WebhookSubscription
 from tests.support.factories import TOOLS, conversation, make_job, make_trajectory, verdict
 
-ANNOTATOR, CURATOR, ADMIN = "annotator", "curator", "admin"
-ROLES = [ANNOTATOR, CURATOR, ADMIN]
-RANK = {ANNOTATOR: 1, CURATOR: 2, ADMIN: 3}
+ANNOTATOR, REVIEWER, CURATOR, ADMIN = "annotator", "reviewer", "curator", "admin"
+ROLES = [ANNOTATOR, REVIEWER, CURATOR, ADMIN]
+RANK = {ANNOTATOR: 1, REVIEWER: 2, CURATOR: 3, ADMIN: 4}
 LOGIN = "/accounts/login/"
 
 
@@ -69,6 +69,12 @@ ROUTES: dict[str, Route] = {
     "trajectory-revert": page({"POST": ANNOTATOR}, pk="trajectory"),
     "trajectory-judge": page({"POST": CURATOR}, pk="trajectory"),
     "agreement": page({"GET": ANNOTATOR}),
+    # the reviewer stage: reviewers take the second look, annotators read what was overturned
+    "reviewer-queue": page({"GET": REVIEWER}),
+    "overturned-decisions": page({"GET": ANNOTATOR}),
+    # guidelines: everyone reads, curators write
+    "workspace-guidelines": page({"GET": ANNOTATOR, "POST": CURATOR}),
+    "domain-guidelines": page({"GET": ANNOTATOR, "POST": CURATOR}, name="domain"),
     "near-duplicate-clusters": page({"GET": ANNOTATOR}),
     "near-duplicate-cluster": page({"GET": ANNOTATOR}, head="trajectory"),
     "near-duplicate-keep": page({"POST": CURATOR}, head="trajectory"),
@@ -169,6 +175,7 @@ ROUTES: dict[str, Route] = {
     "api-seed-upload": api({"POST": CURATOR}),
     "api-apis-import": api({"POST": CURATOR}),
     "api-domain-reference": api({"GET": ANNOTATOR, "PUT": CURATOR, "DELETE": CURATOR}, name="domain"),
+    "api-domain-guidelines": api({"GET": ANNOTATOR, "PUT": CURATOR}, name="domain"),
     "api-fidelity-run-list": api({"GET": ANNOTATOR}),
     "api-fidelity-run-detail": api({"GET": ANNOTATOR}, pk="fidelity_run"),
     "api-fidelity-run-trajectories": api({"GET": ANNOTATOR}, pk="fidelity_run"),

@@ -71,7 +71,7 @@ def test_the_queue_and_the_dashboard_of_each_workspace_count_only_its_items(clie
     assert {row.pk for row in queue.context["page"].rows} == {t.pk for t in two.a_items[:3]}
     assert queue.context["domains"] == ["shop"] and queue.context["violation_codes"] == []
     assignees = queue.context["bulk_form"].fields["assignee"].queryset
-    assert [p.username for p in assignees] == ["admin", "annotator", "both", "curator"]
+    assert [p.username for p in assignees] == ["admin", "annotator", "both", "curator", "reviewer"]
     dashboard = client.get("/").context
     assert {value: n for value, _, n in dashboard["counts"] if n} == {"judged_pass": 3, "accepted": 1}
     assert dashboard["agreement"]["total"] == 1 and dashboard["domains"] == ["shop"]

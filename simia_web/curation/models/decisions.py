@@ -14,6 +14,17 @@ class Decision(models.TextChoices):
     FIX_ACCEPT = "fix_accept", "Fix and accept"
 
 
+class ReviewStage(models.TextChoices):
+    """Where an annotator's decision is in the reviewer stage. Empty: it needed no second look (the stage was off,
+    or a reviewer or curator made it) and counts as it is."""
+
+    NONE = "", "No second look"
+    AWAITING = "awaiting", "Awaiting review"
+    CONFIRMED = "confirmed", "Confirmed"
+    FIXED = "fixed", "Fixed and confirmed"
+    OVERTURNED = "overturned", "Overturned"
+
+
 # A decision that stands: neither undone nor superseded by a later change.
 STANDING = Q(undone_at__isnull=True, superseded_at__isnull=True)
 
@@ -39,6 +50,20 @@ class Review(models.Model):
     audit = models.PositiveBigIntegerField(
         null=True, blank=True, help_text="The audit whose estimate this (bulk) decision rests on."
     )
+    # The guidelines in force when the decision was made (catalog.guidelines), and their version: empty when there
+    # were none.
+    guidelines = models.ForeignKey(
+        "catalog.Guidelines", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    guidelines_version = models.PositiveIntegerField(null=True, blank=True)
+    # The reviewer stage: an awaiting decision is settled by a reviewer's own decision (a Review of theirs, which
+    # then stands), and says here who settled it, how, when and (for an overturn) why.
+    stage = models.CharField(max_length=12, choices=ReviewStage.choices, blank=True, default=ReviewStage.NONE)
+    checked_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="checked_reviews"
+    )
+    checked_at = models.DateTimeField(null=True, blank=True)
+    check_reason = models.TextField(blank=True)
     undone_at = models.DateTimeField(null=True, blank=True)
     undone_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="undone_reviews"
@@ -56,6 +81,10 @@ class Review(models.Model):
             models.Index(fields=["trajectory"], name="review_standing", condition=STANDING),
             # The decisions resting on an audit (few reviews do).
             models.Index(fields=["audit", "trajectory"], name="review_audit", condition=Q(audit__isnull=False)),
+            # The reviewer queue: decisions awaiting review that still stand, oldest first.
+            models.Index(fields=["created_at", "id"], name="review_awaiting", condition=STANDING & Q(stage="awaiting")),
+            # An annotator's overturned decisions, latest first.
+            models.Index(fields=["reviewer", "-checked_at"], name="review_overturned", condition=Q(stage="overturned")),
         ]
 
     def __str__(self):
@@ -73,6 +102,7 @@ class Change(models.TextChoices):
     REJECT = "reject", "rejected"
     REVERT = "revert", "reverted"
     UNDO = "undo", "undid a decision"
+    SEND_BACK = "send_back", "sent back for review"
 
 
 class TrajectoryChange(models.Model):

@@ -24,6 +24,8 @@ class TrajectoryStatus(models.TextChoices):
     JUDGED_FAIL = "judged_fail", "Judge: fail"
     ACCEPTED = "accepted", "Accepted"
     REJECTED = "rejected", "Rejected"
+    # An annotator decided it where the reviewer stage is on: it counts (and is exported) once a reviewer confirms.
+    AWAITING_REVIEW = "awaiting_review", "Awaiting review"
 
 
 # Statuses that still wait for a human answer.

@@ -9,7 +9,7 @@ from django.db import connection
 from django.db.models import BooleanField, F, Func, QuerySet, Value
 
 from simia_web.accounts.scoping import scoped
-from simia_web.curation.filters import PENDING, TrajectoryFilter
+from simia_web.curation.filters import ALL, PENDING, TrajectoryFilter
 from simia_web.curation.models import (
     QUEUE_ORDER_KEYS,
     QUEUE_SORT_KEYS,
@@ -80,7 +80,8 @@ def queue_filterset(*, params, request, workspace_ids: Iterable[int] | None = No
     that cuts the result to its workspace itself (an audit's population)."""
     data = params.copy()
     if not data.get("status"):
-        data["status"] = PENDING
+        # The items decided under older guidelines are decided ones: that filter alone looks at every status.
+        data["status"] = ALL if data.get("guidelines") else PENDING
     trajectories = (
         Trajectory.objects.all() if workspace_ids is None else scoped(Trajectory.objects.all(), workspace_ids)
     )
@@ -309,7 +310,7 @@ def next_free(*, queue, user, after_id: int, sort: str | None = None) -> int | N
 # million reads every entry of its index on every page. Further pages are reached by Next. Read at call time.
 QUEUE_COUNT_LIMIT = 10_000
 # Parameters that move through the queue rather than filter it (and where a form returns to).
-NAVIGATION = ("page", "after", "before", "stream", "full", "next")
+NAVIGATION = ("page", "after", "before", "stream", "full", "next", "second_look")
 
 
 def queue_for(params, request=None, *, workspace_ids: Iterable[int]) -> tuple[TrajectoryFilter, QuerySet, str | None]:

@@ -9,10 +9,11 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.urls import reverse
 
+from simia_web.catalog.guidelines import guidelines_in_force
 from simia_web.core.clipping import clipped, message_href, message_page, shown_in_full
 from simia_web.core.display import pretty_json
 from simia_web.curation.duplicates import trajectory_duplicates
-from simia_web.curation.models import PENDING_STATUSES, Trajectory
+from simia_web.curation.models import PENDING_STATUSES, Decision, ReviewStage, Trajectory
 
 from . import queue as queue_reads
 from .conversation import chat_items, revision_history
@@ -61,6 +62,7 @@ def review_context(request, trajectory: Trajectory, *, revealed: bool = True) ->
     holder = reservation_holder(trajectory, request.user)
     reviews = list(trajectory.reviews.all())
     standing = standing_review(reviews)
+    awaiting = standing if standing is not None and standing.stage == ReviewStage.AWAITING else None
     page = message_page(request, trajectory.messages or [])
     params = request.GET.copy()
     for name in ("page", "full"):
@@ -95,6 +97,12 @@ def review_context(request, trajectory: Trajectory, *, revealed: bool = True) ->
         "stream": request.GET.get("stream") == "1" and holder is None,
         "reservation_seconds": settings.SIMIA_RESERVATION_SECONDS,
         "draft": draft_for(trajectory, request.user),
+        "guidelines": guidelines_in_force(domain_id=trajectory.domain_id),
+        # The reviewer stage: the decision awaiting review, and the answers that confirm or overturn it.
+        "awaiting": awaiting,
+        "can_settle": awaiting is not None and request.user.has_role("reviewer"),
+        "confirm_decision": "reject" if awaiting and awaiting.decision == Decision.REJECT else "accept",
+        "overturn_decision": "accept" if awaiting and awaiting.decision == Decision.REJECT else "reject",
         # Where the decision card's forms and links lead; another page sets its own.
         "decide_url": _with_get(reverse("trajectory-decide", args=[trajectory.pk]), request),
         "reload_url": _with_get(reverse("trajectory", args=[trajectory.pk]), request),

@@ -30,7 +30,9 @@ def trajectory_detail_queryset(*, workspace_ids: Iterable[int] | None = None) ->
     return trajectories.select_related("domain", "task", "seed", "job", "assigned_to", "reserved_by").prefetch_related(
         "violations",
         Prefetch("verdicts", queryset=JudgeVerdict.objects.select_related("profile")),
-        Prefetch("reviews", queryset=Review.objects.select_related("reviewer", "undone_by", "superseded_by")),
+        Prefetch(
+            "reviews", queryset=Review.objects.select_related("reviewer", "undone_by", "superseded_by", "checked_by")
+        ),
     )
 
 
@@ -54,7 +56,7 @@ def draft_for(trajectory: Trajectory, user) -> EditorDraft | None:
 
 
 # The statuses a person's decision sets (the pipelines set the others).
-HUMAN_STATUSES = frozenset({TrajectoryStatus.ACCEPTED, TrajectoryStatus.REJECTED})
+HUMAN_STATUSES = frozenset({TrajectoryStatus.ACCEPTED, TrajectoryStatus.REJECTED, TrajectoryStatus.AWAITING_REVIEW})
 
 
 def free_for(user) -> Q:

@@ -6,10 +6,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from django.db import transaction
-from django.db.models import F, QuerySet
+from django.db.models import Exists, F, OuterRef, QuerySet
 from django.utils import timezone
 
 from simia_web.accounts.scoping import scoped
+from simia_web.catalog.guidelines import guidelines_stamps
 from simia_web.core.models import AuditEvent
 from simia_web.curation.duplicates import cluster_member_ids
 from simia_web.curation.models import (
@@ -76,6 +77,8 @@ def reviews_bulk(
         TrajectoryChange(trajectory_id=pk, version=version + 1, action=decision, actor=reviewer, detail="bulk")
         for pk, version, _ in rows
     )
+    domains = dict(Trajectory.objects.filter(pk__in=ids).values_list("pk", "domain_id"))
+    stamps = guidelines_stamps(domain_ids=set(domains.values()))
     Review.objects.bulk_create(
         Review(
             trajectory_id=pk,
@@ -87,6 +90,7 @@ def reviews_bulk(
             bulk=True,
             batch=outcome.batch,
             audit=audit,
+            **stamps[domains[pk]],
         )
         for pk, version, _ in rows
     )
@@ -175,6 +179,60 @@ def reviews_bulk_undo(*, batch: uuid.UUID, actor, workspace_ids: Iterable[int]) 
         _audit_bulk(actor, "trajectory.undo", [(pk, previous, status) for pk, _, previous, status in undone])
         change.record()
         outcome.undone = len(undone)
+    return outcome
+
+
+@dataclass
+class SendBackOutcome:
+    sent_back: int
+    held: int  # someone else is reviewing them right now
+    undecided: int  # no decision stands on them
+
+
+@transaction.atomic
+def reviews_send_back(*, trajectories, actor, reason: str = "") -> SendBackOutcome:
+    """Send every decided trajectory of a queryset back for review (after its guidelines changed): the decision
+    standing on it ends, and it waits for a decision again, as its next version (its text stays). Items someone
+    else holds, and items no decision stands on, are left as they are and counted."""
+    reason = (reason or "").strip() or "sent back for review"
+    standing = Review.objects.filter(STANDING, trajectory=OuterRef("pk"))
+    rows = (
+        Trajectory.objects.filter(pk__in=trajectories.values("pk"))
+        .select_for_update()
+        .annotate(held=~free_for(actor), decided=Exists(standing))
+        .values_list("pk", "version", "status", "violation_count", "judge_passed", "held", "decided")
+    )
+    outcome, sent = SendBackOutcome(0, 0, 0), []
+    for pk, version, status, violation_count, judge_passed, held, decided in rows:
+        if not decided:
+            outcome.undecided += 1
+        elif held:
+            outcome.held += 1
+        else:
+            sent.append(
+                (pk, version, status, pipeline_status(violation_count=violation_count, judge_passed=judge_passed))
+            )
+    if not sent:
+        return outcome
+    ids = [pk for pk, *_ in sent]
+    change = RollupChange(ids)
+    now = timezone.now()
+    Review.objects.filter(STANDING, trajectory_id__in=ids).update(superseded_at=now, superseded_by=actor)
+    for restored in {status for *_, status in sent}:
+        Trajectory.objects.filter(pk__in=[pk for pk, *_, s in sent if s == restored]).update(
+            status=restored, version=F("version") + 1, updated_at=now
+        )
+    TrajectoryChange.objects.bulk_create(
+        TrajectoryChange(
+            trajectory_id=pk, version=version + 1, action=Change.SEND_BACK, actor=actor, detail=reason[:200]
+        )
+        for pk, version, _, _ in sent
+    )
+    _audit_bulk(
+        actor, "trajectory.send_back", [(pk, previous, status) for pk, _, previous, status in sent], reason=reason
+    )
+    change.record()
+    outcome.sent_back = len(sent)
     return outcome
 
 

@@ -1,9 +1,27 @@
-"""Decisions: a person accepts, fixes and accepts, or rejects the version they saw, as its next version."""
+"""Decisions: a person accepts, fixes and accepts, or rejects the version they saw, as its next version.
+
+Where the reviewer stage is on (a workspace's or a domain's switch), an annotator's decision leaves the item awaiting
+review: not accepted, not exported. A reviewer (or anyone ranking above) then decides it too, through the same path:
+the same answer confirms the annotator's decision, a fix and accept of an acceptance fixes it, anything else
+overturns it with the reviewer's reason. The reviewer's decision is the one that stands and counts."""
 
 from django.db import transaction
 
+from simia_web.accounts.models import Role
+from simia_web.accounts.scoping import has_role_in
+from simia_web.catalog.guidelines import guidelines_in_force
+from simia_web.catalog.models import Domain
 from simia_web.curation.gate import messages_written
-from simia_web.curation.models import Change, Decision, EditorDraft, Review, Trajectory, TrajectoryStatus
+from simia_web.curation.models import (
+    STANDING,
+    Change,
+    Decision,
+    EditorDraft,
+    Review,
+    ReviewStage,
+    Trajectory,
+    TrajectoryStatus,
+)
 from simia_web.curation.rollups import RollupChange
 from simia_web.curation.versions import decision_supersede, trajectory_locked, version_advance
 
@@ -49,7 +67,9 @@ def review_decide(
         _hold_check(locked, reviewer)
         change = RollupChange([locked.pk])
         previous = locked.status
-        status = STATUS_FOR_DECISION[decision]
+        awaits, settles = _reviewer_stage(locked, reviewer)
+        settled = _awaiting_settled(locked, decision, reason) if settles else None
+        status = TrajectoryStatus.AWAITING_REVIEW if awaits else STATUS_FOR_DECISION[decision]
         decision_supersede(locked, reviewer)
         if decision == Decision.FIX_ACCEPT:
             fixed = messages_written(messages, locked.tools)
@@ -75,9 +95,50 @@ def review_decide(
             reason=reason,
             trajectory_version=locked.version,
             based_on_version=expected_version,
+            stage=ReviewStage.AWAITING if awaits else ReviewStage.NONE,
+            **guidelines_in_force(domain_id=locked.domain_id).stamp,
         )
+        if settled is not None:
+            awaited, outcome = settled
+            Review.objects.filter(pk=awaited.pk).update(
+                stage=outcome, checked_by=reviewer, checked_at=review.created_at, check_reason=reason
+            )
         _status_audit(actor=reviewer, trajectory=locked, previous=previous, reason=reason)
         EditorDraft.objects.filter(trajectory=locked, author=reviewer).delete()
         change.record()
     trajectory.refresh_from_db()
     return review
+
+
+def _reviewer_stage(locked: Trajectory, person) -> tuple[bool, bool]:
+    """(whether `person`'s decision on the trajectory waits for a reviewer, whether it settles a decision that
+    waits): the stage is on where the domain says so, or says nothing and its workspace does; it holds the
+    decisions of people below the reviewer role, and people with that role or above settle them."""
+    workspace_id, domain_stage, workspace_stage = (
+        Domain.objects.filter(pk=locked.domain_id)
+        .values_list("workspace_id", "review_stage", "workspace__review_stage")
+        .get()
+    )
+    settles = has_role_in(person, workspace_id, Role.REVIEWER)
+    stage_on = workspace_stage if domain_stage is None else domain_stage
+    return bool(stage_on) and not settles, settles
+
+
+def settled_as(awaited: str, decision: str) -> str:
+    """How a reviewer's `decision` settles an awaiting decision `awaited`: the same answer confirms it (accepting
+    confirms a fix and accept too), fix and accept of an acceptance fixes it, anything else overturns it."""
+    if (awaited == Decision.REJECT) != (decision == Decision.REJECT):
+        return ReviewStage.OVERTURNED
+    return ReviewStage.FIXED if decision == Decision.FIX_ACCEPT else ReviewStage.CONFIRMED
+
+
+def _awaiting_settled(locked: Trajectory, decision: str, reason: str) -> tuple[Review, str] | None:
+    """The decision awaiting review on the trajectory and how `decision` settles it, or None when none awaits; an
+    overturn without a reason is refused."""
+    awaited = Review.objects.filter(STANDING, trajectory=locked, stage=ReviewStage.AWAITING).first()
+    if awaited is None:
+        return None
+    outcome = settled_as(awaited.decision, decision)
+    if outcome == ReviewStage.OVERTURNED and not reason:
+        raise ReviewError("Overturning a decision needs a reason: the annotator reads it.", field="reason")
+    return awaited, outcome

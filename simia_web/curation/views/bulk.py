@@ -26,6 +26,7 @@ from simia_web.curation.services import (
     reviews_bulk,
     reviews_bulk_queue,
     reviews_bulk_undo,
+    reviews_send_back,
     trajectories_assign,
 )
 
@@ -52,6 +53,8 @@ def review_bulk(request):
     data = form.cleaned_data
     qs = queue_selection(qs, data["ids"] if data["scope"] == "selected" else None)
     action = data["action"]
+    if action == "send_back":
+        return _send_back(request, qs, data, back)
     if (
         action in ("accept", "reject")
         and data["scope"] == "all"
@@ -87,6 +90,26 @@ def review_bulk(request):
         n = trajectories_assign(trajectories=qs, assignee=assignee, actor=request.user)
         who = assignee.username if assignee else "nobody"
         messages.success(request, f"{n} trajector{'y' if n == 1 else 'ies'} assigned to {who}.")
+    return redirect(back)
+
+
+def _send_back(request, qs, data: dict, back: str):
+    """Send the selected or filtered decided items back for review (their guidelines changed), up to
+    BULK_IN_REQUEST_MAX at once."""
+    if qs[: BULK_IN_REQUEST_MAX + 1].count() > BULK_IN_REQUEST_MAX:
+        messages.error(
+            request, f"Nothing changed: send back at most {BULK_IN_REQUEST_MAX} items at once (narrow the filter)."
+        )
+        return redirect(back)
+    outcome = reviews_send_back(trajectories=qs, actor=request.user, reason=data["reason"])
+    parts = [
+        f"{outcome.sent_back} {pluralize(outcome.sent_back, 'trajectory waits,trajectories wait')} for review again."
+    ]
+    if outcome.held:
+        parts.append(f"{outcome.held} skipped: someone is reviewing {pluralize(outcome.held, 'it,them')} right now.")
+    if outcome.undecided:
+        parts.append(f"{outcome.undecided} had no decision to send back.")
+    messages.success(request, " ".join(parts))
     return redirect(back)
 
 

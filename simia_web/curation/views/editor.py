@@ -11,6 +11,7 @@ from django.views.decorators.http import require_POST
 
 from simia_web.accounts.permissions import role_required
 from simia_web.accounts.scoping import page_workspace_ids
+from simia_web.catalog.guidelines import guidelines_in_force
 from simia_web.core.clipping import EDIT_MAX_BYTES, too_large_to_edit
 from simia_web.core.dates import shown
 from simia_web.core.errors import HeldByOther
@@ -64,6 +65,7 @@ def trajectory_editor(request, pk: int):
         or with_query(reverse("trajectory", args=[trajectory.pk]), request.GET.urlencode()),
         "next": safe_next(request, request.GET.get("next")),
         "holder": reservation_holder(trajectory, request.user),
+        "guidelines": guidelines_in_force(domain_id=trajectory.domain_id),
         "blocks": editor_blocks(trajectory.messages or []),
         "errors": {},
         "roles": ["system", "user", "assistant", "tool"],

@@ -11,7 +11,7 @@ from django_htmx.http import HttpResponseClientRedirect
 from simia_web.accounts.permissions import role_required
 from simia_web.accounts.scoping import page_workspace_ids
 from simia_web.core.errors import HeldByOther
-from simia_web.curation.models import Decision, Review, Trajectory
+from simia_web.curation.models import Decision, Review, ReviewStage, Trajectory
 from simia_web.curation.selectors.queue import (
     filter_query,
     next_free,
@@ -19,6 +19,7 @@ from simia_web.curation.selectors.queue import (
     queue_has,
 )
 from simia_web.curation.selectors.review_page import trajectory_page_context
+from simia_web.curation.selectors.second_look import awaiting_next
 from simia_web.curation.selectors.trajectory import reviews_in, trajectory_detail_queryset
 from simia_web.curation.services import (
     ReviewError,
@@ -57,6 +58,11 @@ def _after_decision(request, pk: int) -> str:
     """Where a decision leads: in the stream, the next free item of the workspace's queue (claimed); otherwise the
     next item nobody else holds, to view."""
     query = filter_query(request.GET)
+    if request.GET.get("second_look") == "1":  # from the reviewer queue: its next item
+        next_id = awaiting_next(workspace_ids=page_workspace_ids(request.user), user=request.user, after_id=pk)
+        if next_id is None:
+            return reverse("reviewer-queue")
+        return with_query(reverse("trajectory", args=[next_id]), "", second_look="1")
     _, qs, sort = queue_for(request.GET, request, workspace_ids=page_workspace_ids(request.user))
     if request.GET.get("stream") == "1":
         after = pk if queue_has(qs, pk) else None
@@ -74,7 +80,8 @@ def decided(request, review: Review, target: str | None = None) -> HttpResponse:
     """Say what was decided, offer its undo on the next page, and go on: to `target` when given (a page that sent
     the annotator here), else where a decision on the review page leads."""
     label = dict(Decision.choices)[review.decision].lower()
-    messages.success(request, f"Trajectory {review.trajectory_id}: {label}.")
+    waits = " It waits for a reviewer's confirmation before it counts." if review.stage == ReviewStage.AWAITING else ""
+    messages.success(request, f"Trajectory {review.trajectory_id}: {label}.{waits}")
     request.session["undo_review"] = review.pk
     target = target or _after_decision(request, review.trajectory_id)
     return HttpResponseClientRedirect(target) if request.htmx else redirect(target)
