@@ -198,13 +198,15 @@ class RangeWriter:
         self.spool.write(_SPOOLED.pack(item_id, workspace_id) + signature_bytes(values))
         self.signed.append(item_id)
 
-    def _spooled(self):
+    def _spooled(self, clusters: dict[int, int | None]):
+        """The new signatures as rows, each keeping its item's cluster until the merge replaces them all."""
         self.spool.seek(0)
         record = _SPOOLED.size + SIGNATURE_BYTES
         while data := self.spool.read(record * CHUNK):
             for offset in range(0, len(data), record):
                 item_id, workspace_id = _SPOOLED.unpack_from(data, offset)
-                yield self.corpus, workspace_id, item_id, data[offset + _SPOOLED.size : offset + record]
+                minhash = data[offset + _SPOOLED.size : offset + record]
+                yield self.corpus, workspace_id, item_id, minhash, clusters.get(item_id)
 
     def __call__(self) -> dict:
         corpus, ids = self.corpus, self.ids
@@ -212,8 +214,9 @@ class RangeWriter:
         in_range = Signature.objects.filter(ids.ids("item_id"), corpus=corpus)
         Band.objects.filter(signature__in=in_range).delete()  # no receivers: one DELETE
         dropped = _signatures_delete(corpus, [*gone, *self.wordless])
+        clusters = dict(in_range.filter(cluster__isnull=False).values_list("item_id", "cluster"))
         _signatures_delete(corpus, list(self.signed))  # a new signature replaces the old (there is none without resign)
-        _rows_copy(Signature, ("corpus", "workspace", "item_id", "minhash"), self._spooled())
+        _rows_copy(Signature, ("corpus", "workspace", "item_id", "minhash", "cluster"), self._spooled(clusters))
         banded, after = 0, None
         while batch := index_range_signatures(corpus=corpus, ids=ids, after=after, limit=10 * CHUNK):
             keys = (

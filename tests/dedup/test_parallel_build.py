@@ -80,10 +80,9 @@ def test_a_range_written_again_leaves_the_index_as_it_was(db):
     index_build(corpus=TRAJECTORIES, resign=True)
     before = _index()
     middle = index_ranges(corpus=TRAJECTORIES, items_per_range=100)[1]
-    for _ in range(2):  # a unit redelivered after its worker died rewrites its own range
+    for _ in range(2):  # a unit redelivered after its worker died rewrites its own range; clusters wait for the merge
         index_range_sign(corpus=TRAJECTORIES, ids=middle, resign=True)()
-    assert _index()[1] == before[1]
-    assert {item: row[:2] for item, row in _index()[0].items()} == {item: row[:2] for item, row in before[0].items()}
+        assert _index() == before
 
 
 @pytest.mark.integration
