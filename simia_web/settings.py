@@ -203,6 +203,8 @@ EXPORTS_DIR = Path(os.environ.get("SIMIA_EXPORTS_DIR", MEDIA_ROOT / "exports"))
 # Parquet snapshots: a shard ends at whichever limit it reaches first (rows, or bytes at a row-group boundary).
 EXPORT_SHARD_ROWS = int(os.environ.get("SIMIA_EXPORT_SHARD_ROWS", "100000"))
 EXPORT_SHARD_BYTES = int(os.environ.get("SIMIA_EXPORT_SHARD_BYTES", str(256 * 1024 * 1024)))
+# A snapshot's records are built in ranges of about this many trajectories, one job unit each (exports.parts).
+EXPORT_RANGE_RECORDS = max(1, int(os.environ.get("SIMIA_EXPORT_RANGE_RECORDS", "50000")))
 # The dataset card: its `license` (a Hugging Face license id) and, to count tokens, a tokenizer.json (the
 # `tokenizers` format of the model to be trained); without one the card counts characters.
 DATASET_CARD_LICENSE = os.environ.get("SIMIA_DATASET_LICENSE", "unknown")

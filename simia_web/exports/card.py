@@ -197,8 +197,8 @@ def _sizes(facts: DatasetFacts, images: list[str]) -> list[str]:
 def _judge(facts: DatasetFacts, domains: dict) -> list[str]:
     judged, passed = facts.judged_by_domain.total(), facts.passed_by_domain.total()
     headline = f"{judged} of {facts.records} records carry a judge verdict; {passed} passed ({_share(passed, judged)})."
-    if facts.judge_scores[1]:
-        headline += f" Mean score {facts.judge_scores[0] / facts.judge_scores[1]:.3f}."
+    if facts.judge_scores.n:
+        headline += f" Mean score {facts.judge_scores.mean:.3f}."
     lines = ["## Judge", headline]
     if judged:
         rows = [
@@ -207,7 +207,7 @@ def _judge(facts: DatasetFacts, domains: dict) -> list[str]:
         ]
         lines.append(_table(["domain", "judged", "passed", "pass rate"], rows))
     if facts.criteria:
-        rows = [[name, f"{total / n:.3f}", n] for name, (total, n) in sorted(facts.criteria.items())]
+        rows = [[name, f"{total.mean:.3f}", total.n] for name, total in sorted(facts.criteria.items())]
         lines += ["Judge scores per criterion (0 to 1):", _table(["criterion", "mean score", "records"], rows)]
     return lines
 

@@ -10,6 +10,7 @@ export keeping one per near-duplicate cluster removed, by reason; set by exports
 
 import math
 from collections import Counter, defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -56,6 +57,46 @@ class Distribution:
             "p99": percentile(0.99),
             "max": values[-1][0],
         }
+
+
+class ExactSum:
+    """A sum of floats kept exact (Shewchuk's partials, as math.fsum keeps them), so that sums gathered over parts of
+    the records and merged are the same float, to the last bit, as the sum gathered in one pass; `n` counts the
+    values added."""
+
+    def __init__(self, partials: Iterable[float] = (), n: int = 0):
+        self.partials: list[float] = list(partials)
+        self.n = n
+
+    def add(self, value: float) -> None:
+        self._add(value)
+        self.n += 1
+
+    def _add(self, x: float) -> None:
+        kept = 0
+        for y in self.partials:
+            if abs(x) < abs(y):
+                x, y = y, x
+            high = x + y
+            low = y - (high - x)
+            if low:
+                self.partials[kept] = low
+                kept += 1
+            x = high
+        self.partials[kept:] = [x]
+
+    def merge(self, other: "ExactSum") -> None:
+        for value in other.partials:
+            self._add(value)
+        self.n += other.n
+
+    @property
+    def total(self) -> float:
+        return math.fsum(self.partials)
+
+    @property
+    def mean(self) -> float:
+        return self.total / self.n
 
 
 class RecordLength:
@@ -155,8 +196,8 @@ class DatasetFacts:
     lengths: Distribution = field(default_factory=Distribution)
     judged_by_domain: Counter = field(default_factory=Counter)
     passed_by_domain: Counter = field(default_factory=Counter)
-    judge_scores: list = field(default_factory=lambda: [0.0, 0])
-    criteria: dict = field(default_factory=lambda: defaultdict(lambda: [0.0, 0]))
+    judge_scores: ExactSum = field(default_factory=ExactSum)
+    criteria: dict = field(default_factory=lambda: defaultdict(ExactSum))
     decisions: Counter = field(default_factory=Counter)  # the standing human decision, "bulk " prefixed for bulk
     agreement: Counter = field(default_factory=Counter)  # (judge passed, person accepted) over individual decisions
     models: Counter = field(default_factory=Counter)
@@ -222,14 +263,11 @@ class DatasetFacts:
         self.judged_by_domain[domain_id] += 1
         self.passed_by_domain[domain_id] += bool(verdict["passed"])
         if isinstance(verdict.get("score"), (int, float)):
-            self.judge_scores[0] += verdict["score"]
-            self.judge_scores[1] += 1
+            self.judge_scores.add(verdict["score"])
         for name, value in (verdict.get("scores") or {}).items():
             value = value.get("score") if isinstance(value, dict) else value
             if isinstance(value, (int, float)) and not isinstance(value, bool):
-                criterion = self.criteria[name]
-                criterion[0] += value
-                criterion[1] += 1
+                self.criteria[name].add(value)
 
     def _decided(self, decision: dict, verdict: dict) -> None:
         if not decision.get("decision"):
@@ -242,3 +280,60 @@ class DatasetFacts:
 
     def finish(self) -> None:
         self.calls.flush()
+
+    # The counters a part's facts carry, each as [key, n] pairs in the order the keys first came (JSON keeps a key's
+    # type, an int or a string; a tuple comes back from a list), so that merged counters list their keys as one pass
+    # would (most_common breaks ties by that order).
+    COUNTERS = (
+        "by_domain",
+        "by_status",
+        "by_kind",
+        "api_calls",
+        "api_records",
+        "judged_by_domain",
+        "passed_by_domain",
+        "decisions",
+        "agreement",
+        "models",
+        "profiles",
+        "prompt_versions",
+        "seeds",
+    )
+    DISTRIBUTIONS = ("turns", "tool_calls", "lengths")
+
+    def as_part(self) -> dict:
+        """The facts gathered over a part of the records, as JSON for merge_part (the LLM calls they cite summed)."""
+        self.finish()
+        return {
+            "records": self.records,
+            **{name: _pairs(getattr(self, name)) for name in self.COUNTERS},
+            **{name: _pairs(getattr(self, name).counts) for name in self.DISTRIBUTIONS},
+            "judge_scores": [self.judge_scores.partials, self.judge_scores.n],
+            "criteria": [[name, total.partials, total.n] for name, total in self.criteria.items()],
+            "calls": [[list(key), usage] for key, usage in self.calls.rows.items()],
+            "calls_cited": self.calls.cited,
+        }
+
+    def merge_part(self, part: dict) -> None:
+        """Add the facts of a part (as_part); merged in the records' order they are what one pass gathers."""
+        self.records += part["records"]
+        for name in self.COUNTERS:
+            getattr(self, name).update(_from_pairs(part[name]))
+        for name in self.DISTRIBUTIONS:
+            getattr(self, name).counts.update(_from_pairs(part[name]))
+        self.judge_scores.merge(ExactSum(*part["judge_scores"]))
+        for name, partials, n in part["criteria"]:
+            self.criteria[name].merge(ExactSum(partials, n))
+        for key, usage in part["calls"]:
+            total = self.calls.rows[tuple(key)]
+            for i, value in enumerate(usage):
+                total[i] += value
+        self.calls.cited += part["calls_cited"]
+
+
+def _pairs(counter: Counter) -> list:
+    return [[list(key) if isinstance(key, tuple) else key, n] for key, n in counter.items()]
+
+
+def _from_pairs(pairs: list) -> dict:
+    return {tuple(key) if isinstance(key, list) else key: n for key, n in pairs}

@@ -4,11 +4,9 @@ naming each record's provenance."""
 
 import hashlib
 import re
-import shutil
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import orjson
 
@@ -80,6 +78,27 @@ class ExportStats:
         self.facts.add(row, messages)
         self._handled_one()
 
+    def as_part(self) -> dict:
+        """What was counted over a part of the records, as JSON for merge_part (reasons in the order they first
+        came: the report lists the most frequent first, ties in that order)."""
+        return {
+            "count": self.count,
+            "repaired_count": self.repaired_count,
+            "refused_count": self.refused_count,
+            "refusal_reasons": list(self.refusal_reasons.items()),
+            "refusals": self.refusals,
+            "facts": self.facts.as_part(),
+        }
+
+    def merge_part(self, part: dict) -> None:
+        """Add what a part counted (as_part); merged in id order, the counts are those of one pass."""
+        self.count += part["count"]
+        self.repaired_count += part["repaired_count"]
+        self.refused_count += part["refused_count"]
+        self.refusal_reasons.update(dict(part["refusal_reasons"]))
+        self.refusals += part["refusals"][: REFUSALS_KEPT - len(self.refusals)]
+        self.facts.merge_part(part["facts"])
+
     def refuse(self, trajectory_id: int, reasons: list[str]) -> None:
         self.refused_count += 1
         for kind in dict.fromkeys(refusal_kind(reason) for reason in reasons):
@@ -132,8 +151,8 @@ class Manifest:
     simulation as its compact UTF-8 JSON).
     """
 
-    def __init__(self, stream, path: Path):
-        self.stream, self.path, self.count = stream, path, 0
+    def __init__(self, stream):
+        self.stream, self.count = stream, 0
         self.lines = Lines(stream)
 
     def add(self, row: dict, record: bytes) -> None:
@@ -164,11 +183,15 @@ class Manifest:
         self.lines.flush()
         self.stream.flush()
 
-    def copy_into(self, target) -> None:
-        """Write the manifest so far into `target` (an open zip entry), reading it back from its file."""
-        self.flush()
-        with open(self.path, "rb") as written:
-            shutil.copyfileobj(written, target)
+
+def manifest_lines_renumbered(source, lines: Lines, first: int) -> int:
+    """Add a part's manifest lines (`source`, a binary file) to `lines`, their index counted from `first` (a part
+    counts from 0; the index is each line's first key); returns the index after the last."""
+    index = first
+    for line in source:
+        lines.add(b'{"index":%d' % index + line[line.index(b",") : -1])
+        index += 1
+    return index
 
 
 def rows_stream(queryset, fields=ROW_FIELDS, chunk_size: int = CHUNK_SIZE) -> Iterator[dict]:

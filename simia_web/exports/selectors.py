@@ -63,6 +63,12 @@ def export_deduplicated(queryset, keep: str):
     return queryset.exclude(pk__in=drop), about
 
 
+def export_without_near_duplicates(queryset, keep: str):
+    """The queryset less the near-duplicates an export keeping one per cluster leaves out (see export_deduplicated),
+    the clusters taken over the whole queryset (a range of it is taken after)."""
+    return queryset.exclude(pk__in=near_duplicates_to_drop(queryset, keep))
+
+
 class JsonValue(Func):
     """A column as a value of JSONObject. SQLite keeps JSON as text and booleans as 0 and 1, which its json_object
     would embed as a string and a number: there they are made JSON first. Elsewhere, the column as it is."""

@@ -25,15 +25,22 @@ from simia_web.accounts.models import default_workspace_id, owner_workspace_id
 from simia_web.audits.models import Audit
 from simia_web.audits.selectors import accepted_on_evidence, audit_certificate
 from simia_web.audits.services import audit_ceiling_check
-from simia_web.core.errors import ValidationFailed
+from simia_web.core.errors import ApplicationError, ValidationFailed
 from simia_web.core.services import audit_record
 from simia_web.jobs.services import job_create
 
-from .files import FileDigest, HashingWriter, Shards, data_sha256, digest_of, file_synced
+from .files import FileDigest, data_sha256, digest_of
 from .hub import hub_push
 from .models import ExportFormat, FileKind, Snapshot
+from .parts import IdRange, Part, export_ranges, part_write, parts_merge
 from .records import ExportStats, Lines, Manifest
-from .selectors import export_deduplicated, export_filters_clean, export_options_clean, export_queryset
+from .selectors import (
+    export_deduplicated,
+    export_filters_clean,
+    export_options_clean,
+    export_queryset,
+    export_without_near_duplicates,
+)
 from .signals import snapshot_ready
 from .writers import EXTENSIONS, SHARDED, WRITERS
 
@@ -119,8 +126,8 @@ class CertifiedManifest(Manifest):
     record's decision rests on its evidence (`accepted_on_audit_evidence`: a decision "accept the rest" wrote);
     `on_evidence` counts those records."""
 
-    def __init__(self, stream, path: Path, *, audit: int, evidence: np.ndarray):
-        super().__init__(stream, path)
+    def __init__(self, stream, *, audit: int, evidence: np.ndarray):
+        super().__init__(stream)
         self.evidence, self.on_evidence = evidence, 0
         self.audit = str(audit).encode()
         self.lines = _SuffixedLines(stream, self)
@@ -150,97 +157,85 @@ def _holds(sorted_ids: np.ndarray, value: int) -> bool:
     return at < len(sorted_ids) and int(sorted_ids[at]) == value
 
 
-def _manifest(stream, path: Path, about: dict) -> Manifest:
-    """The manifest writer: a certified one when an audit certifies the export (`about["audit"]`)."""
-    audit = about.get("audit")
+def _manifest(stream, audit: int | None) -> Manifest:
+    """The manifest writer: a certified one when an audit certifies the export."""
     if not audit:
-        return Manifest(stream, path)
-    ids = accepted_on_evidence(audit["id"]).order_by("id").values_list("id", flat=True)
+        return Manifest(stream)
+    ids = accepted_on_evidence(audit).order_by("id").values_list("id", flat=True)
     evidence = np.fromiter(ids.iterator(chunk_size=20_000), dtype=np.int64)
-    return CertifiedManifest(stream, path, audit=audit["id"], evidence=evidence)
+    return CertifiedManifest(stream, audit=audit, evidence=evidence)
 
 
-def _write_data(*, format: str, queryset, folder: Path, names: dict, stats, manifest: Manifest, options):
-    """The data file (or Parquet shards) through the format's writer; returns their digests."""
-    if format in SHARDED:
-        shards = Shards(
-            folder,
-            kind=FileKind.DATA,
-            extension=EXTENSIONS[format],
-            max_rows=options.shard_rows or settings.EXPORT_SHARD_ROWS,
-            max_bytes=options.shard_bytes or settings.EXPORT_SHARD_BYTES,
-        )
-        try:
-            WRITERS[format](shards, queryset, stats, options.label, manifest)
-        finally:
-            shards.abandon()  # a shard still open after a failure
-        return shards.finish()
-    with open(folder / names[FileKind.DATA], "wb") as data_file:
-        data = HashingWriter(data_file)
-        WRITERS[format](data, queryset, stats, options.label, manifest)
-        file_synced(data_file)
-    return [FileDigest(names[FileKind.DATA], FileKind.DATA, data.bytes, data.sha256.hexdigest())]
+def _records(filters: dict, *, workspace_id: int, dedup: str):
+    """The trajectories an export reads: those matching its filters, less the near-duplicates it drops."""
+    queryset = export_queryset(filters, workspace_id=workspace_id)
+    return export_without_near_duplicates(queryset, dedup) if dedup else queryset
 
 
-# Told how far the writing of an export's data has got: (records handled, records to handle), see _export_into.
+# Told how far the writing of a part has got: (records handled, records to handle), see parts.part_write.
 ExportProgress = Callable[[int, int], None]
 
 
-def _export_into(
+def _part_into(
+    *,
+    format: str,
+    queryset,
+    part: Part,
+    options: ExportOptions,
+    audit: int | None,
+    progress: ExportProgress | None = None,
+) -> dict:
+    """Write one range's part (parts.part_write) into its folder, which is left empty on any failure."""
+    try:
+        with _read_transaction():
+            return part_write(
+                format=format,
+                queryset=queryset,
+                part=part,
+                manifest_for=lambda stream: _manifest(stream, audit),
+                label=options.label,
+                shard_rows=options.shard_rows or settings.EXPORT_SHARD_ROWS,
+                shard_bytes=options.shard_bytes or settings.EXPORT_SHARD_BYTES,
+                progress=progress,
+            )
+    except BaseException:
+        _emptied(part.folder)
+        raise
+
+
+def _emptied(folder: Path) -> None:
+    for child in folder.iterdir():
+        if child.is_dir():
+            shutil.rmtree(child)
+        else:
+            child.unlink()
+
+
+def _export_merged(
     *,
     format: str,
     filters: dict,
     workspace_id: int,
+    parts: list[Part],
     folder: Path,
     names: dict[str, str],
     options: ExportOptions,
     about: dict,
-    progress: ExportProgress | None = None,
 ) -> ExportResult:
-    """Write the file set into `folder` (a new, empty folder of the caller's) and sync it to disk; on any failure
-    (or interruption) empty the folder again.
-
-    `progress`, when given, is told how many records the gate has handled (written or left out) of those the
-    export reads (matching its filters, less the near-duplicates it drops): at the start, every
-    records.PROGRESS_EVERY records, and once the data is written.
-    """
-    stats = ExportStats()
-    manifest_path = folder / names[FileKind.MANIFEST]
-    dedup = None
+    """Merge the parts (in id order) into the file set in `folder` (a new, empty folder of the caller's): the data,
+    the manifest, the dataset card (with options.card) and the report, synced to disk; on any failure (or
+    interruption) empty the folder again."""
     try:
-        with _read_transaction(), open(manifest_path, "wb") as manifest_file:
-            manifest_stream = HashingWriter(manifest_file)
-            manifest = _manifest(manifest_stream, manifest_path, about)
-            queryset = export_queryset(filters, workspace_id=workspace_id)
-            if options.dedup:
-                queryset, dedup = export_deduplicated(queryset, options.dedup)
-                reason = f"near-duplicate of a record kept ({dedup['keep']})"
-                stats.facts.duplicates = Counter({reason: dedup["removed"]})
-            if progress is not None:
-                total = queryset.count()
-                stats.progress = lambda handled: progress(handled, total)
-                progress(0, total)
-            files = _write_data(
-                format=format,
-                queryset=queryset,
-                folder=folder,
-                names=names,
-                stats=stats,
-                manifest=manifest,
-                options=options,
-            )
-            manifest.flush()
-            if progress is not None:
-                # Everything read has been handled. On PostgreSQL the count and the rows' cursor are two statements
-                # (read committed), so trajectories changed in between can make the count off: the end says what was.
-                progress(stats.handled, stats.handled)
-            file_synced(manifest_file)
-        if isinstance(manifest, CertifiedManifest):
-            about["audit"]["records_accepted_on_evidence"] = manifest.on_evidence
-        manifest_digest = FileDigest(
-            names[FileKind.MANIFEST], FileKind.MANIFEST, manifest_stream.bytes, manifest_stream.sha256.hexdigest()
+        stats, files, on_evidence = parts_merge(
+            format=format, parts=parts, folder=folder, names=names, label=options.label
         )
-        files.append(manifest_digest)
+        dedup = None
+        if options.dedup:
+            _, dedup = export_deduplicated(export_queryset(filters, workspace_id=workspace_id), options.dedup)
+            reason = f"near-duplicate of a record kept ({dedup['keep']})"
+            stats.facts.duplicates = Counter({reason: dedup["removed"]})
+        if about.get("audit"):
+            about["audit"]["records_accepted_on_evidence"] = on_evidence
         if options.card:
             # matplotlib and huggingface_hub load in the process that writes a card, not in every web process.
             from .card import CardInput, card_write
@@ -252,7 +247,7 @@ def _export_into(
                 refused=stats.refused_count,
                 refusal_reasons=stats.refusal_reasons,
                 data_files=files[:-1],
-                manifest=manifest_digest,
+                manifest=files[-1],
                 about=about,
             )
             files += card_write(folder, stats.facts, card)
@@ -262,11 +257,7 @@ def _export_into(
         body = json.dumps(report, indent=2, ensure_ascii=False, default=str).encode()
         files.append(digest_of(folder, names[FileKind.REPORT], FileKind.REPORT, body))
     except BaseException:
-        for child in folder.iterdir():
-            if child.is_dir():
-                shutil.rmtree(child)
-            else:
-                child.unlink()
+        _emptied(folder)
         raise
     return ExportResult(stats=stats, files=files)
 
@@ -293,12 +284,24 @@ def export_write(
     names = export_file_names(path.name)
     partial = path.with_name(f".{path.name}.{uuid.uuid4().hex}.part")
     partial.mkdir()
+    workspace_id = default_workspace_id() if workspace_id is None else workspace_id
     try:
-        result = _export_into(
+        queryset = _records(filters, workspace_id=workspace_id, dedup=options.dedup)
+        parts = []
+        # The same parts a snapshot job's units write, one after another here.
+        for index, bounds in enumerate(export_ranges(queryset, settings.EXPORT_RANGE_RECORDS)):
+            part = Part(partial / ".parts" / part_name(index))
+            part.folder.mkdir(parents=True)
+            _part_into(format=format, queryset=bounds.of(queryset), part=part, options=options, audit=None)
+            parts.append(part)
+        merged = partial / ".merged"
+        merged.mkdir()
+        result = _export_merged(
             format=format,
             filters=filters,
-            workspace_id=default_workspace_id() if workspace_id is None else workspace_id,
-            folder=partial,
+            workspace_id=workspace_id,
+            parts=parts,
+            folder=merged,
             names=names,
             options=options,
             about={},
@@ -306,10 +309,14 @@ def export_write(
         target = path if format in SHARDED else path.parent
         for written in result.files:
             (target / written.name).parent.mkdir(parents=True, exist_ok=True)
-            os.replace(partial / written.name, target / written.name)
+            os.replace(merged / written.name, target / written.name)
     finally:
         shutil.rmtree(partial, ignore_errors=True)
     return result
+
+
+def part_name(index: int) -> str:
+    return f"part-{index:05d}"
 
 
 def _certification(audit_id, max_error_rate, *, workspace_id: int) -> dict | None:
@@ -445,6 +452,8 @@ class SnapshotRecorder:
         # crashed (or is still writing) can go.
         for leftover in exports_dir.glob(_snapshot_temp_pattern(snapshot)):
             shutil.rmtree(leftover, ignore_errors=True)
+        # The parts go once the row is committed: until then a delivery of the merge may have to run again.
+        transaction.on_commit(lambda: snapshot_parts_remove(snapshot=snapshot))
         snapshot_ready.send(sender=Snapshot, snapshot_id=snapshot.pk)
         return {
             "snapshot": snapshot.pk,
@@ -454,9 +463,95 @@ class SnapshotRecorder:
         }
 
 
-def snapshot_build(*, snapshot: Snapshot, progress: ExportProgress | None = None) -> SnapshotRecorder:
-    """Write the file set to a temporary folder of its own and return the recorder that puts it in place; `progress`
-    is told how far the data has got (see _export_into)."""
+def _snapshot_about(snapshot: Snapshot) -> tuple[int, ExportOptions]:
+    """The workspace a snapshot reads and how it is written."""
+    options = ExportOptions(
+        label=f"simia_snapshot_{snapshot.pk}",
+        shard_rows=snapshot.options.get("shard_rows", 0),
+        shard_bytes=snapshot.options.get("shard_bytes", 0),
+        dedup=snapshot.options.get("dedup", ""),
+    )
+    return owner_workspace_id(snapshot.job), options
+
+
+def snapshot_ranges(*, snapshot: Snapshot) -> list[IdRange]:
+    """The ranges of trajectory ids a snapshot's records are built in: about EXPORT_RANGE_RECORDS records each."""
+    workspace_id, options = _snapshot_about(snapshot)
+    queryset = _records(snapshot.filters, workspace_id=workspace_id, dedup=options.dedup)
+    return export_ranges(queryset, settings.EXPORT_RANGE_RECORDS)
+
+
+def snapshot_parts_folder(snapshot: Snapshot) -> Path:
+    """Where a snapshot's parts are while it is built: hidden, beside the snapshots' folders (every worker writes
+    and the merge reads there, so EXPORTS_DIR is a folder they share)."""
+    return Path(settings.EXPORTS_DIR) / f".{snapshot_folder_name(snapshot)}.parts"
+
+
+def snapshot_parts_remove(*, snapshot: Snapshot) -> None:
+    """Remove a snapshot's parts: once it is recorded, or once its job has ended without it."""
+    shutil.rmtree(snapshot_parts_folder(snapshot), ignore_errors=True)
+
+
+def _snapshot_failed(snapshot: Snapshot, exc: Exception) -> None:
+    """Note why the snapshot was not built: the first failure (a part's, rather than the merge's that misses it)."""
+    Snapshot.objects.filter(pk=snapshot.pk, sha256="", error="").update(error=f"{type(exc).__name__}: {exc}"[:4000])
+
+
+class PartRecorder:
+    """Puts a written part in place, in the transaction that finishes its unit (so a part is in place once, by the
+    delivery the unit records); `discard` removes it instead."""
+
+    def __init__(self, *, snapshot: Snapshot, index: int, temp: Path, about: dict):
+        self.snapshot, self.index, self.temp, self.about = snapshot, index, temp, about
+
+    def discard(self) -> None:
+        shutil.rmtree(self.temp, ignore_errors=True)
+
+    def __call__(self) -> dict:
+        final = snapshot_parts_folder(self.snapshot) / part_name(self.index)
+        # One there was put by a delivery whose commit never came (its unit is still pending): this one replaces it.
+        shutil.rmtree(final, ignore_errors=True)
+        os.replace(self.temp, final)
+        stats = self.about["stats"]
+        return {
+            "snapshot": self.snapshot.pk,
+            "part": self.index,
+            "count": stats["count"],
+            "refused": stats["refused_count"],
+        }
+
+
+def snapshot_part_build(
+    *, snapshot: Snapshot, index: int, bounds: IdRange, progress: ExportProgress | None = None
+) -> PartRecorder:
+    """Write part `index` of a snapshot (its trajectories in `bounds`) to a temporary folder of its own (one per
+    delivery) and return the recorder that puts it in place; `progress` is told how far it has got."""
+    parts = snapshot_parts_folder(snapshot)
+    parts.mkdir(parents=True, exist_ok=True)
+    temp = parts / f".{part_name(index)}.{uuid.uuid4().hex}.tmp"
+    temp.mkdir()
+    workspace_id, options = _snapshot_about(snapshot)
+    certify = snapshot.options.get("certify")
+    try:
+        queryset = bounds.of(_records(snapshot.filters, workspace_id=workspace_id, dedup=options.dedup))
+        about = _part_into(
+            format=snapshot.format,
+            queryset=queryset,
+            part=Part(temp),
+            options=options,
+            audit=certify["audit"] if certify else None,
+            progress=progress,
+        )
+    except Exception as exc:
+        shutil.rmtree(temp, ignore_errors=True)
+        _snapshot_failed(snapshot, exc)
+        raise
+    return PartRecorder(snapshot=snapshot, index=index, temp=temp, about=about)
+
+
+def snapshot_build(*, snapshot: Snapshot, parts: int, progress: ExportProgress | None = None) -> SnapshotRecorder:
+    """Merge the snapshot's `parts` parts (all in place) into its file set, in a temporary folder of its own, and
+    return the recorder that puts it in place; `progress` is told the parts merged."""
     exports_dir = Path(settings.EXPORTS_DIR)
     exports_dir.mkdir(parents=True, exist_ok=True)
     temp = exports_dir / _snapshot_temp_pattern(snapshot).replace("*", uuid.uuid4().hex)
@@ -465,27 +560,31 @@ def snapshot_build(*, snapshot: Snapshot, progress: ExportProgress | None = None
         "snapshot": snapshot.pk,
         "requested_by": snapshot.created_by.username if snapshot.created_by else None,
     }
+    workspace_id, options = _snapshot_about(snapshot)
     try:
         if snapshot.options.get("certify"):
             about["audit"] = snapshot_certificate(snapshot.options["certify"])
-        result = _export_into(
+        written = [Part(snapshot_parts_folder(snapshot) / part_name(index)) for index in range(parts)]
+        missing = [index + 1 for index, part in enumerate(written) if not part.about.is_file()]
+        if missing:
+            raise ApplicationError(f"part(s) {', '.join(map(str, missing))} of {parts} were not built")
+        if progress is not None:
+            progress(0, parts)
+        result = _export_merged(
             format=snapshot.format,
             filters=snapshot.filters,
-            workspace_id=owner_workspace_id(snapshot.job),
+            workspace_id=workspace_id,
+            parts=written,
             folder=temp,
             names=export_file_names(snapshot_file_name(snapshot)),
-            options=ExportOptions(
-                label=f"simia_snapshot_{snapshot.pk}",
-                shard_rows=snapshot.options.get("shard_rows", 0),
-                shard_bytes=snapshot.options.get("shard_bytes", 0),
-                dedup=snapshot.options.get("dedup", ""),
-            ),
+            options=options,
             about=about,
-            progress=progress,
         )
+        if progress is not None:
+            progress(parts, parts)
     except Exception as exc:
         shutil.rmtree(temp, ignore_errors=True)
-        Snapshot.objects.filter(pk=snapshot.pk, sha256="").update(error=f"{type(exc).__name__}: {exc}"[:4000])
+        _snapshot_failed(snapshot, exc)
         raise
     return SnapshotRecorder(snapshot=snapshot, temp=temp, result=result)
 

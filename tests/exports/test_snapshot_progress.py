@@ -52,18 +52,22 @@ def test_a_build_reports_records_handled_up_to_its_total(eager, monkeypatch, set
     snapshot.refresh_from_db()
 
     assert snapshot.job.status == JobStatus.SUCCEEDED and (snapshot.count, snapshot.refused_count) == (5, 2)
-    unit = snapshot.job.units.get()
-    assert [(done, total) for _, done, total, _, _ in reports] == [(0, 7), (2, 7), (4, 7), (6, 7), (7, 7)]
-    assert {(unit_id, what, doing) for unit_id, _, _, what, doing in reports} == {
-        (unit.pk, job_kinds.BUILD_COUNTS, f"Building snapshot {snapshot.pk}")
+    unit, merge = snapshot.job.units.get(stage=job_kinds.BUILD), snapshot.job.units.get(stage=job_kinds.MERGE)
+    built = [report for report in reports if report[0] == unit.pk]
+    assert [(done, total) for _, done, total, _, _ in built] == [(0, 7), (2, 7), (4, 7), (6, 7), (7, 7)]
+    assert {(what, doing) for _, _, _, what, doing in built} == {
+        (job_kinds.BUILD_COUNTS, f"Building snapshot {snapshot.pk}")
     }
-    assert unit.result == {"snapshot": snapshot.pk, "count": 5, "refused": 2, "sha256": snapshot.sha256}
+    assert [report[1:3] for report in reports if report[0] == merge.pk] == [(0, 1), (1, 1)]
+    assert unit.result == {"snapshot": snapshot.pk, "part": 0, "count": 5, "refused": 2}
+    assert merge.result == {"snapshot": snapshot.pk, "count": 5, "refused": 2, "sha256": snapshot.sha256}
 
 
 @pytest.fixture
 def paused_build(transactional_db, monkeypatch, settings, tmp_path):
-    """A snapshot's build unit run by the job engine on a thread of its own, as a worker's thread runs it, paused
-    inside its read transaction once it has reported 4 records: (snapshot, unit id, paused, resume, thread)."""
+    """A snapshot's build unit (its one part) run by the job engine on a thread of its own, as a worker's thread runs
+    it, paused inside its read transaction once it has reported 4 records: (snapshot, unit id, units sent, paused,
+    resume, thread)."""
     settings.EXPORTS_DIR = tmp_path / "exports"
     monkeypatch.setattr(records, "PROGRESS_EVERY", 2)
     units_sent: list[int] = []
@@ -94,7 +98,7 @@ def paused_build(transactional_db, monkeypatch, settings, tmp_path):
 
     thread = threading.Thread(target=work)
     thread.start()
-    yield snapshot, unit_id, paused, resume, thread
+    yield snapshot, unit_id, units_sent, paused, resume, thread
     resume.set()
     thread.join(STUCK)
     assert not failures
@@ -104,7 +108,7 @@ def paused_build(transactional_db, monkeypatch, settings, tmp_path):
     connection.vendor != "postgresql", reason="a build's read transaction is PostgreSQL's; concurrent threads need it"
 )
 def test_the_job_page_shows_a_build_in_progress_written_by_the_heartbeat(paused_build, client_for):
-    snapshot, unit_id, paused, resume, thread = paused_build
+    snapshot, unit_id, units_sent, paused, resume, thread = paused_build
     assert paused.wait(STUCK), "the build never reported 4 records"
     client = client_for("annotator")
     line = f"Building snapshot {snapshot.pk}: 4 of 7 {job_kinds.BUILD_COUNTS} (57%)"
@@ -118,9 +122,11 @@ def test_the_job_page_shows_a_build_in_progress_written_by_the_heartbeat(paused_
     resume.set()
     thread.join(STUCK)
     assert not thread.is_alive()
+    (merge_id,) = units_sent[1:]  # the merge, planned once the part was written
+    services.unit_execute(unit_id=merge_id)
     snapshot = Snapshot.objects.select_related("job").get(pk=snapshot.pk)
     assert snapshot.job.status == JobStatus.SUCCEEDED and snapshot.count == 5
-    assert snapshot.job.units.get().status == UnitStatus.DONE
+    assert snapshot.job.units.get(pk=unit_id).status == UnitStatus.DONE
     assert 'class="unitprogress"' not in client.get(f"/jobs/{snapshot.job_id}/").content.decode()
     # The unit ended: this process forgot its progress, and its heartbeat writes none.
     with CaptureQueriesContext(connection) as beat:
