@@ -13,16 +13,26 @@ does not move with the load of a shared machine. Both are printed per 100k recor
 
     DATABASE_URL=postgres://... python bench/export_throughput.py [--rows 100000] [--format FORMAT]
 
+With --processes 1,2,4 it builds the rows as a snapshot job instead, once per count, on a real Celery worker with
+that many prefork processes (CELERY_BROKER_URL must be Redis): its ranges of SIMIA_EXPORT_RANGE_RECORDS records are
+units the processes share, merged by one unit at the end. Each build is timed from the job's start to its end
+(planning, parts, merge, dataset card and report), beside its build and merge stages, the largest resident set of
+any one of the worker's processes, and COPY of the same rows; every build's data must have the same sha256.
+
+    DATABASE_URL=postgres://... CELERY_BROKER_URL=redis://... python bench/export_throughput.py --processes 1,2,4
+
 The rows are deleted at the end unless --keep is given.
 """
 
 import argparse
+import contextlib
 import json
 import os
 import resource
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -293,6 +303,114 @@ def copy_dump(domain_id: int, output: Path) -> dict:
     }
 
 
+class PeakMemory:
+    """The largest resident set of any one of a worker's processes, sampled every 0.1 s while the block runs."""
+
+    def __init__(self, pid: int):
+        import psutil
+
+        self.root, self.peak, self.running = psutil.Process(pid), 0, False
+
+    def _sample(self):
+        import psutil
+
+        while self.running:
+            for process in [self.root, *self.root.children(recursive=True)]:
+                with contextlib.suppress(psutil.Error):
+                    self.peak = max(self.peak, process.memory_info().rss)
+            time.sleep(0.1)
+
+    def __enter__(self):
+        self.running = True
+        self.thread = threading.Thread(target=self._sample, daemon=True)
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.running = False
+        self.thread.join()
+
+
+def _job_done(job, *, timeout: float = 3600):
+    deadline = time.monotonic() + timeout
+    while job.refresh_from_db() or job.is_active:
+        if time.monotonic() > deadline:
+            sys.exit(f"job {job.pk} still {job.status} after {timeout:.0f} s")
+        time.sleep(0.1)
+    return job
+
+
+def _stage_seconds(job, stage: str) -> float:
+    from django.db.models import Max, Min
+
+    span = job.units.filter(stage=stage).aggregate(first=Min("started_at"), last=Max("finished_at"))
+    return (span["last"] - span["first"]).total_seconds() if span["first"] and span["last"] else 0.0
+
+
+def snapshot_jobs(fmt: str, processes: list[int], exports_dir: Path) -> list[dict]:
+    """The rows built as a snapshot job on a worker of each number of prefork processes (see the module's notes)."""
+    from django.conf import settings
+
+    from simia_web.exports.models import Snapshot
+    from simia_web.exports.services import snapshot_create
+    from simia_web.jobs.models import JobStatus
+    from tests.support.processes import WorkerProcess
+
+    if not settings.CELERY_BROKER_URL.startswith("redis://"):
+        sys.exit("--processes needs a Celery worker on Redis: set CELERY_BROKER_URL=redis://...")
+    runs = []
+    for count in processes:
+        env = {**os.environ, "SIMIA_EXPORTS_DIR": str(exports_dir)}
+        worker = WorkerProcess(env, count, hostname=f"bench-export-{count}@%h", pool="prefork").start()
+        try:
+            # A snapshot of none of the rows: once it is built, the worker and its processes are up.
+            _job_done(snapshot_create(format=fmt, filters={"domain": DOMAIN, "status": "rejected"}).job)
+            with PeakMemory(worker.pid) as memory:
+                snapshot = snapshot_create(format=fmt, filters={"domain": DOMAIN})
+                job = _job_done(snapshot.job)
+        finally:
+            worker.stop()
+        snapshot = Snapshot.objects.get(pk=snapshot.pk)
+        if job.status != JobStatus.SUCCEEDED:
+            sys.exit(f"the snapshot job {job.pk} {job.status}: {job.error}")
+        runs.append(
+            {
+                "processes": count,
+                "rows": snapshot.count,
+                "parts": job.units.filter(stage="build").count(),
+                "seconds": (job.finished_at - job.started_at).total_seconds(),
+                "build_seconds": _stage_seconds(job, "build"),
+                "merge_seconds": _stage_seconds(job, "merge"),
+                "peak_rss_mb": memory.peak / 2**20,
+                "sha256": snapshot.sha256,
+                "bytes": snapshot.bytes,
+            }
+        )
+        print(f"{count} process(es): {runs[-1]}", file=sys.stderr)
+    return runs
+
+
+def _snapshot_report(fmt: str, runs: list[dict], copy: dict) -> None:
+    from django.conf import settings
+
+    first = runs[0]
+    print(
+        f"snapshot {fmt}: {first['rows']} records in {first['parts']} parts of {settings.EXPORT_RANGE_RECORDS} "
+        f"records, {first['bytes'] / 1e6:.1f} MB data; COPY of the same rows {copy['seconds']:.2f}s; "
+        f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}"
+    )
+    print("| processes | snapshot (s) | × COPY | × 1 process | build stage (s) | merge unit (s) | peak RSS (MB) |")
+    print("|---|---|---|---|---|---|---|")
+    for run in runs:
+        print(
+            f"| {run['processes']} | {run['seconds']:.2f} | {run['seconds'] / copy['seconds']:.1f} | "
+            f"{run['seconds'] / first['seconds']:.2f} | {run['build_seconds']:.2f} | {run['merge_seconds']:.2f} | "
+            f"{run['peak_rss_mb']:.0f} |"
+        )
+    same = len({run["sha256"] for run in runs}) == 1
+    print(f"data sha256 {'the same in every build' if same else 'DIFFERENT between builds'}: {first['sha256']}")
+
+
 def _export(fmt: str, output: Path, gate: bool) -> dict:
     command = [sys.executable, __file__, "--format", fmt, "--child", str(output)]
     child = subprocess.run([*command, *([] if gate else ["--no-gate"])], check=True, capture_output=True, text=True)
@@ -305,6 +423,9 @@ def main() -> None:
     parser.add_argument("--format", default="openai", choices=["openai", "sharegpt", "tau2", "parquet"])
     parser.add_argument("--keep", action="store_true", help="Keep the benchmark rows afterwards.")
     parser.add_argument("--reuse", action="store_true", help="Export rows left by an earlier --keep run.")
+    parser.add_argument(
+        "--processes", help="Build a snapshot job on a worker of each of these numbers of processes, e.g. 1,2,4."
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)  # internal: run the export and print JSON
     parser.add_argument("--no-gate", action="store_true", help=argparse.SUPPRESS)  # internal, with --child
     args = parser.parse_args()
@@ -324,6 +445,17 @@ def main() -> None:
             f"created {args.rows} trajectories, each with a review and a verdict, "
             f"in {time.perf_counter() - started:.1f}s"
         )
+    if args.processes:
+        try:
+            with tempfile.TemporaryDirectory() as tmp:
+                copy = copy_dump(domain_id, Path(tmp) / "copy.out")
+                runs = snapshot_jobs(args.format, [int(n) for n in args.processes.split(",")], Path(tmp) / "exports")
+                copy = min(copy, copy_dump(domain_id, Path(tmp) / "copy.out"), key=lambda run: run["seconds"])
+        finally:
+            if not args.keep:
+                rows_delete()
+        _snapshot_report(args.format, runs, copy)
+        return
     try:
         with tempfile.TemporaryDirectory() as tmp:
             # Twice each, alternating, the faster of each kept: the second read of the rows is the cheaper one,
