@@ -9,6 +9,7 @@ urlpatterns = [
     path("review/bulk/", bulk.review_bulk, name="review-bulk"),
     path("review/bulk/undo/", bulk.review_bulk_undo, name="review-bulk-undo"),
     path("review/second-look/", second_look.reviewer_queue, name="reviewer-queue"),
+    path("review/second-look/confirm-rest/", second_look.confirm_rest, name="reviewer-confirm-rest"),
     path("review/overturned/", second_look.overturned_list, name="overturned-decisions"),
     path("reviews/<int:pk>/undo/", trajectory.review_undo_view, name="review-undo"),
     path("review/duplicates/", duplicates.clusters_list, name="near-duplicate-clusters"),

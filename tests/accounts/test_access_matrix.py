@@ -71,6 +71,7 @@ ROUTES: dict[str, Route] = {
     "agreement": page({"GET": ANNOTATOR}),
     # the reviewer stage: reviewers take the second look, annotators read what was overturned
     "reviewer-queue": page({"GET": REVIEWER}),
+    "reviewer-confirm-rest": page({"POST": REVIEWER}),
     "overturned-decisions": page({"GET": ANNOTATOR}),
     # guidelines: everyone reads, curators write
     "workspace-guidelines": page({"GET": ANNOTATOR, "POST": CURATOR}),

@@ -9,7 +9,7 @@ from simia_web.accounts.services import user_create, workspace_create, workspace
 from simia_web.catalog.guidelines import domain_review_stage_set
 from simia_web.catalog.services import domain_ensure
 from simia_web.curation.models import Figure, Review, Rollup, Trajectory, TrajectoryStatus
-from simia_web.curation.services import review_decide, review_undo
+from simia_web.curation.services import review_decide, review_undo, reviews_bulk_undo
 from simia_web.exports.selectors import DEFAULT_STATUS
 from tests.conftest import PASSWORD
 from tests.curation.test_review import editor_post
@@ -140,3 +140,30 @@ def test_another_workspaces_awaiting_decisions_are_not_shown(client, users, stag
     assert response.status_code == 404
     assert Trajectory.objects.get(pk=t.pk).status == TrajectoryStatus.AWAITING_REVIEW
     assert team_b.pk
+
+
+def test_confirm_the_rest_of_a_batch_on_a_sample(client_for, users, stage_on):
+    items = [make_trajectory(judge=verdict(passed=True)) for _ in range(4)]
+    for t in items:
+        review_decide(trajectory=t, reviewer=users["annotator"], decision="accept", expected_version=1)
+    client = client_for("reviewer")
+    refused = client.post("/review/second-look/confirm-rest/", {"annotator": users["annotator"].pk})
+    assert (
+        refused.status_code == 302 and Trajectory.objects.filter(status=TrajectoryStatus.AWAITING_REVIEW).count() == 4
+    )
+    sampled = items[0]
+    sampled.refresh_from_db()
+    client.post(f"/trajectories/{sampled.pk}/decide/", {"decision": "accept", "version": sampled.version})
+    page = client.get("/review/second-look/")
+    [batch] = page.context["batches"]
+    assert (batch.awaiting, batch.overturned, len(batch.sample)) == (3, 0, 1)
+    client.post("/review/second-look/confirm-rest/", {"annotator": users["annotator"].pk, "sample": batch.sample})
+    assert Trajectory.objects.filter(status=TrajectoryStatus.ACCEPTED).count() == 4
+    confirmations = Review.objects.filter(bulk=True, reviewer=users["reviewer"], superseded_at__isnull=True)
+    assert confirmations.count() == 3 and all(r.sample == batch.sample for r in confirmations)
+    assert Review.objects.filter(reviewer=users["annotator"], stage="bulk").count() == 3
+    assert_rollups_equal_a_recount()
+    everywhere = list(Workspace.objects.values_list("pk", flat=True))
+    undone = reviews_bulk_undo(batch=confirmations[0].batch, actor=users["reviewer"], workspace_ids=everywhere)
+    assert undone.undone == 3
+    assert_rollups_equal_a_recount()

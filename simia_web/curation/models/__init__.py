@@ -3,7 +3,16 @@ statuses and the review queue's order (`trajectory`), what the rules and the jud
 decided, changed and drafted (`decisions`), and the rollups kept with every write (`rollups`). Every name is
 imported from here, `simia_web.curation.models`."""
 
-from .decisions import STANDING, Change, Decision, EditorDraft, Review, ReviewStage, TrajectoryChange
+from .decisions import (
+    SETTLED_ONE_BY_ONE,
+    STANDING,
+    Change,
+    Decision,
+    EditorDraft,
+    Review,
+    ReviewStage,
+    TrajectoryChange,
+)
 from .findings import JudgeVerdict, RuleViolation
 from .rollups import UNDATED, Figure, Rollup
 from .trajectory import (
@@ -26,6 +35,7 @@ __all__ = [
     "QUEUE_FILTER_COLUMNS",
     "QUEUE_ORDER_KEYS",
     "QUEUE_SORT_KEYS",
+    "SETTLED_ONE_BY_ONE",
     "STANDING",
     "UNDATED",
     "Change",

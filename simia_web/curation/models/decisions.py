@@ -23,6 +23,12 @@ class ReviewStage(models.TextChoices):
     CONFIRMED = "confirmed", "Confirmed"
     FIXED = "fixed", "Fixed and confirmed"
     OVERTURNED = "overturned", "Overturned"
+    # Confirmed with the rest of the annotator's batch, on a sample of their decisions settled one by one.
+    BULK = "bulk", "Confirmed in bulk, on a sample"
+
+
+# The stages of a decision a reviewer settled one by one: a sample a bulk confirmation can rest on.
+SETTLED_ONE_BY_ONE = (ReviewStage.CONFIRMED, ReviewStage.FIXED, ReviewStage.OVERTURNED)
 
 
 # A decision that stands: neither undone nor superseded by a later change.
@@ -50,6 +56,9 @@ class Review(models.Model):
     audit = models.PositiveBigIntegerField(
         null=True, blank=True, help_text="The audit whose estimate this (bulk) decision rests on."
     )
+    # A reviewer's bulk confirmation of the rest of an annotator's batch names the sample it rests on: the ids of
+    # the annotator's decisions the reviewers settled one by one.
+    sample = models.JSONField(null=True, blank=True, help_text="The settled decisions a bulk confirmation rests on.")
     # The guidelines in force when the decision was made (catalog.guidelines), and their version: empty when there
     # were none.
     guidelines = models.ForeignKey(

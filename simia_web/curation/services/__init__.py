@@ -47,11 +47,13 @@ from .pipeline import (
     trajectory_status_for,
     verdict_record,
 )
+from .second_look import CONFIRM_REST_MAX, ConfirmRestOutcome, reviews_confirm_rest
 
 __all__ = [
     "BULK_JOB_KIND",
     "BULK_SELECTIONS",
     "BULK_UNDO_MAX",
+    "CONFIRM_REST_MAX",
     "DRAFT_MAX_BYTES",
     "ERRORED_TERMINATIONS",
     "HUMAN_STATUSES",
@@ -63,6 +65,7 @@ __all__ = [
     "BulkOutcome",
     "BulkSelection",
     "BulkUndoOutcome",
+    "ConfirmRestOutcome",
     "ReviewError",
     "SendBackOutcome",
     "bulk_selection_register",
@@ -75,6 +78,7 @@ __all__ = [
     "reviews_bulk",
     "reviews_bulk_queue",
     "reviews_bulk_undo",
+    "reviews_confirm_rest",
     "reviews_send_back",
     "trajectories_assign",
     "trajectory_claim_next",

@@ -1,0 +1,143 @@
+"""Random sequences of decisions, second looks (confirm, overturn, fix and confirm), bulk confirmations on a sample,
+undos, guideline changes and send-backs by an annotator, a reviewer and a curator with the reviewer stage on. After
+every step an item is accepted or rejected only under a decision that needed no second look or settled one, at its
+version, and awaits review exactly while an annotator's decision awaits; every decision names the guidelines in force
+when it was made. At the end of each walk the export holds exactly the accepted items' texts and the rollups equal a
+recount. SIMIA_FUZZ_EXAMPLES raises the number of runs."""
+
+import contextlib
+import json
+import os
+
+import pytest
+from django.db import transaction
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+
+from simia_web.accounts.models import Workspace, default_workspace_id
+from simia_web.accounts.services import workspace_review_stage_set
+from simia_web.catalog.guidelines import guidelines_in_force, guidelines_save
+from simia_web.core.errors import HeldByOther
+from simia_web.curation.models import STANDING, Decision, Review, Trajectory, TrajectoryStatus
+from simia_web.curation.selectors.second_look import awaiting_batches
+from simia_web.curation.services import (
+    STATUS_FOR_DECISION,
+    ReviewError,
+    review_decide,
+    review_undo,
+    reviews_confirm_rest,
+    reviews_send_back,
+)
+from simia_web.curation.versions import StaleVersion
+from simia_web.exports.selectors import export_filters_clean
+from simia_web.exports.services import export_write
+from tests.curation.test_rollups import assert_rollups_equal_a_recount
+from tests.support.factories import make_trajectory, verdict
+
+pytestmark = pytest.mark.django_db
+
+PEOPLE = ("annotator", "reviewer", "curator")
+OPERATIONS = ("accept", "reject", "fix", "undo", "guidelines", "confirm_rest", "send_back")
+STEPS = st.lists(
+    st.tuples(st.sampled_from(PEOPLE), st.sampled_from(OPERATIONS), st.integers(0, 2)), min_size=1, max_size=10
+)
+REFUSED = (StaleVersion, HeldByOther, ReviewError)
+
+
+def _step(items, users, person: str, operation: str, index: int, counter: list[int]) -> None:
+    user, item = users[person], Trajectory.objects.get(pk=items[index].pk)
+    counter[0] += 1
+    if operation in ("accept", "reject"):
+        review_decide(trajectory=item, reviewer=user, decision=operation, expected_version=item.version, reason="why")
+    elif operation == "fix":
+        messages = json.loads(json.dumps(item.messages))
+        messages[-1] = {"role": "assistant", "content": f"fixed {counter[0]}"}
+        review_decide(
+            trajectory=item,
+            reviewer=user,
+            decision=Decision.FIX_ACCEPT,
+            expected_version=item.version,
+            messages=messages,
+            reason="why",
+        )
+    elif operation == "undo":
+        standing = Review.objects.filter(STANDING, trajectory=item).first()
+        if standing is not None:
+            review_undo(review=standing, actor=user)
+    elif operation == "guidelines":
+        current = guidelines_in_force(domain_id=item.domain_id)
+        guidelines_save(
+            workspace_id=default_workspace_id(),
+            domain=None,
+            text=f"rule {counter[0]}",
+            expected_version=current.version or 0,
+            actor=users["curator"],
+        )
+    elif operation == "confirm_rest":
+        for batch in awaiting_batches(workspace_ids=[default_workspace_id()]):
+            reviews_confirm_rest(
+                annotator_id=batch.annotator_id,
+                reviewer=users["reviewer"],
+                sample=batch.sample,
+                workspace_ids=[default_workspace_id()],
+            )
+    elif operation == "send_back":
+        reviews_send_back(trajectories=Trajectory.objects.filter(pk=item.pk), actor=users["curator"])
+
+
+def _check(items, newer_than: int) -> list:
+    """The invariants of one item after a step; returns the accepted items' texts."""
+    accepted_texts = []
+    for item in items:
+        t = Trajectory.objects.get(pk=item.pk)
+        standing = list(Review.objects.filter(STANDING, trajectory=t))
+        assert len(standing) <= 1
+        if t.status == TrajectoryStatus.AWAITING_REVIEW:
+            assert standing and standing[0].stage == "awaiting"
+        elif t.status in (TrajectoryStatus.ACCEPTED, TrajectoryStatus.REJECTED):
+            # Accepted or rejected only under a decision that needed no second look or settled one.
+            assert standing and standing[0].stage == "" and standing[0].trajectory_version == t.version
+            assert STATUS_FOR_DECISION[standing[0].decision] == t.status
+        else:
+            assert not standing
+        if t.status == TrajectoryStatus.ACCEPTED:
+            accepted_texts.append(t.messages)
+    for review in Review.objects.filter(pk__gt=newer_than).select_related("trajectory"):
+        stamp = guidelines_in_force(domain_id=review.trajectory.domain_id).stamp
+        assert (review.guidelines_id, review.guidelines_version) == tuple(stamp.values()), review.pk
+    return accepted_texts
+
+
+def _check_exported(accepted_texts: list, tmp_path) -> None:
+    """The export holds the accepted texts and nothing else; the rollups equal a recount."""
+    path = tmp_path / "accepted.jsonl"
+    export_write(format="openai", filters=export_filters_clean({}), path=path)
+    exported = [json.loads(line)["messages"] for line in path.read_text().splitlines()]
+    assert len(exported) == len(accepted_texts)
+    assert sorted(m[-1]["content"] for m in exported) == sorted(m[-1]["content"] for m in accepted_texts)
+    assert_rollups_equal_a_recount()
+
+
+def test_reviewer_stage_invariants_hold_over_random_work(users, tmp_path):
+    @given(steps=STEPS)
+    @settings(
+        max_examples=int(os.environ.get("SIMIA_FUZZ_EXAMPLES", "10")),
+        deadline=None,
+        database=None,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
+    def run(steps):
+        with transaction.atomic():
+            workspace_review_stage_set(workspace=Workspace.objects.get(slug="default"), on=True, actor=None)
+            items = [make_trajectory(judge=verdict(passed=passed)) for passed in (False, True, True)]
+            counter, accepted_texts = [0], []
+            for person, operation, index in steps:
+                newest = Review.objects.order_by("-pk").values_list("pk", flat=True).first() or 0
+                with contextlib.suppress(REFUSED):
+                    _step(items, users, person, operation, index, counter)
+                accepted_texts = _check(items, newest)
+            _check_exported(accepted_texts, tmp_path)
+            transaction.set_rollback(True)
+
+    run()
