@@ -77,6 +77,9 @@ def test_guidelines_by_key_and_the_reviewer_confirms_and_overturns_by_keyboard(b
     reviewer.wait_for_url("**/trajectories/*/?second_look=1")
     confirmed_id = int(reviewer.url.split("/trajectories/")[1].split("/")[0])
     expect(reviewer.locator("#second-look")).to_contain_text("Awaiting review")
+    reviewer.keyboard.press("g")  # the guidelines beside the item, opened, are checked with the page
+    expect(reviewer.locator("#guidelines-panel")).to_have_attribute("open", "")
+    _checked(reviewer)
     reviewer.keyboard.press("c")
     reviewer.wait_for_url(lambda url: f"/trajectories/{confirmed_id}/" not in url and "second_look=1" in url)
     overturned_id = int(reviewer.url.split("/trajectories/")[1].split("/")[0])
