@@ -19,8 +19,9 @@ from django.db import connection, transaction
 
 from simia_web.accounts.models import owner_workspace_id
 from simia_web.core.dispatch import task_send
+from simia_web.core.errors import Conflict
 from simia_web.core.rows import quoted_column, quoted_table, rows_insert
-from simia_web.jobs.models import Job
+from simia_web.jobs.models import ACTIVE_JOB_STATUSES, Job
 from simia_web.jobs.services import job_create
 
 from .corpora import corpus_get
@@ -299,8 +300,12 @@ def index_build_outcome(results: Iterable[dict]) -> dict:
 
 
 def index_build_queue(*, corpus: str, resign: bool = False, items_per_range: int = ITEMS_PER_RANGE, actor=None) -> Job:
-    """Queue the build of the corpus's index as a job whose ranges of `items_per_range` items any worker takes."""
+    """Queue the build of the corpus's index as a job whose ranges of `items_per_range` items any worker takes. Refused
+    (Conflict) while another build of the corpus is queued or running: two would rewrite the same ranges."""
     corpus_get(corpus)  # an unknown corpus fails here
+    running = Job.objects.filter(kind=BUILD_JOB_KIND, params__corpus=corpus, status__in=ACTIVE_JOB_STATUSES).first()
+    if running is not None:
+        raise Conflict(f"Job {running.pk} is building the {corpus} index already; wait for it or cancel it.")
     params = {"corpus": corpus, "resign": resign, "items_per_range": items_per_range}
     return job_create(kind=BUILD_JOB_KIND, params=params, actor=actor)
 

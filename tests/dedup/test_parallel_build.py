@@ -9,6 +9,7 @@ from django.db import connection
 
 from simia_web.accounts.services import workspace_create
 from simia_web.catalog.services import domain_ensure
+from simia_web.core.errors import Conflict
 from simia_web.curation.duplicates import TRAJECTORIES
 from simia_web.curation.models import Trajectory
 from simia_web.curation.services import conversation_summary
@@ -74,6 +75,15 @@ def test_ranges_cover_every_item_and_what_lies_beyond(db):
     ]
     (whole,) = index_ranges(corpus=TRAJECTORIES, items_per_range=None)
     assert (whole.low, whole.high, whole.items) == (None, None, 25)
+
+
+def test_a_second_build_of_a_corpus_waits_for_the_first(db):
+    first = index_build_queue(corpus=TRAJECTORIES)
+    with pytest.raises(Conflict, match=f"Job {first.pk} is building"):
+        index_build_queue(corpus=TRAJECTORIES, resign=True)
+    index_build_queue(corpus="task")  # another corpus's index is another's
+    Job.objects.filter(pk=first.pk).update(status=JobStatus.SUCCEEDED)
+    index_build_queue(corpus=TRAJECTORIES)
 
 
 def test_a_range_written_again_leaves_the_index_as_it_was(db):

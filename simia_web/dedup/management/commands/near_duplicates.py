@@ -12,8 +12,9 @@ Without --queue the build runs in this process, one range over the whole corpus;
 import json
 import time
 
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
+from simia_web.core.errors import Conflict
 from simia_web.dedup.corpora import corpus_names
 from simia_web.dedup.services import ITEMS_PER_RANGE, index_build, index_build_queue
 from simia_web.jobs.cli import job_wait
@@ -40,9 +41,12 @@ class Command(BaseCommand):
         for corpus in options["corpus"] or corpus_names():
             started = time.perf_counter()
             if options["queue"]:
-                job = index_build_queue(
-                    corpus=corpus, resign=options["resign"], items_per_range=max(1, options["items_per_range"])
-                )
+                try:
+                    job = index_build_queue(
+                        corpus=corpus, resign=options["resign"], items_per_range=max(1, options["items_per_range"])
+                    )
+                except Conflict as exc:
+                    raise CommandError(str(exc)) from None
                 job = job_wait(job, self.stderr)
                 outcome = {"job": job.pk, **job.summary}
                 outcome.pop("units", None)
