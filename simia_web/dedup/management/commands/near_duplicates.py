@@ -16,7 +16,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from simia_web.core.errors import Conflict
 from simia_web.dedup.corpora import corpus_names
-from simia_web.dedup.services import ITEMS_PER_RANGE, index_build, index_build_queue
+from simia_web.dedup.services import ITEMS_PER_RANGE, index_build, index_build_outcome, index_build_queue
 from simia_web.jobs.cli import job_wait
 
 
@@ -48,9 +48,7 @@ class Command(BaseCommand):
                 except Conflict as exc:
                     raise CommandError(str(exc)) from None
                 job = job_wait(job, self.stderr)
-                outcome = {"job": job.pk, **job.summary}
-                outcome.pop("units", None)
-                outcome.pop("usage", None)
+                outcome = {"job": job.pk, **index_build_outcome([job.summary])}
             else:
 
                 def progress(done: int, what: str, corpus=corpus) -> None:
