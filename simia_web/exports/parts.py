@@ -18,7 +18,7 @@ from pathlib import Path
 from .files import FileDigest, HashingWriter, Shards, file_synced
 from .models import FileKind
 from .records import ExportStats, Lines, Manifest, manifest_lines_renumbered
-from .writers import ASSEMBLERS, EXTENSIONS, SHARDED, WRITERS, Tau2Part
+from .writers import ASSEMBLERS, COPY_BYTES, EXTENSIONS, SHARDED, WRITERS, Tau2Part
 
 ID_CHUNK = 20_000  # ids read at a time when a plan is made
 
@@ -132,9 +132,11 @@ def parts_merge(
     stats, on_evidence = ExportStats(), 0
     shards: list[tuple] = []
     empty: list[tuple] = []
+    counts = []  # each part's records: its manifest lines
     for part in parts:
         about = part.read_about()
         stats.merge_part(about["stats"])
+        counts.append(about["stats"]["count"])
         on_evidence += about["on_evidence"]
         # A part of no records has one shard of no rows: kept only when every part is empty.
         (shards if about["stats"]["count"] else empty).extend((part, *shard) for shard in about["shards"])
@@ -143,9 +145,13 @@ def parts_merge(
     with open(manifest_path, "wb") as manifest_file:
         manifest = HashingWriter(manifest_file)
         lines, index = Lines(manifest), 0
-        for part in parts:
+        for part, count in zip(parts, counts, strict=True):
             with open(part.manifest, "rb") as source:
-                index = manifest_lines_renumbered(source, lines, index)
+                if index:
+                    index = manifest_lines_renumbered(source, lines, index)
+                else:  # the first lines: their index is the part's own
+                    shutil.copyfileobj(source, manifest, COPY_BYTES)
+                    index = count
         lines.flush()
         file_synced(manifest_file)
     manifest_digest = FileDigest(

@@ -488,8 +488,16 @@ def snapshot_parts_folder(snapshot: Snapshot) -> Path:
 
 
 def snapshot_parts_remove(*, snapshot: Snapshot) -> None:
-    """Remove a snapshot's parts: once it is recorded, or once its job has ended without it."""
+    """Remove a snapshot's parts once it is recorded."""
     shutil.rmtree(snapshot_parts_folder(snapshot), ignore_errors=True)
+
+
+def snapshot_leftovers_remove(*, snapshot: Snapshot) -> None:
+    """Remove what a snapshot's job leaves once it has ended (built, failed or cancelled): its parts, and the
+    temporary folders of deliveries a worker's death cut short (no unit of the job will record them)."""
+    snapshot_parts_remove(snapshot=snapshot)
+    for leftover in Path(settings.EXPORTS_DIR).glob(_snapshot_temp_pattern(snapshot)):
+        shutil.rmtree(leftover, ignore_errors=True)
 
 
 def _snapshot_failed(snapshot: Snapshot, exc: Exception) -> None:

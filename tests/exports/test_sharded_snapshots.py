@@ -322,10 +322,18 @@ def test_a_cancelled_snapshot_leaves_no_parts(small, monkeypatch, settings):
         return built
 
     monkeypatch.setattr(job_kinds, "snapshot_part_build", cancelling_after_the_first)
+    # What deliveries a worker's death cut short left: a part's temporary folder, and a merge's.
+    coming = Snapshot(pk=_next_snapshot_id())
+    for debris in (
+        export_services_parts(coming) / ".part-00001.dead.tmp",
+        settings.EXPORTS_DIR / f".snapshot-{coming.pk}.dead.part",
+    ):
+        debris.mkdir(parents=True)
+        (debris / "records").write_bytes(b"cut short")
     snapshot = snapshot_create(format="openai", filters={})
     snapshot.refresh_from_db()
 
-    assert snapshot.job.status == JobStatus.CANCELLED and not snapshot.sha256
+    assert snapshot.job.status == JobStatus.CANCELLED and not snapshot.sha256 and snapshot.pk == coming.pk
     assert _files(settings.EXPORTS_DIR) == []
     assert not export_services_parts(snapshot).exists()
 
