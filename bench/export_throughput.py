@@ -340,6 +340,18 @@ def _job_done(job, *, timeout: float = 3600):
     return job
 
 
+def _tree_cpu(pid: int) -> float:
+    """CPU seconds (user and system) a worker and its pool's processes have spent so far."""
+    import psutil
+
+    total = 0.0
+    root = psutil.Process(pid)
+    for process in [root, *root.children(recursive=True)]:
+        with contextlib.suppress(psutil.Error):
+            total += sum(process.cpu_times()[:2])
+    return total
+
+
 def _stage_seconds(job, stage: str) -> float:
     from django.db.models import Max, Min
 
@@ -365,9 +377,11 @@ def snapshot_jobs(fmt: str, processes: list[int], exports_dir: Path) -> list[dic
         try:
             # A snapshot of none of the rows: once it is built, the worker and its processes are up.
             _job_done(snapshot_create(format=fmt, filters={"domain": DOMAIN, "status": "rejected"}).job)
+            cpu_before = _tree_cpu(worker.pid)
             with PeakMemory(worker.pid) as memory:
                 snapshot = snapshot_create(format=fmt, filters={"domain": DOMAIN})
                 job = _job_done(snapshot.job)
+            cpu = _tree_cpu(worker.pid) - cpu_before
         finally:
             worker.stop()
         snapshot = Snapshot.objects.get(pk=snapshot.pk)
@@ -382,6 +396,7 @@ def snapshot_jobs(fmt: str, processes: list[int], exports_dir: Path) -> list[dic
                 "build_seconds": _stage_seconds(job, "build"),
                 "merge_seconds": _stage_seconds(job, "merge"),
                 "peak_rss_mb": memory.peak / 2**20,
+                "worker_cpu_seconds": cpu,
                 "sha256": snapshot.sha256,
                 "bytes": snapshot.bytes,
             }
@@ -399,13 +414,16 @@ def _snapshot_report(fmt: str, runs: list[dict], copy: dict) -> None:
         f"records, {first['bytes'] / 1e6:.1f} MB data; COPY of the same rows {copy['seconds']:.2f}s; "
         f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}"
     )
-    print("| processes | snapshot (s) | × COPY | × 1 process | build stage (s) | merge unit (s) | peak RSS (MB) |")
-    print("|---|---|---|---|---|---|---|")
+    print(
+        "| processes | snapshot (s) | × COPY | × 1 process | build stage (s) | merge unit (s) | worker CPU (s) "
+        "| peak RSS (MB) |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
     for run in runs:
         print(
             f"| {run['processes']} | {run['seconds']:.2f} | {run['seconds'] / copy['seconds']:.1f} | "
             f"{run['seconds'] / first['seconds']:.2f} | {run['build_seconds']:.2f} | {run['merge_seconds']:.2f} | "
-            f"{run['peak_rss_mb']:.0f} |"
+            f"{run['worker_cpu_seconds']:.1f} | {run['peak_rss_mb']:.0f} |"
         )
     same = len({run["sha256"] for run in runs}) == 1
     print(f"data sha256 {'the same in every build' if same else 'DIFFERENT between builds'}: {first['sha256']}")
