@@ -33,6 +33,8 @@ class Workspace(models.Model):
     review_stage = models.BooleanField(
         default=False, help_text="Annotators' decisions wait for a reviewer's confirmation before they count."
     )
+    # The share of an annotator's stream given to gold items (curation.GoldItem) they have not answered yet.
+    gold_rate = models.FloatField(default=0.05, help_text="Share of the review stream given to gold items (0 to 1).")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

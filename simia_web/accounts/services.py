@@ -68,6 +68,24 @@ def workspace_review_stage_set(*, workspace: Workspace, on: bool, actor) -> Work
     return workspace
 
 
+def workspace_gold_rate_set(*, workspace: Workspace, rate: float, actor) -> Workspace:
+    """Set the share of the review stream given to gold items the annotator has not answered (0 to 1)."""
+    if not 0.0 <= rate <= 1.0:
+        raise ValidationFailed("The gold rate is a share from 0 to 1.", field="gold_rate")
+    if workspace.gold_rate != rate:
+        previous = workspace.gold_rate
+        Workspace.objects.filter(pk=workspace.pk).update(gold_rate=rate)
+        workspace.gold_rate = rate
+        audit_record(
+            actor=actor,
+            action="workspace.gold_rate",
+            target=workspace,
+            data={"from": previous, "to": rate},
+            workspace=workspace,
+        )
+    return workspace
+
+
 def _user_role_sync(user: User) -> None:
     """Point the user at a workspace they belong to (their current one if they still do) and copy its role."""
     memberships = Membership.objects.filter(user=user).select_related("workspace").order_by("workspace__slug")

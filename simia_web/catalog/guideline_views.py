@@ -8,7 +8,7 @@ from django.shortcuts import redirect, render
 
 from simia_web.accounts.permissions import role_required
 from simia_web.accounts.scoping import page_workspace, page_workspace_ids, role_require_in
-from simia_web.accounts.services import workspace_review_stage_set
+from simia_web.accounts.services import workspace_gold_rate_set, workspace_review_stage_set
 from simia_web.core.errors import ValidationFailed, VersionConflict
 from simia_web.core.markdown import markdown_html
 
@@ -43,6 +43,16 @@ def _review_stage_set(request, workspace, domain: Domain | None) -> None:
     messages.success(request, "Reviewer stage saved.")
 
 
+def _gold_rate_set(request, workspace) -> None:
+    try:
+        percent = float(request.POST.get("gold_percent", ""))
+        workspace_gold_rate_set(workspace=workspace, rate=percent / 100, actor=request.user)
+    except (ValueError, ValidationFailed):
+        messages.error(request, "The gold rate is a percentage from 0 to 100.")
+        return
+    messages.success(request, "Gold rate saved.")
+
+
 def _int(value, default: int = -1) -> int:
     try:
         return int(value)
@@ -72,6 +82,10 @@ def _guidelines_page(request, *, domain: Domain | None):
     guidelines = guidelines_of(workspace_id=workspace.pk, domain=domain)
     error, conflict, status = None, None, 200
     text = guidelines.text if guidelines else ""
+    if request.method == "POST" and request.POST.get("action") == "gold_rate" and domain is None:
+        role_require_in(request.user, workspace.pk, "curator")
+        _gold_rate_set(request, workspace)
+        return redirect(request.path)
     if request.method == "POST" and request.POST.get("action") == "review_stage":
         role_require_in(request.user, workspace.pk, "curator")
         _review_stage_set(request, workspace, domain)

@@ -4,20 +4,25 @@
 Reads see the trajectories of every workspace the caller belongs to, or of the one `?workspace=SLUG` names; another
 workspace's trajectory is not found (404), and a write needs the annotator role in the trajectory's workspace."""
 
-from django.db.models import F, Prefetch
+from django.db.models import F, Prefetch, Q
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_field
 from rest_framework import serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
+from rest_framework.views import APIView
 
 from simia_web.accounts.models import Role
+from simia_web.accounts.permissions import IsMember
 from simia_web.accounts.rest import WORKSPACE_PARAMETER, request_workspace_ids
-from simia_web.accounts.scoping import role_require_in
+from simia_web.accounts.scoping import has_role_in, role_require_in
 from simia_web.catalog.selectors import with_domain_named
+from simia_web.core.errors import Forbidden, NotFound
 
 from .filters import TrajectoryFilter
-from .models import Decision, JudgeVerdict, Review, RuleViolation, Trajectory, TrajectoryChange
+from .models import Decision, JudgeVerdict, Review, ReviewStage, RuleViolation, Trajectory, TrajectoryChange
+from .selectors.people import workspace_people
+from .selectors.quality import annotator_quality
 from .selectors.trajectory import standing_review, trajectories_in
 from .services import review_decide, trajectory_revert
 
@@ -231,7 +236,13 @@ class TrajectoryViewSet(viewsets.ReadOnlyModelViewSet):
         return trajectories.select_related("domain").prefetch_related(
             "verdicts",
             "violations",
-            Prefetch("reviews", queryset=Review.objects.select_related("reviewer", "checked_by")),
+            # Other people's answers on a gold item would tell it is gold: a caller reads their own only.
+            Prefetch(
+                "reviews",
+                queryset=Review.objects.exclude(
+                    Q(stage=ReviewStage.GOLD) & ~Q(reviewer_id=getattr(self.request.user, "pk", None))
+                ).select_related("reviewer", "checked_by"),
+            ),
         )
 
     @extend_schema(parameters=[WORKSPACE_PARAMETER])
@@ -278,3 +289,49 @@ class TrajectoryViewSet(viewsets.ReadOnlyModelViewSet):
             actor=request.user,
         )
         return Response(TrajectoryVersionSerializer(trajectory).data)
+
+
+class GoldQualitySerializer(serializers.Serializer):
+    answered = serializers.IntegerField(help_text="Gold items answered (the first answer on each counts).")
+    correct = serializers.IntegerField()
+    accuracy = serializers.FloatField(allow_null=True)
+    interval95 = serializers.ListField(
+        child=serializers.FloatField(), allow_null=True, help_text="The 95% Wilson interval of the accuracy."
+    )
+    trend = serializers.ListField(
+        child=serializers.FloatField(), help_text="Accuracy per block of `trend_block` answers, oldest first."
+    )
+    trend_block = serializers.IntegerField()
+
+
+class ReviewerAgreementSerializer(serializers.Serializer):
+    settled = serializers.IntegerField(help_text="The annotator's decisions reviewers settled.")
+    overturned = serializers.IntegerField()
+    overturn_rate = serializers.FloatField(allow_null=True)
+
+
+class AnnotatorQualitySerializer(serializers.Serializer):
+    annotator = serializers.CharField()
+    gold = GoldQualitySerializer()
+    reviewers = ReviewerAgreementSerializer()
+
+
+class AnnotatorQualityView(APIView):
+    """An annotator's accuracy on gold items (with its 95% interval and trend) and agreement with reviewers, over the
+    caller's workspaces (or `?workspace=`): their own for anyone, anyone's for a curator of those workspaces.
+    Someone of no workspace of the caller's is not found."""
+
+    permission_classes = [IsMember]
+
+    @extend_schema(parameters=[WORKSPACE_PARAMETER], responses={200: AnnotatorQualitySerializer})
+    def get(self, request, pk: int):
+        workspace_ids = request_workspace_ids(request)
+        person = workspace_people(workspace_ids=workspace_ids).filter(pk=pk).first()
+        if person is None:
+            raise NotFound("No member of your workspaces matches.")
+        if person.pk != request.user.pk:
+            workspace_ids = [w for w in workspace_ids if has_role_in(request.user, w, Role.CURATOR)]
+            if not workspace_ids:
+                raise Forbidden("Curators read other people's quality.")
+        quality = annotator_quality(annotator_id=person.pk, workspace_ids=workspace_ids)
+        return Response({"annotator": person.username, **quality.as_dict()})

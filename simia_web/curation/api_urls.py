@@ -1,3 +1,4 @@
+from django.urls import path
 from rest_framework.routers import SimpleRouter
 
 from . import api
@@ -5,4 +6,7 @@ from . import api
 router = SimpleRouter()
 router.register("trajectories", api.TrajectoryViewSet, basename="api-trajectory")
 
-urlpatterns = router.urls
+urlpatterns = [
+    path("annotators/<int:pk>/quality/", api.AnnotatorQualityView.as_view(), name="api-annotator-quality"),
+    *router.urls,
+]

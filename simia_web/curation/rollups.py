@@ -19,9 +19,22 @@ from django.db import connection, transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from .models import UNDATED, Decision, Figure, JudgeVerdict, Review, ReviewStage, Rollup, RuleViolation, Trajectory
+from .models import (
+    SETTLED_ONE_BY_ONE,
+    UNDATED,
+    Decision,
+    Figure,
+    JudgeVerdict,
+    Review,
+    ReviewStage,
+    Rollup,
+    RuleViolation,
+    Trajectory,
+)
 
 SCORE_BINS = 10
+# The outcomes of a second look an annotator's decision counts under in Figure.SECOND_LOOK.
+SETTLED_STAGES = frozenset({*SETTLED_ONE_BY_ONE, ReviewStage.BULK})
 _UPSERT_ROWS = 500
 _REBUILD_CHUNK = 5000
 
@@ -95,6 +108,8 @@ def _count(
     for pk, reviewer, created_at, decision, bulk, superseded_at, stage in reviews:
         domain, job = where[pk]
         shares[(Figure.DECISIONS, domain, job, 0, reviewer, _day(created_at), "")][0] += 1
+        if stage in SETTLED_STAGES:  # the reviewer stage's outcome for this annotator
+            shares[(Figure.SECOND_LOOK, domain, 0, 0, reviewer, UNDATED, stage)][0] += 1
         # It stands, and counts unless it still waits for a reviewer; the latest individual one is the answer.
         if superseded_at is None and stage != ReviewStage.AWAITING:
             if bulk:

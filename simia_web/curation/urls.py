@@ -1,6 +1,6 @@
 from django.urls import path
 
-from .views import agreement, bulk, dashboard, duplicates, editor, queue, second_look, trajectory
+from .views import agreement, bulk, dashboard, duplicates, editor, gold, queue, second_look, trajectory
 
 urlpatterns = [
     path("", dashboard.dashboard, name="dashboard"),
@@ -11,6 +11,8 @@ urlpatterns = [
     path("review/second-look/", second_look.reviewer_queue, name="reviewer-queue"),
     path("review/second-look/confirm-rest/", second_look.confirm_rest, name="reviewer-confirm-rest"),
     path("review/overturned/", second_look.overturned_list, name="overturned-decisions"),
+    path("review/annotators/<int:pk>/", gold.annotator_quality_page, name="annotator-quality"),
+    path("trajectories/<int:pk>/gold/", gold.trajectory_gold, name="trajectory-gold"),
     path("reviews/<int:pk>/undo/", trajectory.review_undo_view, name="review-undo"),
     path("review/duplicates/", duplicates.clusters_list, name="near-duplicate-clusters"),
     path("review/duplicates/<int:head>/", duplicates.cluster_page, name="near-duplicate-cluster"),

@@ -11,6 +11,7 @@ from types import SimpleNamespace
 import pytest
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
+from simia_web.accounts.services import user_create
 from simia_web.audits.services import audit_create
 from simia_web.calibration.models import AssignmentBatch, CalibrationRun, CriterionRating, RatingAssignment
 from simia_web.catalog.models import Api, Seed, Task
@@ -21,6 +22,7 @@ from simia_web.fidelity.models import FidelityRun
 from simia_web.jobs.models import Job, JobStatus
 from simia_web.llm.models import EndpointProfile, LLMCall
 from simia_web.operations.models import WebhookDelivery, WebhookSubscription
+from tests.conftest import PASSWORD
 from tests.support.factories import TOOLS, conversation, make_job, make_trajectory, verdict
 
 ANNOTATOR, REVIEWER, CURATOR, ADMIN = "annotator", "reviewer", "curator", "admin"
@@ -73,6 +75,10 @@ ROUTES: dict[str, Route] = {
     "reviewer-queue": page({"GET": REVIEWER}),
     "reviewer-confirm-rest": page({"POST": REVIEWER}),
     "overturned-decisions": page({"GET": ANNOTATOR}),
+    # gold items: curators mark them; a quality page is curators' (and its own annotator's: tests/curation/test_gold.py)
+    "trajectory-gold": page({"POST": CURATOR}, pk="trajectory"),
+    "annotator-quality": page({"GET": CURATOR}, pk="colleague"),
+    "api-annotator-quality": api({"GET": CURATOR}, pk="colleague"),
     # guidelines: everyone reads, curators write
     "workspace-guidelines": page({"GET": ANNOTATOR, "POST": CURATOR}),
     "domain-guidelines": page({"GET": ANNOTATOR, "POST": CURATOR}, name="domain"),
@@ -295,6 +301,8 @@ def route_objects(users: dict) -> dict:
         "snapshot": Snapshot.objects.create(format="openai", job=export_job, created_by=users[CURATOR]),
         "profile": EndpointProfile.objects.create(name="audit", model="m"),
         "person": users[ANNOTATOR],
+        # Another member, whose quality only curators read.
+        "colleague": user_create(username="colleague", role=ANNOTATOR, password=PASSWORD),
         "session": EnvSession.objects.create(domain=domain, task=task, created_by=users[CURATOR]),
         "kind": SimpleNamespace(pk="rollouts"),  # a job kind's queue page
         "workspace": SimpleNamespace(pk="default"),  # every user of the table is a member of it

@@ -9,6 +9,7 @@ from simia_web.accounts.services import user_create, workspace_create, workspace
 from simia_web.catalog.guidelines import domain_review_stage_set
 from simia_web.catalog.services import domain_ensure
 from simia_web.curation.models import Figure, Review, Rollup, Trajectory, TrajectoryStatus
+from simia_web.curation.selectors.second_look import awaiting_review, overturn_rates
 from simia_web.curation.services import review_decide, review_undo, reviews_bulk_undo
 from simia_web.exports.selectors import DEFAULT_STATUS
 from tests.conftest import PASSWORD
@@ -166,4 +167,23 @@ def test_confirm_the_rest_of_a_batch_on_a_sample(client_for, users, stage_on):
     everywhere = list(Workspace.objects.values_list("pk", flat=True))
     undone = reviews_bulk_undo(batch=confirmations[0].batch, actor=users["reviewer"], workspace_ids=everywhere)
     assert undone.undone == 3
+    assert_rollups_equal_a_recount()
+
+
+def test_the_queue_puts_annotators_reviewers_often_overturn_first(client_for, users, stage_on):
+    often = user_create(username="often", role="annotator", password=PASSWORD)
+    for i in range(5):
+        t = make_trajectory(judge=verdict(passed=True))
+        review_decide(trajectory=t, reviewer=often, decision="accept", expected_version=1)
+        answer = {"decision": "reject", "reason": "wrong card"} if i < 2 else {"decision": "accept"}
+        review_decide(trajectory=t, reviewer=users["reviewer"], expected_version=t.version, **answer)
+    first = make_trajectory(judge=verdict(passed=True))
+    review_decide(trajectory=first, reviewer=users["annotator"], decision="accept", expected_version=1)
+    later = make_trajectory(judge=verdict(passed=True))
+    review_decide(trajectory=later, reviewer=often, decision="accept", expected_version=1)
+    workspace_ids = [Workspace.objects.get(slug="default").pk]
+    assert overturn_rates(workspace_ids=workspace_ids) == {often.pk: (2, 5)}
+    order = [r.trajectory_id for r in awaiting_review(workspace_ids=workspace_ids)]
+    assert order == [later.pk, first.pk]
+    assert "40%" in client_for("reviewer").get("/review/second-look/").content.decode()
     assert_rollups_equal_a_recount()

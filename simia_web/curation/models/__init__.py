@@ -14,6 +14,7 @@ from .decisions import (
     TrajectoryChange,
 )
 from .findings import JudgeVerdict, RuleViolation
+from .gold import GoldItem
 from .rollups import UNDATED, Figure, Rollup
 from .trajectory import (
     PENDING_STATUSES,
@@ -42,6 +43,7 @@ __all__ = [
     "Decision",
     "EditorDraft",
     "Figure",
+    "GoldItem",
     "JudgeVerdict",
     "QueueSearchEntry",
     "Review",

@@ -25,6 +25,8 @@ class ReviewStage(models.TextChoices):
     OVERTURNED = "overturned", "Overturned"
     # Confirmed with the rest of the annotator's batch, on a sample of their decisions settled one by one.
     BULK = "bulk", "Confirmed in bulk, on a sample"
+    # An annotator's answer on a gold item: kept as their answer, it leaves the item as it was and never stands.
+    GOLD = "gold", "Answer on a gold item"
 
 
 # The stages of a decision a reviewer settled one by one: a sample a bulk confirmation can rest on.
@@ -73,6 +75,8 @@ class Review(models.Model):
     )
     checked_at = models.DateTimeField(null=True, blank=True)
     check_reason = models.TextField(blank=True)
+    # On a gold item: whether the answer was the expected one.
+    gold_correct = models.BooleanField(null=True, blank=True)
     undone_at = models.DateTimeField(null=True, blank=True)
     undone_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="undone_reviews"
@@ -92,6 +96,8 @@ class Review(models.Model):
             models.Index(fields=["audit", "trajectory"], name="review_audit", condition=Q(audit__isnull=False)),
             # The reviewer queue: decisions awaiting review that still stand, oldest first.
             models.Index(fields=["created_at", "id"], name="review_awaiting", condition=STANDING & Q(stage="awaiting")),
+            # An annotator's answers on gold items, latest first.
+            models.Index(fields=["reviewer", "-id"], name="review_gold_answers", condition=Q(stage="gold")),
             # An annotator's overturned decisions, latest first.
             models.Index(fields=["reviewer", "-checked_at"], name="review_overturned", condition=Q(stage="overturned")),
         ]

@@ -18,6 +18,7 @@ class Figure(models.TextChoices):
     CRITERION_REJECTED = "criterion_rejected", "criterion scores of individually rejected trajectories"
     DECISIONS = "decisions", "decisions not undone by reviewer and day"
     VIOLATION = "violation", "trajectories by the code of a rule they break (unfixed)"
+    SECOND_LOOK = "second_look", "annotators' decisions settled by a reviewer, by annotator and outcome"
 
 
 # The day of a rollup row whose figure is not by day (the key's columns are never null, so an upsert finds the row).

@@ -13,7 +13,7 @@ from simia_web.catalog.guidelines import guidelines_in_force
 from simia_web.core.clipping import clipped, message_href, message_page, shown_in_full
 from simia_web.core.display import pretty_json
 from simia_web.curation.duplicates import trajectory_duplicates
-from simia_web.curation.models import PENDING_STATUSES, Decision, ReviewStage, Trajectory
+from simia_web.curation.models import PENDING_STATUSES, Decision, GoldItem, ReviewStage, Trajectory
 
 from . import queue as queue_reads
 from .conversation import chat_items, revision_history
@@ -52,6 +52,14 @@ def _with_get(url: str, request) -> str:
     return f"{url}?{encoded}" if encoded else url
 
 
+def gold_answers_hidden(reviews: list, user) -> list:
+    """The reviews a reader may see: other people's answers on a gold item would tell it is gold, so only curators
+    see them (everyone sees their own, given once they have decided)."""
+    if user.has_role("curator"):
+        return reviews
+    return [r for r in reviews if r.stage != ReviewStage.GOLD or r.reviewer_id == user.pk]
+
+
 def review_context(request, trajectory: Trajectory, *, revealed: bool = True) -> dict:
     """The keys every review of one trajectory shows. With `revealed` False the judge's verdicts are left out (and
     nothing is marked as cited), so they do not anchor a decision."""
@@ -60,7 +68,7 @@ def review_context(request, trajectory: Trajectory, *, revealed: bool = True) ->
     )
     cited = set(verdict.cited_messages or []) if verdict else set()
     holder = reservation_holder(trajectory, request.user)
-    reviews = list(trajectory.reviews.all())
+    reviews = gold_answers_hidden(list(trajectory.reviews.all()), request.user)
     standing = standing_review(reviews)
     awaiting = standing if standing is not None and standing.stage == ReviewStage.AWAITING else None
     page = message_page(request, trajectory.messages or [])
@@ -157,6 +165,10 @@ def trajectory_page_context(request, trajectory: Trajectory, *, workspace_ids: l
             "revisions": revision_history(trajectory),
             "tools_json": clipped(pretty_json(trajectory.tools), limit=TOOLS_CHARS),
             "duplicates": trajectory_duplicates(trajectory.pk),
+            # Only curators learn that an item is gold before deciding it.
+            "gold": GoldItem.objects.filter(trajectory=trajectory).first()
+            if request.user.has_role("curator")
+            else None,
         }
     )
     context.update(extra)

@@ -9,7 +9,9 @@ from django.db.models import Case, Count, IntegerField, Max, Q, QuerySet, Value,
 from django.utils import timezone
 
 from simia_web.accounts.scoping import scoped
-from simia_web.curation.models import SETTLED_ONE_BY_ONE, STANDING, Decision, Review, ReviewStage
+from simia_web.curation.models import SETTLED_ONE_BY_ONE, STANDING, Decision, Figure, Review, ReviewStage
+
+from .rollups import rollup_counts, rollup_rows
 
 # A decision against the judge's verdict needs the second look most.
 AGAINST_JUDGE = Q(decision=Decision.REJECT, trajectory__judge_passed=True) | Q(
@@ -17,16 +19,52 @@ AGAINST_JUDGE = Q(decision=Decision.REJECT, trajectory__judge_passed=True) | Q(
 )
 
 
+# An annotator whose decisions reviewers overturn this often (or more), once SETTLED_ENOUGH of them were settled,
+# has their decisions looked at before those of annotators reviewers agree with.
+OVERTURN_RATE_HIGH = 0.2
+SETTLED_ENOUGH = 5
+
+
+def overturn_rates(*, workspace_ids: Iterable[int]) -> dict[int, tuple[int, int]]:
+    """{annotator id: (their decisions overturned, their decisions settled)} in the workspaces, from the rollups
+    (Figure.SECOND_LOOK): a few rows per annotator, whatever the number of decisions."""
+    rates: dict[int, tuple[int, int]] = {}
+    rows = rollup_counts(rollup_rows(Figure.SECOND_LOOK, workspace_ids=workspace_ids), "reviewer", "label")
+    for annotator, stage, count in rows:
+        overturned, settled = rates.get(annotator, (0, 0))
+        rates[annotator] = (overturned + (count if stage == ReviewStage.OVERTURNED else 0), settled + count)
+    return rates
+
+
+def _rate(counts: tuple[int, int] | None) -> float | None:
+    return counts[0] / counts[1] if counts and counts[1] else None
+
+
 def awaiting_review(*, workspace_ids: Iterable[int]) -> QuerySet[Review]:
-    """The decisions awaiting review in the workspaces, in the reviewer queue's order: against the judge first, then
-    the oldest (the partial index `review_awaiting` holds them; a few rows however large the workspace)."""
+    """The decisions awaiting review in the workspaces, in the reviewer queue's order: decisions against the judge
+    first; then those of annotators whom reviewers overturn often, of annotators with too few settled decisions to
+    say, and of the rest; the oldest first within each (the partial index `review_awaiting` holds them)."""
+    workspace_ids = list(workspace_ids)
+    rates = overturn_rates(workspace_ids=workspace_ids)
+    often = [
+        a
+        for a, (overturned, settled) in rates.items()
+        if settled >= SETTLED_ENOUGH and overturned >= OVERTURN_RATE_HIGH * settled
+    ]
+    known = [a for a, (_, settled) in rates.items() if settled >= SETTLED_ENOUGH]
     reviews = scoped(Review.objects.filter(STANDING, stage=ReviewStage.AWAITING), workspace_ids)
     return (
         reviews.annotate(
-            against_judge=Case(When(AGAINST_JUDGE, then=Value(0)), default=Value(1), output_field=IntegerField())
+            against_judge=Case(When(AGAINST_JUDGE, then=Value(0)), default=Value(1), output_field=IntegerField()),
+            annotator_tier=Case(
+                When(reviewer_id__in=often, then=Value(0)),
+                When(~Q(reviewer_id__in=known), then=Value(1)),
+                default=Value(2),
+                output_field=IntegerField(),
+            ),
         )
         .select_related("reviewer", "trajectory", "trajectory__domain")
-        .order_by("against_judge", "created_at", "id")
+        .order_by("against_judge", "annotator_tier", "created_at", "id")
     )
 
 
@@ -57,6 +95,7 @@ class AnnotatorBatch:
     since: datetime | None
     sample: list[int]
     overturned: int
+    overturn_rate: float | None = None  # of all their decisions reviewers settled (None: none yet)
 
 
 # The reviewer queue lists this many annotators' batches, most awaiting first; a sample names at most SAMPLE_MAX.
@@ -95,6 +134,7 @@ def awaiting_batches(*, workspace_ids: Iterable[int]) -> list[AnnotatorBatch]:
     for pk, annotator, stage in rows:
         if len(samples.setdefault(annotator, [])) < SAMPLE_MAX:
             samples[annotator].append((pk, stage))
+    rates = overturn_rates(workspace_ids=workspace_ids)
     return [
         AnnotatorBatch(
             annotator_id=row["reviewer_id"],
@@ -103,6 +143,7 @@ def awaiting_batches(*, workspace_ids: Iterable[int]) -> list[AnnotatorBatch]:
             since=last_bulk.get(row["reviewer_id"]),
             sample=sorted(pk for pk, _ in samples.get(row["reviewer_id"], [])),
             overturned=sum(1 for _, stage in samples.get(row["reviewer_id"], []) if stage == ReviewStage.OVERTURNED),
+            overturn_rate=_rate(rates.get(row["reviewer_id"])),
         )
         for row in counts
     ]

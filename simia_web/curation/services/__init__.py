@@ -29,6 +29,7 @@ from .bulk import (
 from .decisions import NOT_REVIEWABLE, STATUS_FOR_DECISION, review_decide
 from .drafts import DRAFT_MAX_BYTES, draft_discard, draft_save
 from .edits import review_undo, trajectory_edit, trajectory_revert
+from .gold import gold_mark, gold_unmark
 from .holds import (
     RELEASED,
     ReviewError,
@@ -73,6 +74,8 @@ __all__ = [
     "conversation_summary",
     "draft_discard",
     "draft_save",
+    "gold_mark",
+    "gold_unmark",
     "review_decide",
     "review_undo",
     "reviews_bulk",

@@ -6,17 +6,20 @@ the same answer confirms the annotator's decision, a fix and accept of an accept
 overturns it with the reviewer's reason. The reviewer's decision is the one that stands and counts."""
 
 from django.db import transaction
+from django.utils import timezone
 
 from simia_web.accounts.models import Role
 from simia_web.accounts.scoping import has_role_in
 from simia_web.catalog.guidelines import guidelines_in_force
 from simia_web.catalog.models import Domain
+from simia_web.core.services import audit_record
 from simia_web.curation.gate import messages_written
 from simia_web.curation.models import (
     STANDING,
     Change,
     Decision,
     EditorDraft,
+    GoldItem,
     Review,
     ReviewStage,
     Trajectory,
@@ -66,6 +69,13 @@ def review_decide(
         locked = trajectory_locked(trajectory.pk, expected_version)
         _hold_check(locked, reviewer)
         change = RollupChange([locked.pk])
+        gold = _gold_for(locked, reviewer)
+        if gold is not None:
+            answer = _gold_answer(
+                locked, gold, reviewer=reviewer, decision=decision, reason=reason, seen=expected_version
+            )
+            change.record()
+            return answer
         previous = locked.status
         awaits, settles = _reviewer_stage(locked, reviewer)
         settled = _awaiting_settled(locked, decision, reason) if settles else None
@@ -108,6 +118,39 @@ def review_decide(
         change.record()
     trajectory.refresh_from_db()
     return review
+
+
+def _gold_for(locked: Trajectory, person) -> GoldItem | None:
+    """The gold item the trajectory is, when `person` answers it as one: below the curator role (curators decide a
+    gold item as any other)."""
+    gold = GoldItem.objects.filter(trajectory_id=locked.pk).first()
+    if gold is None:
+        return None
+    workspace_id = Domain.objects.filter(pk=locked.domain_id).values_list("workspace_id", flat=True).get()
+    return None if has_role_in(person, workspace_id, Role.CURATOR) else gold
+
+
+def _gold_answer(locked: Trajectory, gold: GoldItem, *, reviewer, decision: str, reason: str, seen: int) -> Review:
+    """An annotator's answer on a gold item: kept as a Review (stage `gold`, never standing) with whether it was the
+    expected one; the item stays as it was, only the answerer's hold goes."""
+    Trajectory.objects.filter(pk=locked.pk, reserved_by=reviewer).update(**RELEASED)
+    correct = (decision == Decision.REJECT) == (gold.expected_decision == Decision.REJECT)
+    answer = Review.objects.create(
+        trajectory=locked,
+        reviewer=reviewer,
+        decision=Decision.ACCEPT if decision == Decision.FIX_ACCEPT else decision,
+        reason=reason,
+        trajectory_version=locked.version,
+        based_on_version=seen,
+        stage=ReviewStage.GOLD,
+        gold_correct=correct,
+        superseded_at=timezone.now(),
+        **guidelines_in_force(domain_id=locked.domain_id).stamp,
+    )
+    audit_record(
+        actor=reviewer, action="trajectory.gold_answer", target=locked, data={"decision": decision, "correct": correct}
+    )
+    return answer
 
 
 def _reviewer_stage(locked: Trajectory, person) -> tuple[bool, bool]:

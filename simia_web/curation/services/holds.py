@@ -1,14 +1,16 @@
 """Holds: who is working on an item right now. A person holds one item at a time, for
 SIMIA_RESERVATION_SECONDS unless renewed; nobody else can decide, edit or revert it meanwhile."""
 
+import random
 from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
 from django.utils import timezone
 
+from simia_web.accounts.models import Workspace
 from simia_web.core.errors import HeldByOther, ValidationFailed
-from simia_web.curation.models import Trajectory
+from simia_web.curation.models import Review, ReviewStage, Trajectory
 from simia_web.curation.selectors.queue import queue_after
 from simia_web.curation.selectors.trajectory import free_for, reservation_holder
 
@@ -65,6 +67,17 @@ def trajectory_claim_next(*, queue, user, after_id: int | None = None, sort: str
     """
     Trajectory.objects.filter(reserved_by=user).update(**RELEASED)
     candidates = queue.filter(free_for(user), reviewable=True)
+    # Gold items the person has answered are behind them; one they have not is given at the workspace's gold rate.
+    answered = list(
+        Review.objects.filter(reviewer=user, stage=ReviewStage.GOLD).values_list("trajectory_id", flat=True)[
+            :GOLD_ANSWERS_READ
+        ]
+    )
+    if answered:
+        candidates = candidates.exclude(pk__in=answered)
+    gold = _gold_drawn(candidates, user)
+    if gold is not None:
+        return gold
     if after_id is not None:
         candidates = queue_after(candidates, after_id, sort)
     for _ in range(20):
@@ -73,6 +86,22 @@ def trajectory_claim_next(*, queue, user, after_id: int | None = None, sort: str
             return None
         if trajectory_reserve(trajectory=candidate, user=user):
             return candidate
+    return None
+
+
+# The stream reads at most this many of a person's gold answers to leave their items out.
+GOLD_ANSWERS_READ = 10_000
+
+
+def _gold_drawn(candidates, user) -> Trajectory | None:
+    """A gold item of the queue `user` has not answered, held for them, at their workspace's gold rate (a draw per
+    item claimed); None otherwise."""
+    rate = Workspace.objects.filter(pk=user.current_workspace_id).values_list("gold_rate", flat=True).first() or 0.0
+    if random.random() >= rate:  # a draw of what to show, no secret
+        return None
+    gold = candidates.filter(gold__isnull=False).order_by("?").only("pk").first()
+    if gold is not None and trajectory_reserve(trajectory=gold, user=user):
+        return gold
     return None
 
 

@@ -1,0 +1,89 @@
+"""Gold items: a curator marks one with its expected answer; an annotator meets it like any item (in the stream at the
+workspace's gold rate), and once they have decided it learns the expected answer and why; their answers leave the
+item as it was and make their accuracy, with its interval, on their quality page and over REST."""
+
+from simia_web.accounts.models import Workspace
+from simia_web.accounts.services import user_create, workspace_create
+from simia_web.curation.models import GoldItem, Review, Trajectory, TrajectoryStatus
+from simia_web.curation.selectors.quality import wilson
+from tests.conftest import PASSWORD
+from tests.curation.test_rollups import assert_rollups_equal_a_recount
+from tests.support.factories import make_trajectory, verdict
+
+HTMX = {"HTTP_HX_REQUEST": "true"}
+
+
+def test_a_gold_answer_measures_the_annotator_and_leaves_the_item(client_for, users):
+    # client_for logs the one test client in as each role in turn.
+    gold, other = make_trajectory(judge=verdict(passed=True)), make_trajectory(judge=verdict(passed=True))
+    client = client_for("curator")
+    client.post(f"/trajectories/{gold.pk}/gold/", {"expected_decision": "reject", "explanation": "Wrong card."})
+    assert 'id="gold-card"' in client.get(f"/trajectories/{gold.pk}/").content.decode()
+
+    client = client_for("annotator")
+    page = client.get(f"/trajectories/{gold.pk}/").content.decode()
+    assert "gold" not in page.lower() and "Wrong card" not in page
+    response = client.post(f"/trajectories/{gold.pk}/decide/", {"decision": "accept", "version": 1})
+    assert response.status_code == 302
+    after = client.get(response["Location"]).content.decode()
+    assert "That was a gold item" in after and "reject" in after and "Wrong card." in after
+    gold.refresh_from_db()
+    assert (gold.status, gold.version) == (TrajectoryStatus.JUDGED_PASS, 1)  # as it was
+    answer = Review.objects.get(trajectory=gold)
+    assert (answer.stage, answer.gold_correct, answer.standing) == ("gold", False, False)
+    client.post(f"/trajectories/{gold.pk}/decide/", {"decision": "reject", "version": 1, "reason": "card"})
+    assert_rollups_equal_a_recount()
+    # The first answer on each gold item counts.
+    quality = client.get(f"/review/annotators/{users['annotator'].pk}/").context["quality"]
+    assert (quality.gold_answered, quality.gold_correct, quality.accuracy) == (1, 0, 0.0)
+    assert quality.interval == wilson(0, 1)
+    assert client.get(f"/review/annotators/{users['reviewer'].pk}/").status_code == 403
+    assert client.get(f"/api/v1/annotators/{users['reviewer'].pk}/quality/").status_code == 403
+
+    # Another annotator learns nothing of it from the page or REST before deciding.
+    client = client_for("reviewer")
+    assert "gold" not in client.get(f"/trajectories/{gold.pk}/").content.decode().lower()
+    assert client.get(f"/api/v1/trajectories/{gold.pk}/").json()["reviews"] == []
+
+    client = client_for("curator")
+    body = client.get(f"/api/v1/annotators/{users['annotator'].pk}/quality/").json()
+    assert body["gold"]["answered"] == 1 and body["gold"]["interval95"][1] > 0.5
+    assert "0%" in client.get(f"/review/annotators/{users['annotator'].pk}/").content.decode()
+    # A curator's decision on a gold item is an ordinary decision.
+    client.post(f"/trajectories/{other.pk}/gold/", {"expected_decision": "accept"})
+    assert GoldItem.objects.filter(trajectory=other).exists()
+    client.post(f"/trajectories/{other.pk}/decide/", {"decision": "accept", "version": 1})
+    assert Trajectory.objects.get(pk=other.pk).status == TrajectoryStatus.ACCEPTED
+
+
+def test_the_stream_mixes_in_gold_the_annotator_has_not_answered(client_for, users):
+    Workspace.objects.filter(slug="default").update(gold_rate=1.0)
+    plain = make_trajectory(judge=verdict(passed=False, confidence=0.99))  # first in the queue's order
+    gold = make_trajectory(judge=verdict(passed=True))
+    client_for("curator").post(f"/trajectories/{gold.pk}/gold/", {"expected_decision": "accept"})
+    annotator = client_for("annotator")
+    first = annotator.post("/review/next/")
+    assert first["Location"].startswith(f"/trajectories/{gold.pk}/")
+    annotator.post(f"/trajectories/{gold.pk}/decide/?stream=1", {"decision": "accept", "version": 1})
+    assert Review.objects.get(trajectory=gold).gold_correct is True
+    assert annotator.post("/review/next/")["Location"].startswith(f"/trajectories/{plain.pk}/")
+
+
+def test_another_workspaces_people_and_gold_are_not_found(client, users):
+    workspace_create(slug="team-b", name="Team B")
+    gold = make_trajectory(judge=verdict(passed=True))
+    outsider = user_create(username="outsider", role="admin", password=PASSWORD, workspaces=["team-b"])
+    client.force_login(outsider)
+    assert client.post(f"/trajectories/{gold.pk}/gold/", {"expected_decision": "accept"}).status_code == 404
+    assert client.get(f"/review/annotators/{users['annotator'].pk}/").status_code == 404
+    assert client.get(f"/api/v1/annotators/{users['annotator'].pk}/quality/").status_code == 404
+    assert not GoldItem.objects.exists()
+
+
+def test_curators_set_the_gold_rate(client_for, users):
+    curator = client_for("curator")
+    curator.post("/guidelines/", {"action": "gold_rate", "gold_percent": "12.5"})
+    assert Workspace.objects.get(slug="default").gold_rate == 0.125
+    curator.post("/guidelines/", {"action": "gold_rate", "gold_percent": "250"})
+    assert Workspace.objects.get(slug="default").gold_rate == 0.125
+    assert client_for("annotator").post("/guidelines/", {"action": "gold_rate", "gold_percent": "1"}).status_code == 403
