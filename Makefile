@@ -71,7 +71,7 @@ test: install trainer-venv chromium fault-servers
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy
 	DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) $(VENV)/bin/pytest -p no:cacheprovider \
-		-n $(TEST_WORKERS) $(PYTEST_ARGS)
+		-n $(TEST_WORKERS) --durations=25 $(PYTEST_ARGS)
 
 # The reference in docs/ as a site in site/ (mkdocs.yml): --strict fails on a broken link or anchor. Part of `make test`.
 .PHONY: docs
