@@ -92,9 +92,15 @@ def main():
     from django.test.utils import setup_test_environment
 
     from simia_web.accounts.models import User
+    from simia_web.accounts.services import membership_set, workspace_default, workspace_switch
 
-    curator, _ = User.objects.get_or_create(username="bench-curator", defaults={"role": "curator"})
-    annotator, _ = User.objects.get_or_create(username="bench-auditor", defaults={"role": "annotator"})
+    workspace = workspace_default()  # where the loader's rows are
+    people = {}
+    for username, role in (("bench-curator", "curator"), ("bench-auditor", "annotator")):
+        user, _ = User.objects.get_or_create(username=username)
+        membership_set(workspace=workspace, user=user, role=role)
+        people[role] = workspace_switch(user=user, workspace=workspace)
+    curator, annotator = people["curator"], people["annotator"]
     created = {}
     for strategy in ("uniform", "active"):
         created[strategy] = create_timed(strategy, curator)
