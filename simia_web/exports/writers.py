@@ -264,7 +264,7 @@ def assemble_openai(stream, parts: list, label: str, manifest_path: Path) -> Non
         _copy(part.data, stream)
 
 
-COPY_BYTES = 1024 * 1024  # what an assembler reads of a part at a time
+COPY_BYTES = 256 * 1024  # what an assembler reads of a part at a time
 
 
 def _copy(path: Path, target) -> None:

@@ -5,6 +5,7 @@ import datetime
 import hashlib
 import json
 import time
+import tracemalloc
 import zipfile
 
 import orjson
@@ -154,9 +155,32 @@ FORMATS = ("openai", "sharegpt", "tau2", "parquet")
 PER_RANGE = 2_400  # 10k records: 4 ranges of 2,400 and one of the rest
 
 
+class MergePeak:
+    """exports.parts.parts_merge as services call it, with the largest memory any one merge held (tracemalloc)."""
+
+    def __init__(self, monkeypatch):
+        from simia_web.exports import services
+
+        self.peaks: list[int] = []
+        self.largest_parts: list[int] = []  # the bytes of the largest part (its records and manifest) of each merge
+        self.real = services.parts_merge
+        monkeypatch.setattr(services, "parts_merge", self)
+
+    def __call__(self, **kwargs):
+        files = [[path for path in part.folder.rglob("*") if path.is_file()] for part in kwargs["parts"]]
+        self.largest_parts.append(max(sum(path.stat().st_size for path in part) for part in files))
+        tracemalloc.start()
+        try:
+            return self.real(**kwargs)
+        finally:
+            self.peaks.append(tracemalloc.get_traced_memory()[1])
+            tracemalloc.stop()
+
+
 @pytest.mark.django_db
-def test_ranges_merge_into_the_bytes_one_range_writes(frozen, settings, tmp_path):
+def test_ranges_merge_into_the_bytes_one_range_writes(frozen, monkeypatch, settings, tmp_path):
     dataset_make()
+    merges = MergePeak(monkeypatch)
     filters = export_filters_clean({})
     for fmt in FORMATS:
         built = {}
@@ -183,6 +207,9 @@ def test_ranges_merge_into_the_bytes_one_range_writes(frozen, settings, tmp_path
                 name: sha for name, sha in one_files.items() if name != report
             }, fmt
             assert ranges.sha256 == one.sha256
+        # The merge streams: it holds a block of a part at a time, never a whole part (Parquet's are links).
+        peak, largest = merges.peaks[-1], merges.largest_parts[-1]
+        assert peak < 1.5 * 2**20 and (fmt == "parquet" or peak < largest / 2), (fmt, peak, largest)
         one_report, ranges_report = (json.loads((f / report).read_bytes()) for f in (one_folder, ranges_folder))
         for name in ("written_at", "files", "data_sha256"):
             one_report.pop(name), ranges_report.pop(name)
