@@ -35,6 +35,12 @@ class Workspace(models.Model):
     )
     # The share of an annotator's stream given to gold items (curation.GoldItem) they have not answered yet.
     gold_rate = models.FloatField(default=0.05, help_text="Share of the review stream given to gold items (0 to 1).")
+    # A qualification: an annotator whose accuracy over their last `qualify_window` gold answers is below
+    # `qualify_accuracy` (or who has fewer answers) has their decisions go to the reviewer stage even where it is off.
+    qualify_accuracy = models.FloatField(
+        null=True, blank=True, help_text="Gold accuracy (0 to 1) an annotator needs for decisions to count unreviewed."
+    )
+    qualify_window = models.PositiveIntegerField(default=20, help_text="The last this many gold answers count.")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -86,6 +86,26 @@ def workspace_gold_rate_set(*, workspace: Workspace, rate: float, actor) -> Work
     return workspace
 
 
+def workspace_qualification_set(*, workspace: Workspace, accuracy: float | None, window: int, actor) -> Workspace:
+    """Ask annotators for a gold accuracy (0 to 1) over their last `window` gold answers before their decisions count
+    without review; None asks none."""
+    if accuracy is not None and not 0.0 <= accuracy <= 1.0:
+        raise ValidationFailed("The qualifying accuracy is a share from 0 to 1.", field="qualify_accuracy")
+    if not 1 <= window <= 1000:
+        raise ValidationFailed("The window is 1 to 1000 gold answers.", field="qualify_window")
+    previous = {"accuracy": workspace.qualify_accuracy, "window": workspace.qualify_window}
+    Workspace.objects.filter(pk=workspace.pk).update(qualify_accuracy=accuracy, qualify_window=window)
+    workspace.qualify_accuracy, workspace.qualify_window = accuracy, window
+    audit_record(
+        actor=actor,
+        action="workspace.qualification",
+        target=workspace,
+        data={"from": previous, "to": {"accuracy": accuracy, "window": window}},
+        workspace=workspace,
+    )
+    return workspace
+
+
 def _user_role_sync(user: User) -> None:
     """Point the user at a workspace they belong to (their current one if they still do) and copy its role."""
     memberships = Membership.objects.filter(user=user).select_related("workspace").order_by("workspace__slug")

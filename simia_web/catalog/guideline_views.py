@@ -8,7 +8,11 @@ from django.shortcuts import redirect, render
 
 from simia_web.accounts.permissions import role_required
 from simia_web.accounts.scoping import page_workspace, page_workspace_ids, role_require_in
-from simia_web.accounts.services import workspace_gold_rate_set, workspace_review_stage_set
+from simia_web.accounts.services import (
+    workspace_gold_rate_set,
+    workspace_qualification_set,
+    workspace_review_stage_set,
+)
 from simia_web.core.errors import ValidationFailed, VersionConflict
 from simia_web.core.markdown import markdown_html
 
@@ -53,6 +57,20 @@ def _gold_rate_set(request, workspace) -> None:
     messages.success(request, "Gold rate saved.")
 
 
+def _qualification_set(request, workspace) -> None:
+    percent = request.POST.get("qualify_percent", "").strip()
+    try:
+        accuracy = float(percent) / 100 if percent else None
+        window = int(request.POST.get("qualify_window", "") or 20)
+        workspace_qualification_set(workspace=workspace, accuracy=accuracy, window=window, actor=request.user)
+    except (ValueError, ValidationFailed):
+        messages.error(
+            request, "The qualifying accuracy is a percentage from 0 to 100 (or empty), the window 1 to 1000."
+        )
+        return
+    messages.success(request, "Qualification saved.")
+
+
 def _int(value, default: int = -1) -> int:
     try:
         return int(value)
@@ -82,6 +100,10 @@ def _guidelines_page(request, *, domain: Domain | None):
     guidelines = guidelines_of(workspace_id=workspace.pk, domain=domain)
     error, conflict, status = None, None, 200
     text = guidelines.text if guidelines else ""
+    if request.method == "POST" and request.POST.get("action") == "qualification" and domain is None:
+        role_require_in(request.user, workspace.pk, "curator")
+        _qualification_set(request, workspace)
+        return redirect(request.path)
     if request.method == "POST" and request.POST.get("action") == "gold_rate" and domain is None:
         role_require_in(request.user, workspace.pk, "curator")
         _gold_rate_set(request, workspace)

@@ -6,6 +6,7 @@ from simia_web.accounts.models import Workspace
 from simia_web.accounts.services import user_create, workspace_create
 from simia_web.curation.models import GoldItem, Review, Trajectory, TrajectoryStatus
 from simia_web.curation.selectors.quality import wilson
+from simia_web.curation.services import review_decide
 from tests.conftest import PASSWORD
 from tests.curation.test_rollups import assert_rollups_equal_a_recount
 from tests.support.factories import make_trajectory, verdict
@@ -87,3 +88,23 @@ def test_curators_set_the_gold_rate(client_for, users):
     curator.post("/guidelines/", {"action": "gold_rate", "gold_percent": "250"})
     assert Workspace.objects.get(slug="default").gold_rate == 0.125
     assert client_for("annotator").post("/guidelines/", {"action": "gold_rate", "gold_percent": "1"}).status_code == 403
+
+
+def test_below_the_qualification_decisions_go_to_the_reviewer_stage(client_for, users):
+    client = client_for("curator")
+    client.post("/guidelines/", {"action": "qualification", "qualify_percent": "50", "qualify_window": "2"})
+    assert Workspace.objects.get(slug="default").qualify_accuracy == 0.5
+    golds = [make_trajectory(judge=verdict(passed=True)) for _ in range(2)]
+    for t in golds:
+        client.post(f"/trajectories/{t.pk}/gold/", {"expected_decision": "accept"})
+    items = [make_trajectory(judge=verdict(passed=True)) for _ in range(3)]
+    annotator = users["annotator"]
+    # Fewer answers than the window: not qualified, though the stage is off.
+    assert review_decide(trajectory=items[0], reviewer=annotator, decision="accept", expected_version=1).stage
+    review_decide(trajectory=golds[0], reviewer=annotator, decision="reject", reason="no", expected_version=1)
+    review_decide(trajectory=golds[1], reviewer=annotator, decision="accept", expected_version=1)
+    # One of the last two right: 50%, qualified.
+    assert not review_decide(trajectory=items[1], reviewer=annotator, decision="accept", expected_version=1).stage
+    assert not review_decide(
+        trajectory=items[2], reviewer=users["reviewer"], decision="accept", expected_version=1
+    ).stage

@@ -6,6 +6,7 @@ the same answer confirms the annotator's decision, a fix and accept of an accept
 overturns it with the reviewer's reason. The reviewer's decision is the one that stands and counts."""
 
 from django.db import transaction
+from django.db.models import Min
 from django.utils import timezone
 
 from simia_web.accounts.models import Role
@@ -156,15 +157,43 @@ def _gold_answer(locked: Trajectory, gold: GoldItem, *, reviewer, decision: str,
 def _reviewer_stage(locked: Trajectory, person) -> tuple[bool, bool]:
     """(whether `person`'s decision on the trajectory waits for a reviewer, whether it settles a decision that
     waits): the stage is on where the domain says so, or says nothing and its workspace does; it holds the
-    decisions of people below the reviewer role, and people with that role or above settle them."""
-    workspace_id, domain_stage, workspace_stage = (
+    decisions of people below the reviewer role, and people with that role or above settle them. Where the
+    workspace asks a qualifying gold accuracy, the decisions of people below it wait even where the stage is off."""
+    workspace_id, domain_stage, workspace_stage, accuracy, window = (
         Domain.objects.filter(pk=locked.domain_id)
-        .values_list("workspace_id", "review_stage", "workspace__review_stage")
+        .values_list(
+            "workspace_id",
+            "review_stage",
+            "workspace__review_stage",
+            "workspace__qualify_accuracy",
+            "workspace__qualify_window",
+        )
         .get()
     )
     settles = has_role_in(person, workspace_id, Role.REVIEWER)
+    if settles:
+        return False, True
     stage_on = workspace_stage if domain_stage is None else domain_stage
-    return bool(stage_on) and not settles, settles
+    return bool(stage_on) or not qualified(person, workspace_id, accuracy, window), False
+
+
+def qualified(person, workspace_id: int, accuracy: float | None, window: int) -> bool:
+    """Whether `person` meets the workspace's qualifying gold accuracy (always, where it asks none): right on at least
+    `accuracy` of their last `window` gold answers in the workspace (their first answer on each gold item), with
+    `window` answers given."""
+    if accuracy is None:
+        return True
+    firsts = (
+        Review.objects.filter(reviewer=person, stage=ReviewStage.GOLD, trajectory__domain__workspace_id=workspace_id)
+        .order_by()
+        .values("trajectory_id")
+        .annotate(first=Min("id"))
+        .values("first")
+    )
+    latest = list(
+        Review.objects.filter(pk__in=firsts).order_by("-id").values_list("gold_correct", flat=True)[: max(window, 1)]
+    )
+    return len(latest) >= window and sum(1 for ok in latest if ok) >= accuracy * len(latest)
 
 
 def settled_as(awaited: str, decision: str) -> str:
