@@ -4,7 +4,9 @@ The columns a loader names come from its rows; every other column gets the model
 column added to the model later is filled as the ORM would fill it. Generated columns are left to PostgreSQL.
 """
 
+import contextlib
 import sys
+import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -126,3 +128,28 @@ class PhaseClock:
         cpu = f"{phase.python_cpu:.0f} s Python" + ("" if database is None else f", {database:.0f} s PostgreSQL")
         print(f"{name}: {phase.seconds:.0f} s ({cpu} CPU)", file=sys.stderr)
         return phase
+
+
+class PeakMemory:
+    """The largest resident set of any one of a worker's processes, sampled every `every` seconds while the block
+    runs."""
+
+    def __init__(self, pid: int, every: float = 0.1):
+        self.root, self.peak, self.running, self.every = psutil.Process(pid), 0, False, every
+
+    def _sample(self):
+        while self.running:
+            for process in [self.root, *self.root.children(recursive=True)]:
+                with contextlib.suppress(psutil.Error):
+                    self.peak = max(self.peak, process.memory_info().rss)
+            time.sleep(self.every)
+
+    def __enter__(self):
+        self.running = True
+        self.thread = threading.Thread(target=self._sample, daemon=True)
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.running = False
+        self.thread.join()

@@ -32,7 +32,6 @@ import resource
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -303,34 +302,6 @@ def copy_dump(domain_id: int, output: Path) -> dict:
     }
 
 
-class PeakMemory:
-    """The largest resident set of any one of a worker's processes, sampled every 0.1 s while the block runs."""
-
-    def __init__(self, pid: int):
-        import psutil
-
-        self.root, self.peak, self.running = psutil.Process(pid), 0, False
-
-    def _sample(self):
-        import psutil
-
-        while self.running:
-            for process in [self.root, *self.root.children(recursive=True)]:
-                with contextlib.suppress(psutil.Error):
-                    self.peak = max(self.peak, process.memory_info().rss)
-            time.sleep(0.1)
-
-    def __enter__(self):
-        self.running = True
-        self.thread = threading.Thread(target=self._sample, daemon=True)
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.running = False
-        self.thread.join()
-
-
 def _job_done(job, *, timeout: float = 3600):
     deadline = time.monotonic() + timeout
     while job.refresh_from_db() or job.is_active:
@@ -361,6 +332,7 @@ def _stage_seconds(job, stage: str) -> float:
 
 def snapshot_jobs(fmt: str, processes: list[int], exports_dir: Path) -> list[dict]:
     """The rows built as a snapshot job on a worker of each number of prefork processes (see the module's notes)."""
+    from copy_rows import PeakMemory
     from django.conf import settings
 
     from simia_web.exports.models import Snapshot

@@ -21,12 +21,10 @@ Every build starts from an empty index (the index's tables are truncated: this d
 """
 
 import argparse
-import contextlib
 import os
 import random
 import statistics
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -61,34 +59,6 @@ def _near_copy(messages: list[dict], rng: random.Random) -> list[dict]:
     return copy
 
 
-class PeakMemory:
-    """The largest resident set of any one of a worker's processes, sampled every 0.2 s while the block runs."""
-
-    def __init__(self, pid: int):
-        import psutil
-
-        self.root, self.peak, self.running = psutil.Process(pid), 0, False
-
-    def _sample(self):
-        import psutil
-
-        while self.running:
-            for process in [self.root, *self.root.children(recursive=True)]:
-                with contextlib.suppress(psutil.Error):
-                    self.peak = max(self.peak, process.memory_info().rss)
-            time.sleep(0.2)
-
-    def __enter__(self):
-        self.running = True
-        self.thread = threading.Thread(target=self._sample, daemon=True)
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.running = False
-        self.thread.join()
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=100_000)
@@ -98,6 +68,7 @@ def main():
     review_pages.django_setup()
     import psutil
     import review_data
+    from copy_rows import PeakMemory
     from django.db import connection
 
     from simia_web.curation.duplicates import TRAJECTORIES, trajectory_duplicates
@@ -159,7 +130,7 @@ def main():
             while warm_up.refresh_from_db() or warm_up.is_active:
                 time.sleep(0.2)
             before = psutil.Process(worker.pid)
-            with PeakMemory(worker.pid) as memory:
+            with PeakMemory(worker.pid, every=0.2) as memory:
                 started = time.perf_counter()
                 job = index_build_queue(corpus=TRAJECTORIES, resign=True, items_per_range=items_per_range)
                 while job.refresh_from_db() or job.is_active:

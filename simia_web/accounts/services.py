@@ -52,38 +52,39 @@ def workspace_create(*, slug: str, name: str = "", actor=None) -> Workspace:
     return workspace
 
 
+def _workspace_settings_set(*, workspace: Workspace, action: str, actor, **values) -> Workspace:
+    """Write the workspace settings `values` (field=value) and log what they were and are (one setting as its
+    value, several by field); nothing is written or logged when nothing changes."""
+    before = {name: getattr(workspace, name) for name in values}
+    if before == values:
+        return workspace
+    Workspace.objects.filter(pk=workspace.pk).update(**values)
+    for name, value in values.items():
+        setattr(workspace, name, value)
+
+    def shown(settings: dict):
+        return next(iter(settings.values())) if len(settings) == 1 else settings
+
+    audit_record(
+        actor=actor,
+        action=action,
+        target=workspace,
+        data={"from": shown(before), "to": shown(values)},
+        workspace=workspace,
+    )
+    return workspace
+
+
 def workspace_review_stage_set(*, workspace: Workspace, on: bool, actor) -> Workspace:
     """Switch the workspace's reviewer stage on or off (its domains follow unless they say otherwise)."""
-    if workspace.review_stage != on:
-        previous = workspace.review_stage
-        Workspace.objects.filter(pk=workspace.pk).update(review_stage=on)
-        workspace.review_stage = on
-        audit_record(
-            actor=actor,
-            action="workspace.review_stage",
-            target=workspace,
-            data={"from": previous, "to": on},
-            workspace=workspace,
-        )
-    return workspace
+    return _workspace_settings_set(workspace=workspace, action="workspace.review_stage", actor=actor, review_stage=on)
 
 
 def workspace_gold_rate_set(*, workspace: Workspace, rate: float, actor) -> Workspace:
     """Set the share of the review stream given to gold items the annotator has not answered (0 to 1)."""
     if not 0.0 <= rate <= 1.0:
         raise ValidationFailed("The gold rate is a share from 0 to 1.", field="gold_rate")
-    if workspace.gold_rate != rate:
-        previous = workspace.gold_rate
-        Workspace.objects.filter(pk=workspace.pk).update(gold_rate=rate)
-        workspace.gold_rate = rate
-        audit_record(
-            actor=actor,
-            action="workspace.gold_rate",
-            target=workspace,
-            data={"from": previous, "to": rate},
-            workspace=workspace,
-        )
-    return workspace
+    return _workspace_settings_set(workspace=workspace, action="workspace.gold_rate", actor=actor, gold_rate=rate)
 
 
 def workspace_qualification_set(*, workspace: Workspace, accuracy: float | None, window: int, actor) -> Workspace:
@@ -93,17 +94,13 @@ def workspace_qualification_set(*, workspace: Workspace, accuracy: float | None,
         raise ValidationFailed("The qualifying accuracy is a share from 0 to 1.", field="qualify_accuracy")
     if not 1 <= window <= 1000:
         raise ValidationFailed("The window is 1 to 1000 gold answers.", field="qualify_window")
-    previous = {"accuracy": workspace.qualify_accuracy, "window": workspace.qualify_window}
-    Workspace.objects.filter(pk=workspace.pk).update(qualify_accuracy=accuracy, qualify_window=window)
-    workspace.qualify_accuracy, workspace.qualify_window = accuracy, window
-    audit_record(
-        actor=actor,
-        action="workspace.qualification",
-        target=workspace,
-        data={"from": previous, "to": {"accuracy": accuracy, "window": window}},
+    return _workspace_settings_set(
         workspace=workspace,
+        action="workspace.qualification",
+        actor=actor,
+        qualify_accuracy=accuracy,
+        qualify_window=window,
     )
-    return workspace
 
 
 def _user_role_sync(user: User) -> None:
