@@ -32,6 +32,7 @@ from copy_rows import (
     identity_after_load,
 )
 from django.db import connection, transaction
+from django.db.models.functions import Mod
 from django.utils import timezone
 
 from simia_web.accounts.models import DEFAULT_WORKSPACE, User, Workspace
@@ -370,3 +371,78 @@ def load(rows: int, workspaces: int = 1) -> dict[str, PhaseTime]:
     rollups_rebuild()  # COPY went around the services that keep them
     clock.lap("rollups")
     return clock.phases
+
+
+# The reviewer stage over a loaded workspace: one standing decision in AWAITING_EVERY awaits review, one in
+# SETTLED_EVERY (another residue) was settled by a reviewer (one in OVERTURNED_EVERY of those overturned), and one
+# waiting item in GOLD_EVERY is gold, answered by every bench annotator (GOLD_CORRECT of them right).
+AWAITING_EVERY = 10
+SETTLED_EVERY = 10
+OVERTURNED_EVERY = 5
+GOLD_EVERY = 500
+GOLD_CORRECT = 0.85
+
+
+def review_stage_overlay(workspace_slug: str) -> bool:
+    """Put the workspace's loaded decisions through the reviewer stage and mark gold items (once: False when it was
+    done before), then recount the rollups. Written with SQL over the loaded rows, as the services would leave them:
+    an awaiting decision's item is awaiting review; a settled one names its reviewer, when and (overturned) why;
+    a gold answer is a review of stage `gold` that leaves its waiting item as it was."""
+    from simia_web.accounts.scoping import scoped
+    from simia_web.curation.models import GoldItem, ReviewStage, TrajectoryStatus
+
+    workspace = Workspace.objects.get(slug=workspace_slug)
+    reviews = scoped(Review.objects.filter(bulk=False, stage=ReviewStage.NONE), [workspace.pk])
+    from simia_web.accounts.services import membership_set
+
+    checker, _ = User.objects.get_or_create(username="bench-reviewer")
+    membership_set(workspace=workspace, user=checker, role="reviewer")
+    annotators = []
+    for person in User.objects.filter(username__startswith="bench-annotator-"):
+        membership_set(workspace=workspace, user=person, role="annotator")
+        annotators.append(person.pk)
+    if scoped(Review.objects.exclude(stage=ReviewStage.NONE), [workspace.pk]).exists():
+        return False
+
+    def every(queryset, n: int, residue: int):
+        return queryset.alias(residue=Mod("id", n)).filter(residue=residue)
+
+    with transaction.atomic():
+        awaiting = every(reviews, AWAITING_EVERY, 0)
+        Trajectory.objects.filter(pk__in=awaiting.values("trajectory_id")).update(
+            status=TrajectoryStatus.AWAITING_REVIEW
+        )
+        awaiting.update(stage=ReviewStage.AWAITING)
+        settled = every(reviews, SETTLED_EVERY, 1)
+        every(settled, OVERTURNED_EVERY * SETTLED_EVERY, 1).update(
+            stage=ReviewStage.OVERTURNED, checked_by=checker, checked_at=timezone.now(), check_reason="bench"
+        )
+        settled.filter(stage=ReviewStage.NONE).update(
+            stage=ReviewStage.CONFIRMED, checked_by=checker, checked_at=timezone.now()
+        )
+        waiting = scoped(Trajectory.objects.filter(status__in=("judged_pass", "judged_fail")), [workspace.pk])
+        gold = list(every(waiting, GOLD_EVERY, 0).values_list("pk", "status"))
+        GoldItem.objects.bulk_create(
+            GoldItem(trajectory_id=pk, expected_decision="accept" if status == "judged_pass" else "reject")
+            for pk, status in gold
+        )
+        rng = random.Random(7)
+        answers = []
+        for pk, status in gold:
+            for annotator in annotators:
+                right = rng.random() < GOLD_CORRECT
+                accepted = (status == "judged_pass") == right
+                answers.append(
+                    Review(
+                        trajectory_id=pk,
+                        reviewer_id=annotator,
+                        decision=Decision.ACCEPT if accepted else Decision.REJECT,
+                        trajectory_version=1,
+                        based_on_version=1,
+                        stage=ReviewStage.GOLD,
+                        gold_correct=right,
+                    )
+                )
+        Review.objects.bulk_create(answers, batch_size=5_000)
+    rollups_rebuild()
+    return True

@@ -12,6 +12,7 @@ requests each page one request at a time, the sizes taking turns so that both se
     DATABASE_URL=... python bench/review_pages.py --rows 1000000 --load-only   # load DATABASE_URL's database only
     DATABASE_URL=... python bench/review_pages.py --rows 100000                # measure DATABASE_URL's database
     DATABASE_URL=... python bench/review_pages.py --workspaces 2               # two workspaces of half the rows
+    DATABASE_URL=... python bench/review_pages.py --workspaces 2 --review-stage  # and the reviewer stage's pages
 
 With --workspaces 2 each size's database (`simia_1m_2ws`) holds two workspaces of half its rows each, and the
 curator belongs to the first only: every page then reads its own workspace's half among the other's rows.
@@ -55,8 +56,9 @@ def django_setup():
     call_command("migrate", verbosity=0)
 
 
-def pages(client, workspace_id: int) -> list[tuple[str, str]]:
-    """(label, path) of every page measured, with ids taken from the loaded data of the curator's workspace."""
+def pages(client, workspace_id: int, review_stage: bool = False) -> list[tuple[str, str]]:
+    """(label, path) of every page measured, with ids taken from the loaded data of the curator's workspace (and the
+    reviewer stage's pages over review_data.review_stage_overlay's decisions when `review_stage`)."""
     from review_data import SEARCH_TERM
 
     from simia_web.accounts.scoping import scoped
@@ -91,6 +93,18 @@ def pages(client, workspace_id: int) -> list[tuple[str, str]]:
         ("REST list", "/api/v1/trajectories/"),
         ("REST next page", f"/api/v1/trajectories/{rest_next}"),
         ("REST detail", f"/api/v1/trajectories/{newest}/"),
+        *(review_stage_pages() if review_stage else []),
+    ]
+
+
+def review_stage_pages() -> list[tuple[str, str]]:
+    from simia_web.accounts.models import User
+
+    annotator = User.objects.get(username="bench-annotator-0").pk
+    return [
+        ("reviewer queue", "/review/second-look/"),
+        ("an annotator's quality page", f"/review/annotators/{annotator}/"),
+        ("an annotator's quality over REST", f"/api/v1/annotators/{annotator}/quality/"),
     ]
 
 
@@ -105,14 +119,14 @@ def queries_of(client, path: str) -> tuple[int, int]:
     return len(queries), len(response.content)
 
 
-def survey(workspaces: int) -> dict:
+def survey(workspaces: int, review_stage: bool) -> dict:
     """What the timing needs from this database (run in the process set up for it): the pages with their queries
     and sizes (through the test client), a signed-in curator's session, and the row counts (all, and the
     curator's workspace's)."""
     from django.conf import settings
     from django.test import Client
     from django.test.utils import setup_test_environment
-    from review_data import workspace_slugs
+    from review_data import review_stage_overlay, workspace_slugs
 
     from simia_web.accounts.models import User, Workspace
     from simia_web.accounts.scoping import scoped
@@ -122,13 +136,15 @@ def survey(workspaces: int) -> dict:
     settings.ALLOWED_HOSTS = ["testserver", *settings.ALLOWED_HOSTS]
     setup_test_environment()
     workspace = Workspace.objects.get(slug=workspace_slugs(workspaces)[0])
+    if review_stage and review_stage_overlay(workspace.slug):
+        print("reviewer stage and gold items laid over the loaded decisions", file=sys.stderr)
     user, _ = User.objects.get_or_create(username="bench-curator")
     membership_set(workspace=workspace, user=user, role="curator")
     user = workspace_switch(user=user, workspace=workspace)
     client = Client()
     client.force_login(user)
     measured = []
-    for label, path in pages(client, workspace.pk):
+    for label, path in pages(client, workspace.pk, review_stage):
         queries, size = queries_of(client, path)
         measured.append({"page": label, "path": path, "queries": queries, "kib": size / 1024})
     return {
@@ -222,6 +238,11 @@ def main():
     parser.add_argument("--sizes", default="100000,1000000", help="Sizes side by side, a database each.")
     parser.add_argument("--load-only", action="store_true", help="Load the rows, measure nothing.")
     parser.add_argument("--workspaces", type=int, default=1, help="Workspaces the rows are split between.")
+    parser.add_argument(
+        "--review-stage",
+        action="store_true",
+        help="Lay the reviewer stage and gold items over the loaded decisions, and time their pages too.",
+    )
     parser.add_argument("--repeats", type=int, default=15, help="Timed requests per page and size.")
     parser.add_argument("--survey", action="store_true", help=argparse.SUPPRESS)  # internal: load, survey, JSON
     args = parser.parse_args()
@@ -231,7 +252,7 @@ def main():
 
         load(args.rows, args.workspaces)
         if args.survey:
-            print(json.dumps(survey(args.workspaces)))
+            print(json.dumps(survey(args.workspaces, args.review_stage)))
         return
     sizes = [args.rows] if args.rows else [int(size) for size in args.sizes.split(",")]
     url = os.environ["DATABASE_URL"]
@@ -241,6 +262,7 @@ def main():
         child = subprocess.run(
             [
                 *(sys.executable, __file__, "--rows", str(rows), "--workspaces", str(args.workspaces)),
+                *(["--review-stage"] if args.review_stage else []),
                 "--load-only" if args.load_only else "--survey",
             ],
             env={**os.environ, "DATABASE_URL": database},

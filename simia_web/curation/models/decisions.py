@@ -98,6 +98,12 @@ class Review(models.Model):
             models.Index(fields=["created_at", "id"], name="review_awaiting", condition=STANDING & Q(stage="awaiting")),
             # An annotator's answers on gold items, latest first.
             models.Index(fields=["reviewer", "-id"], name="review_gold_answers", condition=Q(stage="gold")),
+            # An annotator's decisions reviewers settled one by one, latest first: a bulk confirmation's sample.
+            models.Index(
+                fields=["reviewer", "-id"],
+                name="review_settled",
+                condition=Q(stage__in=SETTLED_ONE_BY_ONE),
+            ),
             # An annotator's overturned decisions, latest first.
             models.Index(fields=["reviewer", "-checked_at"], name="review_overturned", condition=Q(stage="overturned")),
         ]

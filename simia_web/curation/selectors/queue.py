@@ -243,11 +243,13 @@ def queue_page(
     return QueuePage(rows[:size], count, number, size, has_next=has_next, count_capped=capped)
 
 
+# A trajectory's columns no list row shows: the conversation, its tools and states (kilobytes each, parsed as JSON).
+ROW_UNSHOWN = ("messages", "tools", "steps", "initial_state", "final_state", "provenance", "search_vector")
+
+
 def queue_page_rows(qs: QuerySet[Trajectory]) -> QuerySet[Trajectory]:
     """What a queue row shows, in one query (no per-row lookups)."""
-    return qs.select_related("domain", "assigned_to", "reserved_by").defer(
-        "messages", "tools", "steps", "initial_state", "final_state", "provenance", "search_vector"
-    )
+    return qs.select_related("domain", "assigned_to", "reserved_by").defer(*ROW_UNSHOWN)
 
 
 def queue_neighbours(

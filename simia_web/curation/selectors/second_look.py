@@ -5,12 +5,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
+from django.db import connection
 from django.db.models import Case, Count, IntegerField, Max, Q, QuerySet, Value, When
 from django.utils import timezone
 
 from simia_web.accounts.scoping import scoped
 from simia_web.curation.models import SETTLED_ONE_BY_ONE, STANDING, Decision, Figure, Review, ReviewStage
 
+from .queue import ROW_UNSHOWN
 from .rollups import rollup_counts, rollup_rows
 
 # A decision against the judge's verdict needs the second look most.
@@ -64,6 +66,7 @@ def awaiting_review(*, workspace_ids: Iterable[int]) -> QuerySet[Review]:
             ),
         )
         .select_related("reviewer", "trajectory", "trajectory__domain")
+        .defer(*(f"trajectory__{column}" for column in ROW_UNSHOWN))
         .order_by("against_judge", "annotator_tier", "created_at", "id")
     )
 
@@ -125,15 +128,9 @@ def awaiting_batches(*, workspace_ids: Iterable[int]) -> list[AnnotatorBatch]:
         .annotate(last=Max("created_at"))
         .values_list("reviewer_id", "last")
     )
-    settled = Q(pk__in=[])
-    for annotator in annotators:
-        after = {"created_at__gt": last_bulk[annotator]} if annotator in last_bulk else {}
-        settled |= Q(reviewer_id=annotator, **after)
     samples: dict[int, list[tuple[int, str]]] = {}
-    rows = mine.filter(settled, stage__in=SETTLED_ONE_BY_ONE).order_by("-id").values_list("pk", "reviewer_id", "stage")
-    for pk, annotator, stage in rows:
-        if len(samples.setdefault(annotator, [])) < SAMPLE_MAX:
-            samples[annotator].append((pk, stage))
+    for pk, annotator, stage in _latest_settled(mine, annotators, last_bulk):
+        samples.setdefault(annotator, []).append((pk, stage))
     rates = overturn_rates(workspace_ids=workspace_ids)
     return [
         AnnotatorBatch(
@@ -147,6 +144,20 @@ def awaiting_batches(*, workspace_ids: Iterable[int]) -> list[AnnotatorBatch]:
         )
         for row in counts
     ]
+
+
+def _latest_settled(mine: QuerySet[Review], annotators: list[int], last_bulk: dict) -> list[tuple[int, int, str]]:
+    """(id, annotator, stage) of each annotator's latest SAMPLE_MAX decisions settled one by one since their last
+    bulk confirmation: one statement of a bounded read per annotator (the partial index `review_settled`) where the
+    database takes limits inside a union, else a statement each."""
+    reads = []
+    for annotator in annotators:
+        after = {"created_at__gt": last_bulk[annotator]} if annotator in last_bulk else {}
+        theirs = mine.filter(reviewer_id=annotator, stage__in=SETTLED_ONE_BY_ONE, **after).order_by("-id")
+        reads.append(theirs.values_list("pk", "reviewer_id", "stage")[:SAMPLE_MAX])
+    if connection.features.supports_slicing_ordering_in_compound:
+        return list(reads[0].union(*reads[1:], all=True)) if reads else []
+    return [row for read in reads for row in read]
 
 
 def overturned_for(*, user, workspace_ids: Iterable[int]) -> QuerySet[Review]:

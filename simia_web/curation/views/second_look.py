@@ -23,7 +23,7 @@ REVIEWER_COUNT_LIMIT = 1_000
 def reviewer_queue(request):
     """The current workspace's decisions awaiting review: against the judge first, then the oldest."""
     queue = awaiting_review(workspace_ids=page_workspace_ids(request.user))
-    count = queue[: REVIEWER_COUNT_LIMIT + 1].count()
+    count = queue.order_by()[: REVIEWER_COUNT_LIMIT + 1].count()  # counted unordered: no sort of the backlog
     context = {
         "rows": list(queue[:REVIEWER_PAGE_SIZE]),
         "count": min(count, REVIEWER_COUNT_LIMIT),
