@@ -5,7 +5,7 @@ Reads see the trajectories of every workspace the caller belongs to, or of the o
 workspace's trajectory is not found (404), and a write needs the annotator role in the trajectory's workspace."""
 
 from django.db.models import F, Prefetch, Q
-from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_field
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_field
 from rest_framework import serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
@@ -323,10 +323,17 @@ class AnnotatorQualityView(APIView):
 
     permission_classes = [IsMember]
 
-    @extend_schema(parameters=[WORKSPACE_PARAMETER], responses={200: AnnotatorQualitySerializer})
-    def get(self, request, pk: int):
+    @extend_schema(
+        parameters=[
+            WORKSPACE_PARAMETER,
+            OpenApiParameter("pk", int, OpenApiParameter.PATH, description="The user's id."),
+        ],
+        responses={200: AnnotatorQualitySerializer},
+    )
+    def get(self, request, pk: str):
+        # The route takes any text, so that an id that is not one gets this API's JSON 404 (not the site's page).
         workspace_ids = request_workspace_ids(request)
-        person = workspace_people(workspace_ids=workspace_ids).filter(pk=pk).first()
+        person = workspace_people(workspace_ids=workspace_ids).filter(pk=int(pk)).first() if pk.isdigit() else None
         if person is None:
             raise NotFound("No member of your workspaces matches.")
         if person.pk != request.user.pk:

@@ -7,6 +7,6 @@ router = SimpleRouter()
 router.register("trajectories", api.TrajectoryViewSet, basename="api-trajectory")
 
 urlpatterns = [
-    path("annotators/<int:pk>/quality/", api.AnnotatorQualityView.as_view(), name="api-annotator-quality"),
+    path("annotators/<str:pk>/quality/", api.AnnotatorQualityView.as_view(), name="api-annotator-quality"),
     *router.urls,
 ]
