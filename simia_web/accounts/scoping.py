@@ -64,9 +64,10 @@ def scoped(queryset: QuerySet[Any], workspace_ids: Iterable[int]) -> QuerySet[An
     path = workspace_path(queryset.model)
     if path is None:
         raise TypeError(f"{queryset.model._meta.label} has no owner workspace to scope by.")
-    if path == DOMAIN_ID_COLUMN or path.endswith("domain__workspace"):
+    # The domain column of a row owned through its domain: `domain_id` itself, or `..._domain_id` of the path.
+    column = DOMAIN_ID_COLUMN if path == DOMAIN_ID_COLUMN else path.removesuffix("__workspace") + "_id"
+    if column == DOMAIN_ID_COLUMN or column.endswith(f"__{DOMAIN_ID_COLUMN}"):
         domains = apps.get_model("catalog", "Domain")._default_manager.filter(workspace_id__in=list(workspace_ids))
-        column = path.removesuffix("__workspace") + "_id" if path != DOMAIN_ID_COLUMN else path
         return queryset.filter(AmongListed(F(column), Subquery(domains.values("pk"))))
     return queryset.filter(**{f"{path}__in": list(workspace_ids)})
 

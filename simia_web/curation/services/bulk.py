@@ -96,7 +96,7 @@ def reviews_bulk(
     )
     evidence = {"audit": audit} if audit is not None else {}
     changes = [(pk, previous, status) for pk, _, previous in rows]
-    _audit_bulk(reviewer, "trajectory.status", changes, reason=reason, **evidence)
+    audit_bulk(reviewer, "trajectory.status", changes, reason=reason, **evidence)
     change.record()
     return outcome
 
@@ -106,7 +106,7 @@ def _workspaces_of(ids: list[int]) -> dict[int, int]:
     return dict(Trajectory.objects.filter(pk__in=ids).values_list("pk", "domain__workspace_id"))
 
 
-def _audit_bulk(actor, action: str, changes: list[tuple[int, str, str]], **data) -> None:
+def audit_bulk(actor, action: str, changes: list[tuple[int, str, str]], **data) -> None:
     workspaces = _workspaces_of([pk for pk, _, _ in changes])
     AuditEvent.objects.bulk_create(
         AuditEvent(
@@ -176,7 +176,7 @@ def reviews_bulk_undo(*, batch: uuid.UUID, actor, workspace_ids: Iterable[int]) 
             for pk, version, _, _ in undone
         )
         Review.objects.filter(pk__in=[standing[pk].pk for pk, *_ in undone]).update(undone_at=now, undone_by=actor)
-        _audit_bulk(actor, "trajectory.undo", [(pk, previous, status) for pk, _, previous, status in undone])
+        audit_bulk(actor, "trajectory.undo", [(pk, previous, status) for pk, _, previous, status in undone])
         change.record()
         outcome.undone = len(undone)
     return outcome
@@ -228,7 +228,7 @@ def reviews_send_back(*, trajectories, actor, reason: str = "") -> SendBackOutco
         )
         for pk, version, _, _ in sent
     )
-    _audit_bulk(
+    audit_bulk(
         actor, "trajectory.send_back", [(pk, previous, status) for pk, _, previous, status in sent], reason=reason
     )
     change.record()

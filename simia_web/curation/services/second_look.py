@@ -24,7 +24,7 @@ from simia_web.curation.models import (
 from simia_web.curation.rollups import RollupChange
 from simia_web.curation.selectors.trajectory import free_for
 
-from .bulk import _audit_bulk
+from .bulk import audit_bulk
 from .decisions import STATUS_FOR_DECISION
 from .holds import RELEASED, ReviewError
 
@@ -115,7 +115,7 @@ def reviews_confirm_rest(
             for pk, version, _, domain, _ in rows
         )
         changes = [(pk, previous, STATUS_FOR_DECISION[answer[pk]]) for pk, _, previous, _, _ in rows]
-        _audit_bulk(reviewer, "trajectory.status", changes, sample=sample_ids, confirmed_rest_of=annotator_id)
+        audit_bulk(reviewer, "trajectory.status", changes, sample=sample_ids, confirmed_rest_of=annotator_id)
         change.record()
     outcome.confirmed, outcome.batch = len(rows), batch
     return outcome
