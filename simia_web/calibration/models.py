@@ -77,11 +77,26 @@ class MessageLabel(models.Model):
         return f"#{self.message_index} of {self.rating_id}"
 
 
+class ConsensusRule(models.TextChoices):
+    """How the k annotators' answers of an assignment batch decide its items. Empty: they rate, and each decision
+    counts alone, as any other. Otherwise each answer is a vote (curation.services.consensus): MAJORITY decides with
+    more than half of the k votes, and sends a tie to a reviewer; UNANIMOUS decides when all k agree, and sends any
+    split to a reviewer once all k have voted; ADJUDICATE decides when all k agree, and sends the item to a reviewer
+    at the first vote that differs, without waiting for the others."""
+
+    NONE = "", "None: each decision counts"
+    MAJORITY = "majority", "Majority"
+    UNANIMOUS = "unanimous", "Unanimous"
+    ADJUDICATE = "adjudicate", "A reviewer adjudicates any disagreement"
+
+
 class AssignmentBatch(models.Model):
-    """One act of handing items to annotators: which items (`selection` as given), how many annotators each."""
+    """One act of handing items to annotators: which items (`selection` as given), how many annotators each, and the
+    rule by which their answers decide the items."""
 
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
     overlap = models.PositiveSmallIntegerField(help_text="Annotators per item (k).")
+    consensus = models.CharField(max_length=12, choices=ConsensusRule.choices, blank=True, default=ConsensusRule.NONE)
     selection = models.JSONField(default=dict, help_text="The filter or the ids the items were picked by.")
     created_at = models.DateTimeField(auto_now_add=True)
     workspace = owner_workspace_field()

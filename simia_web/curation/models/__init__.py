@@ -6,6 +6,7 @@ imported from here, `simia_web.curation.models`."""
 from .decisions import (
     SETTLED_ONE_BY_ONE,
     STANDING,
+    WAITING_FOR_REVIEWER,
     Change,
     Decision,
     EditorDraft,
@@ -38,6 +39,7 @@ __all__ = [
     "QUEUE_SORT_KEYS",
     "SETTLED_ONE_BY_ONE",
     "STANDING",
+    "WAITING_FOR_REVIEWER",
     "UNDATED",
     "Change",
     "Decision",

@@ -27,10 +27,21 @@ class ReviewStage(models.TextChoices):
     BULK = "bulk", "Confirmed in bulk, on a sample"
     # An annotator's answer on a gold item: kept as their answer, it leaves the item as it was and never stands.
     GOLD = "gold", "Answer on a gold item"
+    # Consensus (an assignment batch's rule over its k annotators): each annotator's answer is a vote, kept and never
+    # standing; the votes that meet the rule make one decision that stands (CONSENSUS), and votes that cannot make
+    # one the rule accepts leave a decision DISPUTED in the reviewer queue until a reviewer ADJUDICATES it.
+    VOTE = "vote", "Vote under a consensus rule"
+    CONSENSUS = "consensus", "Decided by consensus"
+    DISPUTED = "disputed", "Votes disagree: awaiting a reviewer"
+    ADJUDICATED = "adjudicated", "Adjudicated by a reviewer"
 
 
 # The stages of a decision a reviewer settled one by one: a sample a bulk confirmation can rest on.
 SETTLED_ONE_BY_ONE = (ReviewStage.CONFIRMED, ReviewStage.FIXED, ReviewStage.OVERTURNED)
+
+
+# The stages of a standing decision that waits for a reviewer: the item is not decided yet.
+WAITING_FOR_REVIEWER = (ReviewStage.AWAITING, ReviewStage.DISPUTED)
 
 
 # A decision that stands: neither undone nor superseded by a later change.
@@ -77,6 +88,10 @@ class Review(models.Model):
     check_reason = models.TextField(blank=True)
     # On a gold item: whether the answer was the expected one.
     gold_correct = models.BooleanField(null=True, blank=True)
+    # Of a decision waiting for a reviewer, copied when it is made so that the reviewer queue reads neither the
+    # trajectories nor the domains: the trajectory's domain, and whether the decision goes against its judge.
+    domain = models.ForeignKey("catalog.Domain", null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    against_judge = models.BooleanField(null=True, blank=True)
     undone_at = models.DateTimeField(null=True, blank=True)
     undone_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="undone_reviews"
@@ -94,8 +109,13 @@ class Review(models.Model):
             models.Index(fields=["trajectory"], name="review_standing", condition=STANDING),
             # The decisions resting on an audit (few reviews do).
             models.Index(fields=["audit", "trajectory"], name="review_audit", condition=Q(audit__isnull=False)),
-            # The reviewer queue: decisions awaiting review that still stand, oldest first.
-            models.Index(fields=["created_at", "id"], name="review_awaiting", condition=STANDING & Q(stage="awaiting")),
+            # The reviewer queue: decisions waiting for a reviewer that still stand, per domain, oldest first.
+            models.Index(
+                fields=["domain", "created_at", "id"],
+                name="review_waiting",
+                include=["against_judge", "reviewer", "stage"],
+                condition=STANDING & Q(stage__in=WAITING_FOR_REVIEWER),
+            ),
             # An annotator's answers on gold items, latest first.
             models.Index(fields=["reviewer", "-id"], name="review_gold_answers", condition=Q(stage="gold")),
             # An annotator's decisions reviewers settled one by one, latest first: a bulk confirmation's sample.

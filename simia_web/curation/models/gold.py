@@ -13,6 +13,8 @@ class GoldItem(models.Model):
 
     workspace_path = "trajectory__domain__workspace"
     expected_decision = models.CharField(max_length=16, choices=[("accept", "Accept"), ("reject", "Reject")])
+    # {criterion: grade} on the judge's scale (simulation.judge), for the criteria the curator rated; may be empty.
+    expected_scores = models.JSONField(default=dict, blank=True)
     explanation = models.TextField(blank=True, help_text="Shown to the annotator once they have decided.")
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     created_at = models.DateTimeField(auto_now_add=True)

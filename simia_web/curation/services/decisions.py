@@ -107,6 +107,7 @@ def review_decide(
             trajectory_version=locked.version,
             based_on_version=expected_version,
             stage=ReviewStage.AWAITING if awaits else ReviewStage.NONE,
+            **(waiting_columns(locked, decision) if awaits else {}),
             **guidelines_in_force(domain_id=locked.domain_id).stamp,
         )
         if settled is not None:
@@ -119,6 +120,14 @@ def review_decide(
         change.record()
     trajectory.refresh_from_db()
     return review
+
+
+def waiting_columns(locked: Trajectory, decision: str) -> dict:
+    """What the reviewer queue reads of a decision waiting for a reviewer, copied onto it: the trajectory's domain,
+    and whether the decision goes against the judge's verdict (a rejection of a pass, an acceptance of a fail)."""
+    passed = locked.judge_passed
+    against = passed is not None and (decision == Decision.REJECT) == passed
+    return {"domain_id": locked.domain_id, "against_judge": against}
 
 
 def _gold_for(locked: Trajectory, person) -> GoldItem | None:
