@@ -1,7 +1,9 @@
 """The LLM judge: per-criterion scores, pass/fail, rationale and the messages it relied on."""
 
 import json
+import math
 
+from simia_web.core.errors import ValidationFailed
 from simia_web.core.jsonutil import compact_json
 from simia_web.llm.client import LLMClient, LLMError
 from simia_web.llm.models import Stage
@@ -60,6 +62,29 @@ SCHEMA = {
     "required": ["scores", "passed", "confidence", "rationale", "cited_messages"],
     "additionalProperties": False,
 }
+
+
+def grades_clean(scores: object, *, field: str = "scores") -> dict[str, float]:
+    """People's {criterion: grade} on the judge's scale, each grade a float of GRADES; a criterion given no value
+    (None or "") is left out, so the result may be empty. A refusal names the criterion at fault."""
+    if not isinstance(scores, dict):
+        raise ValidationFailed("an object of {criterion: grade}", field)
+    unknown = sorted(f"{c!s:.40}" for c in scores if c not in CRITERIA)[:5]
+    if unknown:
+        raise ValidationFailed(f"no criterion named {', '.join(unknown)}; criteria: {', '.join(CRITERIA)}", field)
+    clean = {}
+    for criterion, value in scores.items():
+        if value is None or value == "":
+            continue
+        try:
+            number = float(value)
+        except (TypeError, ValueError, OverflowError):
+            number = math.nan
+        grade = round(number, 1) if math.isfinite(number) and not isinstance(value, bool) else math.nan
+        if grade not in GRADES or abs(grade - number) > 1e-9:
+            raise ValidationFailed(f"{criterion}: a number from 0 to 1 in tenths, not {value!r:.40}", field)
+        clean[criterion] = grade
+    return clean
 
 
 SYSTEM = (

@@ -2,11 +2,15 @@
 workspace's gold rate), and once they have decided it learns the expected answer and why; their answers leave the
 item as it was and make their accuracy, with its interval, on their quality page and over REST."""
 
+import pytest
+
 from simia_web.accounts.models import Workspace
 from simia_web.accounts.services import user_create, workspace_create
+from simia_web.calibration.services import rating_save
+from simia_web.core.errors import ValidationFailed
 from simia_web.curation.models import GoldItem, Review, Trajectory, TrajectoryStatus
 from simia_web.curation.selectors.quality import wilson
-from simia_web.curation.services import review_decide
+from simia_web.curation.services import gold_mark, review_decide
 from tests.conftest import PASSWORD
 from tests.curation.test_rollups import assert_rollups_equal_a_recount
 from tests.support.factories import make_trajectory, verdict
@@ -108,3 +112,64 @@ def test_below_the_qualification_decisions_go_to_the_reviewer_stage(client_for, 
     assert not review_decide(
         trajectory=items[2], reviewer=users["reviewer"], decision="accept", expected_version=1
     ).stage
+
+
+def test_expected_ratings_are_shown_beside_the_annotators_own_once_they_have_answered(client_for, users):
+    gold = make_trajectory(judge=verdict(passed=True))
+    curator = client_for("curator")
+    refused = curator.post(
+        f"/trajectories/{gold.pk}/gold/",
+        {"expected_decision": "reject", "expected-policy_followed": "0.35", "explanation": "Refunded twice."},
+        follow=True,
+    )
+    assert "policy_followed: a number from 0 to 1 in tenths" in refused.content.decode()
+    assert not GoldItem.objects.exists()
+    curator.post(
+        f"/trajectories/{gold.pk}/gold/",
+        {
+            "expected_decision": "reject",
+            "expected-policy_followed": "0.2",
+            "expected-task_completed": "1.0",
+            "explanation": "Refunded twice.",
+        },
+    )
+    assert GoldItem.objects.get().expected_scores == {"policy_followed": 0.2, "task_completed": 1.0}
+    form = curator.get(f"/trajectories/{gold.pk}/").content.decode()
+    assert 'name="expected-policy_followed"' in form and '<option value="0.2" selected>' in form
+
+    annotator = client_for("annotator")
+    rating_save(trajectory_id=gold.pk, annotator=users["annotator"], text_version=1, scores={"policy_followed": 0.5})
+    before = annotator.get(f"/trajectories/{gold.pk}/").content.decode()
+    assert "gold-feedback" not in before and "Expected ratings" not in before and "Refunded twice" not in before
+    decided = annotator.post(f"/trajectories/{gold.pk}/decide/", {"decision": "reject", "version": 1, "reason": "x"})
+    notice = annotator.get(decided["Location"]).content.decode()
+    assert "Expected ratings: task_completed 1.0, policy_followed 0.2 (yours 0.5, off by 0.3)." in notice
+    page = annotator.get(f"/trajectories/{gold.pk}/")
+    feedback = page.context["gold_feedback"]
+    assert (feedback.correct, feedback.expected_decision, feedback.explanation) == (True, "reject", "Refunded twice.")
+    assert [(g.criterion, g.expected, g.rated, g.off) for g in feedback.grades] == [
+        ("task_completed", 1.0, None, None),
+        ("policy_followed", 0.2, 0.5, 0.3),
+    ]
+    assert 'id="gold-grades"' in page.content.decode()
+    # Another annotator who has not answered still learns nothing.
+    assert client_for("reviewer").get(f"/trajectories/{gold.pk}/").context["gold_feedback"] is None
+
+
+def test_expected_ratings_are_checked_by_the_service(users):
+    gold = make_trajectory(judge=verdict(passed=True))
+    for scores, said in (
+        ({"kindness": 0.5}, "no criterion named kindness"),
+        ({"task_completed": 1.5}, "task_completed: a number from 0 to 1 in tenths"),
+        ({"task_completed": True}, "task_completed: a number from 0 to 1 in tenths"),
+    ):
+        with pytest.raises(ValidationFailed) as refused:
+            gold_mark(
+                trajectory=gold,
+                expected_decision="accept",
+                explanation="",
+                actor=users["curator"],
+                expected_scores=scores,
+            )
+        assert refused.value.field == "expected_scores" and said in str(refused.value)
+    assert not GoldItem.objects.exists()

@@ -14,9 +14,11 @@ from simia_web.core.clipping import clipped, message_href, message_page, shown_i
 from simia_web.core.display import pretty_json
 from simia_web.curation.duplicates import trajectory_duplicates
 from simia_web.curation.models import PENDING_STATUSES, Decision, GoldItem, ReviewStage, Trajectory
+from simia_web.simulation.judge import CRITERIA, GRADES
 
 from . import queue as queue_reads
 from .conversation import chat_items, revision_history
+from .gold import first_gold_answer, gold_feedback
 from .queue import filter_query, queue_for, queue_neighbours, queue_search_entries
 from .trajectory import draft_for, reservation_holder, standing_review, verdicts_split
 
@@ -134,6 +136,10 @@ def trajectory_page_context(request, trajectory: Trajectory, *, workspace_ids: l
         return f"{url}?{query}" if query else url
 
     pending = trajectory.status in PENDING_STATUSES and trajectory.reviewable
+    curator = request.user.has_role("curator")
+    # Only curators learn that an item is gold before deciding it; others once they have answered it.
+    gold = GoldItem.objects.filter(trajectory=trajectory).first() if curator else None
+    answer = None if curator else first_gold_answer(context["reviews"], request.user)
     context.update(
         {
             "pending": pending,
@@ -165,10 +171,11 @@ def trajectory_page_context(request, trajectory: Trajectory, *, workspace_ids: l
             "revisions": revision_history(trajectory),
             "tools_json": clipped(pretty_json(trajectory.tools), limit=TOOLS_CHARS),
             "duplicates": trajectory_duplicates(trajectory.pk),
-            # Only curators learn that an item is gold before deciding it.
-            "gold": GoldItem.objects.filter(trajectory=trajectory).first()
-            if request.user.has_role("curator")
-            else None,
+            "gold": gold,
+            # The gold card's expected rating of each criterion (None: not rated), on the judge's scale.
+            "gold_expected": [(c, gold.expected_scores.get(c) if gold else None) for c in CRITERIA] if curator else [],
+            "grades": GRADES,
+            "gold_feedback": gold_feedback(trajectory=trajectory, answer=answer) if answer else None,
         }
     )
     context.update(extra)

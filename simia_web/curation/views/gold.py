@@ -1,6 +1,6 @@
-"""Gold items and annotators' quality: a curator marks an item as gold (its expected answer and explanation) on its
-page; an annotator's quality page shows their accuracy on gold with its interval and trend, and how often reviewers
-overturn them (curators read everyone's, an annotator their own)."""
+"""Gold items and annotators' quality: a curator marks an item as gold (its expected answer, expected criterion
+ratings and explanation) on its page; an annotator's quality page shows their accuracy on gold with its interval and
+trend, and how often reviewers overturn them (curators read everyone's, an annotator their own)."""
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
@@ -11,9 +11,11 @@ from django.views.decorators.http import require_POST
 
 from simia_web.accounts.permissions import role_required
 from simia_web.accounts.scoping import page_workspace_ids
+from simia_web.core.errors import ValidationFailed
 from simia_web.curation.selectors.people import workspace_people
 from simia_web.curation.selectors.quality import TREND_BLOCK, annotator_quality
-from simia_web.curation.services import ReviewError, gold_mark, gold_unmark
+from simia_web.curation.services import gold_mark, gold_unmark
+from simia_web.simulation.judge import CRITERIA
 
 from .common import page_trajectory
 
@@ -30,11 +32,12 @@ def trajectory_gold(request, pk: int):
             gold_mark(
                 trajectory=trajectory,
                 expected_decision=request.POST.get("expected_decision", ""),
+                expected_scores={c: request.POST.get(f"expected-{c}", "") for c in CRITERIA},
                 explanation=request.POST.get("explanation", ""),
                 actor=request.user,
             )
             messages.success(request, f"Trajectory {pk} is a gold item.")
-    except ReviewError as exc:
+    except ValidationFailed as exc:
         messages.error(request, f"Not saved: {exc}")
     return redirect(reverse("trajectory", args=[pk]))
 

@@ -11,7 +11,8 @@ from django_htmx.http import HttpResponseClientRedirect
 from simia_web.accounts.permissions import role_required
 from simia_web.accounts.scoping import page_workspace_ids
 from simia_web.core.errors import HeldByOther
-from simia_web.curation.models import Decision, GoldItem, Review, ReviewStage, Trajectory
+from simia_web.curation.models import Decision, Review, ReviewStage, Trajectory
+from simia_web.curation.selectors.gold import gold_feedback
 from simia_web.curation.selectors.queue import (
     filter_query,
     next_free,
@@ -76,16 +77,6 @@ def _after_decision(request, pk: int) -> str:
     return with_query(target, query)
 
 
-def gold_feedback(answer: Review) -> str:
-    """What an annotator is told once they have answered a gold item: the expected answer and why."""
-    gold = GoldItem.objects.filter(trajectory_id=answer.trajectory_id).first()
-    if gold is None:
-        return "That was a gold item."
-    verdict = "matches" if answer.gold_correct else "differs from"
-    why = f" {gold.explanation}" if gold.explanation else ""
-    return f"That was a gold item: your answer {verdict} the expected one, {gold.expected_decision}.{why}"
-
-
 def decided(request, review: Review, target: str | None = None) -> HttpResponse:
     """Say what was decided, offer its undo on the next page, and go on: to `target` when given (a page that sent
     the annotator here), else where a decision on the review page leads."""
@@ -93,7 +84,8 @@ def decided(request, review: Review, target: str | None = None) -> HttpResponse:
     waits = " It waits for a reviewer's confirmation before it counts." if review.stage == ReviewStage.AWAITING else ""
     messages.success(request, f"Trajectory {review.trajectory_id}: {label}.{waits}")
     if review.stage == ReviewStage.GOLD:
-        messages.info(request, gold_feedback(review))
+        feedback = gold_feedback(trajectory=review.trajectory, answer=review)
+        messages.info(request, feedback.said() if feedback else "That was a gold item.")
     request.session["undo_review"] = review.pk
     target = target or _after_decision(request, review.trajectory_id)
     return HttpResponseClientRedirect(target) if request.htmx else redirect(target)
