@@ -21,6 +21,7 @@ import random
 import sys
 import uuid
 from datetime import timedelta
+from importlib import import_module
 
 import orjson
 from copy_rows import (
@@ -31,6 +32,7 @@ from copy_rows import (
     deferred_indexes_drop,
     identity_after_load,
 )
+from django.apps import apps
 from django.db import connection, transaction
 from django.db.models.functions import Mod
 from django.utils import timezone
@@ -413,6 +415,8 @@ def review_stage_overlay(workspace_slug: str) -> bool:
             status=TrajectoryStatus.AWAITING_REVIEW
         )
         awaiting.update(stage=ReviewStage.AWAITING)
+        # What review_decide copies onto a decision it leaves waiting, written as the migration that added it does.
+        import_module("simia_web.curation.migrations.0019_review_queue_columns").awaiting_copied(apps, None)
         settled = every(reviews, SETTLED_EVERY, 1)
         every(settled, OVERTURNED_EVERY * SETTLED_EVERY, 1).update(
             stage=ReviewStage.OVERTURNED, checked_by=checker, checked_at=timezone.now(), check_reason="bench"

@@ -21,7 +21,7 @@ from simia_web.curation.selectors.people import workspace_people
 from simia_web.curation.selectors.trajectory import trajectories_in
 
 from . import selectors
-from .models import CalibrationRun, CriterionRating, ErrorType, RatingAssignment
+from .models import CalibrationRun, ConsensusRule, CriterionRating, ErrorType, RatingAssignment
 from .services import assignments_create, rating_save
 
 
@@ -133,12 +133,19 @@ class AssignmentsMadeSerializer(serializers.Serializer):
     batch = serializers.IntegerField()
     items = serializers.IntegerField()
     assignments = serializers.IntegerField(help_text="New assignments (an item already held by someone counts).")
+    gold = serializers.IntegerField(help_text="Gold items mixed in at the workspace's gold rate, among the new ones.")
 
 
 class AssignmentCreateSerializer(serializers.Serializer):
     trajectories = serializers.ListField(child=serializers.IntegerField(min_value=1), min_length=1, max_length=10_000)
     annotators = serializers.ListField(child=serializers.CharField(max_length=150), min_length=1, max_length=200)
     overlap = serializers.IntegerField(min_value=1, max_value=20, help_text="Annotators per item (k).")
+    consensus = serializers.ChoiceField(
+        choices=ConsensusRule.values,
+        default=ConsensusRule.NONE,
+        help_text="How the k annotators' decisions decide each item: majority, unanimous or adjudicate (empty: "
+        "each decision counts alone).",
+    )
     workspace = workspace_write_field()
 
 
@@ -186,6 +193,7 @@ class AssignmentViewSet(viewsets.ReadOnlyModelViewSet):
             trajectory_ids=found,
             annotators=people,
             overlap=body.validated_data["overlap"],
+            consensus=body.validated_data["consensus"],
             actor=request.user,
             selection={"ids": found},
             workspace=workspace,

@@ -9,6 +9,8 @@ from simia_web.curation.selectors.people import workspace_people
 from simia_web.jobs.forms import ItemsField
 from simia_web.simulation.judge import CRITERIA
 
+from .models import ConsensusRule
+
 # Message labels the panel offers beyond those saved: one blank row to add another.
 BLANK_LABEL_ROWS = 1
 # Most message labels one save takes (a row each).
@@ -41,6 +43,13 @@ class AssignmentForm(forms.Form):
     )
     ids = ItemsField(required=False, label="Or trajectory ids", help_text="Separated by spaces or commas.")
     overlap = forms.IntegerField(min_value=1, max_value=20, initial=2, label="Annotators per item (k)")
+    consensus = forms.ChoiceField(
+        choices=ConsensusRule.choices,
+        required=False,
+        label="Consensus rule",
+        help_text="Whether the k annotators' decisions decide each item together, and how; a disagreement goes to "
+        "the reviewer queue.",
+    )
     limit = forms.IntegerField(min_value=1, max_value=10_000, initial=100, label="At most this many items")
     # The workspace's active members (every role can annotate): set by the form's workspace.
     annotators = forms.ModelMultipleChoiceField(

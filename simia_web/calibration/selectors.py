@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable
 from django.db.models import Count, Exists, F, Max, OuterRef, QuerySet, Sum
 
 from simia_web.accounts.scoping import scoped
-from simia_web.curation.models import JudgeVerdict, Trajectory
+from simia_web.curation.models import JudgeVerdict, Review, Trajectory
 from simia_web.llm.models import EndpointProfile, Stage
 from simia_web.llm.selectors import profile_for_stage
 from simia_web.simulation.judge import PROMPT_VERSION
@@ -64,17 +64,18 @@ def rater_count(trajectory: Trajectory) -> int:
 
 def inbox(annotator, *, workspace_ids: Iterable[int]) -> QuerySet[RatingAssignment]:
     """The items of the workspaces assigned to `annotator`, each marked `done` when they have rated its current
-    text."""
+    text, and `decided` when a decision (or vote) of theirs on it was not undone."""
     rated = CriterionRating.objects.filter(
         trajectory=OuterRef("trajectory_id"),
         trajectory_version=OuterRef("trajectory__text_version"),
         annotator=annotator,
     )
+    decided = Review.objects.filter(trajectory=OuterRef("trajectory_id"), reviewer=annotator, undone_at__isnull=True)
     return (
         scoped(RatingAssignment.objects.filter(annotator=annotator), workspace_ids)
         .select_related("trajectory")
         .only("id", "batch_id", "created_at", "trajectory__id", "trajectory__preview", "trajectory__status")
-        .annotate(done=Exists(rated))
+        .annotate(done=Exists(rated), decided=Exists(decided))
         .order_by("done", "id")
     )
 

@@ -1,6 +1,7 @@
 """Writes of calibration: ratings of a text version, assignments of items to k annotators, calibration runs and
 their answers."""
 
+import random
 from collections import Counter
 
 from django.db import connection, transaction
@@ -11,7 +12,8 @@ from simia_web.accounts.models import Role, Workspace, default_workspace_id, own
 from simia_web.accounts.scoping import has_role_in, scoped
 from simia_web.catalog.guidelines import guidelines_in_force
 from simia_web.core.errors import Conflict, ValidationFailed
-from simia_web.curation.models import Trajectory
+from simia_web.curation.models import GoldItem, Review, Trajectory
+from simia_web.curation.services.consensus import consensus_open
 from simia_web.jobs.models import Job
 from simia_web.jobs.services import job_create
 from simia_web.llm.models import EndpointProfile
@@ -22,6 +24,7 @@ from .models import (
     AssignmentBatch,
     CalibrationAnswer,
     CalibrationRun,
+    ConsensusRule,
     CriterionRating,
     ErrorType,
     MessageLabel,
@@ -144,12 +147,25 @@ def _ratings_revision_advance() -> None:
 
 
 def assignments_create(
-    *, trajectory_ids: list[int], annotators: list, overlap: int, actor, selection: dict, workspace: Workspace
+    *,
+    trajectory_ids: list[int],
+    annotators: list,
+    overlap: int,
+    actor,
+    selection: dict,
+    workspace: Workspace,
+    consensus: str = ConsensusRule.NONE,
 ) -> dict:
     """Give each item of `workspace` to `overlap` of its annotators, those with the fewest items assigned there first
     (then by id), so the load stays even; an item already given to someone counts for them and is not given twice.
+    Under a `consensus` rule the items are decided by their k annotators' votes (curation.services.consensus).
+    Gold items of the workspace are mixed into each annotator's share at the workspace's gold rate, unmarked.
     Items of another workspace and people who are not annotators in this one are refused. Returns the counts."""
     annotators = sorted({a.pk: a for a in annotators}.values(), key=lambda a: a.pk)
+    if consensus not in ConsensusRule.values:
+        raise ValidationFailed(
+            f"no consensus rule {consensus!r}; rules: {', '.join(ConsensusRule.values)}", "consensus"
+        )
     if not 1 <= overlap <= len(annotators):
         raise ValidationFailed(f"k must be between 1 and the {len(annotators)} annotators chosen", "overlap")
     if refused := [a.username for a in annotators if not has_role_in(a, workspace.pk, Role.ANNOTATOR)]:
@@ -174,7 +190,7 @@ def assignments_create(
         ):
             held.setdefault(item, set()).add(annotator)
         batch = AssignmentBatch.objects.create(
-            created_by=actor, overlap=overlap, selection=selection, workspace=workspace
+            created_by=actor, overlap=overlap, selection=selection, workspace=workspace, consensus=consensus
         )
         rows = []
         for item in trajectory_ids:
@@ -183,9 +199,49 @@ def assignments_create(
             free = sorted((a for a in annotators if a.pk not in already), key=lambda a: (load[a.pk], a.pk))
             for annotator in free[: max(wanted, 0)]:
                 rows.append(RatingAssignment(batch=batch, trajectory_id=item, annotator=annotator))
+                held.setdefault(item, set()).add(annotator.pk)
                 load[annotator.pk] += 1
-        RatingAssignment.objects.bulk_create(rows, batch_size=1000)
-    return {"batch": batch.pk, "items": len(trajectory_ids), "assignments": len(rows)}
+        gold = _gold_mixed(batch, rows, workspace, exclude=set(trajectory_ids))
+        RatingAssignment.objects.bulk_create(rows + gold, batch_size=1000)
+        if consensus:
+            voters = {item: sorted(people & {a.pk for a in annotators}) for item, people in held.items()}
+            consensus_open(
+                trajectory_ids=trajectory_ids, rule=consensus, overlap=overlap, voters=voters, batch=batch.pk
+            )
+    return {"batch": batch.pk, "items": len(trajectory_ids), "assignments": len(rows), "gold": len(gold)}
+
+
+def _gold_mixed(batch: AssignmentBatch, rows: list[RatingAssignment], workspace: Workspace, exclude: set[int]) -> list:
+    """Assignments of the workspace's gold items to each annotator of `rows`, at the workspace's gold rate of their
+    share (rounded at random, so that small shares get gold at that rate on average): items they hold or have
+    answered are left out, and the rest are drawn at random."""
+    share = Counter(row.annotator.pk for row in rows)
+    if not share or not workspace.gold_rate:
+        return []
+    pool = list(
+        scoped(GoldItem.objects.exclude(trajectory_id__in=exclude), [workspace.pk]).values_list(
+            "trajectory_id", flat=True
+        )
+    )
+    people = {row.annotator.pk: row.annotator for row in rows}
+    mixed = []
+    for person, n in share.items():
+        wanted = int(workspace.gold_rate * n + random.random())  # a draw of what to show, no secret
+        if not wanted:
+            continue
+        seen = set(
+            RatingAssignment.objects.filter(annotator_id=person, trajectory_id__in=pool).values_list(
+                "trajectory_id", flat=True
+            )
+        ) | set(
+            Review.objects.filter(reviewer_id=person, trajectory_id__in=pool).values_list("trajectory_id", flat=True)
+        )
+        fresh = [pk for pk in pool if pk not in seen]
+        mixed += [
+            RatingAssignment(batch=batch, trajectory_id=pk, annotator=people[person])
+            for pk in random.sample(fresh, min(wanted, len(fresh)))
+        ]
+    return mixed
 
 
 def calibration_job_create(

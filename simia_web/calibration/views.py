@@ -120,6 +120,7 @@ def assignments(request):
                 trajectory_ids=ids,
                 annotators=list(data["annotators"]),
                 overlap=data["overlap"],
+                consensus=data["consensus"],
                 actor=request.user,
                 selection=selection,
                 workspace=request.user.current_workspace,
@@ -127,7 +128,8 @@ def assignments(request):
         except ValidationFailed as exc:
             form.add_error(None, exc.detail)
         else:
-            messages.success(request, f"{made['assignments']} assignments of {made['items']} items.")
+            gold = f", and {made['gold']} gold items mixed in" if made["gold"] else ""
+            messages.success(request, f"{made['assignments']} assignments of {made['items']} items{gold}.")
             return redirect("calibration-assignments")
     batches = scoped(AssignmentBatch.objects.select_related("created_by"), workspace_ids).order_by("-id")[:PAGE_SIZE]
     return render(request, "calibration/assignments.html", {"form": form, "batches": batches})

@@ -3,6 +3,7 @@ the row lock, and is refused when the row has moved on, naming what changed sinc
 
 from django.utils import timezone
 
+from simia_web.catalog.models import Domain
 from simia_web.core.errors import VersionConflict
 
 from .models import STANDING, Review, Trajectory, TrajectoryChange
@@ -59,6 +60,11 @@ def changes_since(trajectory_id: int, version: int) -> list[TrajectoryChange]:
 def stale(trajectory_id: int, expected: int) -> StaleVersion:
     current = Trajectory.objects.only("pk", "version").get(pk=trajectory_id)
     return StaleVersion(current, expected, changes_since(trajectory_id, expected))
+
+
+def workspace_of(trajectory: Trajectory) -> int:
+    """The id of the workspace that owns the trajectory (through its domain)."""
+    return Domain.objects.filter(pk=trajectory.domain_id).values_list("workspace_id", flat=True).get()
 
 
 def trajectory_locked(trajectory_id: int, expected_version: int) -> Trajectory:

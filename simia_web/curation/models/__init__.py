@@ -3,9 +3,11 @@ statuses and the review queue's order (`trajectory`), what the rules and the jud
 decided, changed and drafted (`decisions`), and the rollups kept with every write (`rollups`). Every name is
 imported from here, `simia_web.curation.models`."""
 
+from .consensus import ConsensusItem
 from .decisions import (
     SETTLED_ONE_BY_ONE,
     STANDING,
+    STATUS_FOR_DECISION,
     WAITING_FOR_REVIEWER,
     Change,
     Decision,
@@ -39,9 +41,11 @@ __all__ = [
     "QUEUE_SORT_KEYS",
     "SETTLED_ONE_BY_ONE",
     "STANDING",
+    "STATUS_FOR_DECISION",
     "WAITING_FOR_REVIEWER",
     "UNDATED",
     "Change",
+    "ConsensusItem",
     "Decision",
     "EditorDraft",
     "Figure",

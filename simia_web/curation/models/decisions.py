@@ -5,13 +5,21 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-from .trajectory import Trajectory
+from .trajectory import Trajectory, TrajectoryStatus
 
 
 class Decision(models.TextChoices):
     ACCEPT = "accept", "Accept"
     REJECT = "reject", "Reject"
     FIX_ACCEPT = "fix_accept", "Fix and accept"
+
+
+# The status a decision leaves its trajectory in (where no reviewer stage holds it).
+STATUS_FOR_DECISION: dict[str, str] = {
+    Decision.ACCEPT: TrajectoryStatus.ACCEPTED,
+    Decision.FIX_ACCEPT: TrajectoryStatus.ACCEPTED,
+    Decision.REJECT: TrajectoryStatus.REJECTED,
+}
 
 
 class ReviewStage(models.TextChoices):

@@ -13,7 +13,14 @@ from simia_web.catalog.guidelines import guidelines_in_force
 from simia_web.core.clipping import clipped, message_href, message_page, shown_in_full
 from simia_web.core.display import pretty_json
 from simia_web.curation.duplicates import trajectory_duplicates
-from simia_web.curation.models import PENDING_STATUSES, Decision, GoldItem, ReviewStage, Trajectory
+from simia_web.curation.models import (
+    PENDING_STATUSES,
+    WAITING_FOR_REVIEWER,
+    Decision,
+    GoldItem,
+    ReviewStage,
+    Trajectory,
+)
 from simia_web.simulation.judge import CRITERIA, GRADES
 
 from . import queue as queue_reads
@@ -56,10 +63,12 @@ def _with_get(url: str, request) -> str:
 
 def gold_answers_hidden(reviews: list, user) -> list:
     """The reviews a reader may see: other people's answers on a gold item would tell it is gold, so only curators
-    see them (everyone sees their own, given once they have decided)."""
+    see them (everyone sees their own, given once they have decided); other annotators' votes under a consensus
+    rule would sway the reader's own, so only reviewers and above see them."""
     if user.has_role("curator"):
         return reviews
-    return [r for r in reviews if r.stage != ReviewStage.GOLD or r.reviewer_id == user.pk]
+    hidden = {ReviewStage.GOLD} if user.has_role("reviewer") else {ReviewStage.GOLD, ReviewStage.VOTE}
+    return [r for r in reviews if r.stage not in hidden or r.reviewer_id == user.pk]
 
 
 def review_context(request, trajectory: Trajectory, *, revealed: bool = True) -> dict:
@@ -72,7 +81,7 @@ def review_context(request, trajectory: Trajectory, *, revealed: bool = True) ->
     holder = reservation_holder(trajectory, request.user)
     reviews = gold_answers_hidden(list(trajectory.reviews.all()), request.user)
     standing = standing_review(reviews)
-    awaiting = standing if standing is not None and standing.stage == ReviewStage.AWAITING else None
+    awaiting = standing if standing is not None and standing.stage in WAITING_FOR_REVIEWER else None
     page = message_page(request, trajectory.messages or [])
     params = request.GET.copy()
     for name in ("page", "full"):
@@ -110,6 +119,10 @@ def review_context(request, trajectory: Trajectory, *, revealed: bool = True) ->
         "guidelines": guidelines_in_force(domain_id=trajectory.domain_id),
         # The reviewer stage: the decision awaiting review, and the answers that confirm or overturn it.
         "awaiting": awaiting,
+        # The votes a dispute rests on, the standing (last) one included.
+        "votes": [r for r in reviews if r.pk in set(awaiting.sample or [])] + [awaiting]
+        if awaiting is not None and awaiting.stage == ReviewStage.DISPUTED
+        else [],
         "can_settle": awaiting is not None and request.user.has_role("reviewer"),
         "confirm_decision": "reject" if awaiting and awaiting.decision == Decision.REJECT else "accept",
         "overturn_decision": "accept" if awaiting and awaiting.decision == Decision.REJECT else "reject",

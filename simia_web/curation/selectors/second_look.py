@@ -1,29 +1,34 @@
-"""The reviewer stage's reads: the reviewer queue (annotators' decisions awaiting review, those most in need of a
-second look first), the next item in it, and an annotator's overturned decisions with the reasons."""
+"""The reviewer stage's reads: the reviewer queue (annotators' decisions awaiting review and items whose votes
+disagree, those most in need of a second look first), the next item in it, and an annotator's overturned decisions
+with the reasons."""
 
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import connection
-from django.db.models import Case, Count, IntegerField, Max, Q, QuerySet, Value, When
+from django.db.models import Case, Count, IntegerField, Max, Prefetch, Q, QuerySet, Value, When
 from django.utils import timezone
 
 from simia_web.accounts.scoping import scoped
-from simia_web.curation.models import SETTLED_ONE_BY_ONE, STANDING, Decision, Figure, Review, ReviewStage
+from simia_web.curation.models import (
+    SETTLED_ONE_BY_ONE,
+    STANDING,
+    WAITING_FOR_REVIEWER,
+    Figure,
+    Review,
+    ReviewStage,
+    Trajectory,
+)
 
 from .queue import ROW_UNSHOWN
 from .rollups import rollup_counts, rollup_rows
 
-# A decision against the judge's verdict needs the second look most.
-AGAINST_JUDGE = Q(decision=Decision.REJECT, trajectory__judge_passed=True) | Q(
-    ~Q(decision=Decision.REJECT), trajectory__judge_passed=False
-)
-
-
-# An annotator whose decisions reviewers overturn this often (or more), once SETTLED_ENOUGH of them were settled,
-# has their decisions looked at before those of annotators reviewers agree with.
+# An annotator whose decisions reviewers overturn this often (or more), once SETTLED_ENOUGH of them were settled, or
+# who is right on fewer than GOLD_ACCURACY_LOW of their answers on gold items, once SETTLED_ENOUGH were given, has
+# their decisions looked at before those of annotators reviewers agree with.
 OVERTURN_RATE_HIGH = 0.2
+GOLD_ACCURACY_LOW = 0.8
 SETTLED_ENOUGH = 5
 
 
@@ -42,22 +47,53 @@ def _rate(counts: tuple[int, int] | None) -> float | None:
     return counts[0] / counts[1] if counts and counts[1] else None
 
 
-def awaiting_review(*, workspace_ids: Iterable[int]) -> QuerySet[Review]:
-    """The decisions awaiting review in the workspaces, in the reviewer queue's order: decisions against the judge
-    first; then those of annotators whom reviewers overturn often, of annotators with too few settled decisions to
-    say, and of the rest; the oldest first within each (the partial index `review_awaiting` holds them)."""
-    workspace_ids = list(workspace_ids)
+def annotator_tiers(workspace_ids: list[int]) -> tuple[list[int], list[int]]:
+    """(the annotators whose decisions need a second look first: often overturned or often wrong on gold items,
+    the annotators known well enough to say either way) in the workspaces."""
     rates = overturn_rates(workspace_ids=workspace_ids)
-    often = [
+    gold = (
+        scoped(Review.objects.filter(stage=ReviewStage.GOLD), workspace_ids)
+        .order_by()
+        .values_list("reviewer_id")
+        .annotate(n=Count("id"), right=Count("id", filter=Q(gold_correct=True)))
+    )
+    often = {
         a
         for a, (overturned, settled) in rates.items()
         if settled >= SETTLED_ENOUGH and overturned >= OVERTURN_RATE_HIGH * settled
-    ]
-    known = [a for a, (_, settled) in rates.items() if settled >= SETTLED_ENOUGH]
-    reviews = scoped(Review.objects.filter(STANDING, stage=ReviewStage.AWAITING), workspace_ids)
+    }
+    known = {a for a, (_, settled) in rates.items() if settled >= SETTLED_ENOUGH}
+    for annotator, answered, right in gold:
+        if answered >= SETTLED_ENOUGH:
+            known.add(annotator)
+            if right < GOLD_ACCURACY_LOW * answered:
+                often.add(annotator)
+    return sorted(often), sorted(known)
+
+
+def waiting_for_reviewer(workspace_ids: list[int], stages=WAITING_FOR_REVIEWER) -> QuerySet[Review]:
+    """The standing decisions of `stages` waiting for a reviewer in the workspaces, read through the partial index
+    `review_waiting` by the domain they carry (review_decide copies it onto them), without joining the trajectories."""
+    waiting = Review.objects.filter(STANDING, stage__in=stages)
+    return scoped(waiting, workspace_ids, domain_column="domain_id")
+
+
+def awaiting_review(*, workspace_ids: Iterable[int]) -> QuerySet[Review]:
+    """The decisions waiting for a reviewer in the workspaces, in the reviewer queue's order: those that disagree
+    (with the judge, or annotators' votes with one another) first; then those of annotators whom reviewers overturn
+    often or who are often wrong on gold items, of annotators too little known to say, and of the rest; the oldest
+    first within each. Every key is a column of the partial index `review_waiting`: the backlog is sorted from the
+    index alone, and only a page's trajectories are read."""
+    workspace_ids = list(workspace_ids)
+    often, known = annotator_tiers(workspace_ids)
     return (
-        reviews.annotate(
-            against_judge=Case(When(AGAINST_JUDGE, then=Value(0)), default=Value(1), output_field=IntegerField()),
+        waiting_for_reviewer(workspace_ids)
+        .annotate(
+            contested=Case(
+                When(Q(against_judge=True) | Q(stage=ReviewStage.DISPUTED), then=Value(0)),
+                default=Value(1),
+                output_field=IntegerField(),
+            ),
             annotator_tier=Case(
                 When(reviewer_id__in=often, then=Value(0)),
                 When(~Q(reviewer_id__in=known), then=Value(1)),
@@ -65,21 +101,19 @@ def awaiting_review(*, workspace_ids: Iterable[int]) -> QuerySet[Review]:
                 output_field=IntegerField(),
             ),
         )
-        .select_related("reviewer", "trajectory", "trajectory__domain")
-        .defer(*(f"trajectory__{column}" for column in ROW_UNSHOWN))
-        .order_by("against_judge", "annotator_tier", "created_at", "id")
+        .select_related("reviewer")
+        .prefetch_related(
+            Prefetch("trajectory", Trajectory.objects.defer(*ROW_UNSHOWN).select_related("domain")),
+        )
+        .order_by("contested", "annotator_tier", "created_at", "id")
     )
 
 
 def awaiting_next(*, workspace_ids: Iterable[int], user, after_id: int | None = None) -> int | None:
     """The trajectory of the first decision awaiting review that `user` may take now (nobody else holds it), other
     than the trajectory `after_id`: where a reviewer goes after settling one."""
-    free = (
-        Q(trajectory__reserved_by__isnull=True)
-        | Q(trajectory__reserved_until__lt=timezone.now())
-        | Q(trajectory__reserved_by=user)
-    )
-    queue = awaiting_review(workspace_ids=workspace_ids).filter(free)
+    held = Trajectory.objects.filter(reserved_until__gte=timezone.now()).exclude(reserved_by=user)
+    queue = awaiting_review(workspace_ids=workspace_ids).exclude(trajectory_id__in=held.values("pk"))
     if after_id is not None:
         queue = queue.exclude(trajectory_id=after_id)
     return queue.values_list("trajectory_id", flat=True).first()
@@ -108,9 +142,9 @@ SAMPLE_MAX = 200
 
 def awaiting_batches(*, workspace_ids: Iterable[int]) -> list[AnnotatorBatch]:
     """Each annotator's batch awaiting review in the workspaces, most awaiting first: three grouped queries
-    (the counts read the partial index `review_awaiting`)."""
+    (the counts read the partial index `review_waiting`)."""
     workspace_ids = list(workspace_ids)
-    awaiting = scoped(Review.objects.filter(STANDING, stage=ReviewStage.AWAITING), workspace_ids)
+    awaiting = waiting_for_reviewer(workspace_ids, stages=[ReviewStage.AWAITING])
     counts = list(
         awaiting.order_by()
         .values("reviewer_id", "reviewer__username")

@@ -17,6 +17,8 @@ from simia_web.core.services import audit_record
 from simia_web.curation.gate import messages_written
 from simia_web.curation.models import (
     STANDING,
+    STATUS_FOR_DECISION,
+    WAITING_FOR_REVIEWER,
     Change,
     Decision,
     EditorDraft,
@@ -27,18 +29,12 @@ from simia_web.curation.models import (
     TrajectoryStatus,
 )
 from simia_web.curation.rollups import RollupChange
-from simia_web.curation.versions import decision_supersede, trajectory_locked, version_advance
+from simia_web.curation.versions import decision_supersede, trajectory_locked, version_advance, workspace_of
 
+from .consensus import consensus_for, consensus_vote
 from .edits import _status_audit, _text_write
 from .holds import RELEASED, ReviewError, _hold_check
 from .pipeline import conversation_summary
-
-STATUS_FOR_DECISION: dict[str, str] = {
-    Decision.ACCEPT: TrajectoryStatus.ACCEPTED,
-    Decision.FIX_ACCEPT: TrajectoryStatus.ACCEPTED,
-    Decision.REJECT: TrajectoryStatus.REJECTED,
-}
-
 
 NOT_REVIEWABLE = "This trajectory has no assistant answer (empty or ended on an error); it can only be rejected."
 
@@ -77,6 +73,20 @@ def review_decide(
             )
             change.record()
             return answer
+        consensus = consensus_for(locked, reviewer)
+        if consensus is not None:
+            vote = consensus_vote(
+                locked,
+                consensus,
+                voter=reviewer,
+                decision=decision,
+                reason=reason,
+                seen=expected_version,
+                domain_id=locked.domain_id,
+            )
+            change.record()
+            trajectory.refresh_from_db()
+            return vote
         previous = locked.status
         awaits, settles = _reviewer_stage(locked, reviewer)
         settled = _awaiting_settled(locked, decision, reason) if settles else None
@@ -136,8 +146,7 @@ def _gold_for(locked: Trajectory, person) -> GoldItem | None:
     gold = GoldItem.objects.filter(trajectory_id=locked.pk).first()
     if gold is None:
         return None
-    workspace_id = Domain.objects.filter(pk=locked.domain_id).values_list("workspace_id", flat=True).get()
-    return None if has_role_in(person, workspace_id, Role.CURATOR) else gold
+    return None if has_role_in(person, workspace_of(locked), Role.CURATOR) else gold
 
 
 def _gold_answer(locked: Trajectory, gold: GoldItem, *, reviewer, decision: str, reason: str, seen: int) -> Review:
@@ -216,9 +225,11 @@ def settled_as(awaited: str, decision: str) -> str:
 def _awaiting_settled(locked: Trajectory, decision: str, reason: str) -> tuple[Review, str] | None:
     """The decision awaiting review on the trajectory and how `decision` settles it, or None when none awaits; an
     overturn without a reason is refused."""
-    awaited = Review.objects.filter(STANDING, trajectory=locked, stage=ReviewStage.AWAITING).first()
+    awaited = Review.objects.filter(STANDING, trajectory=locked, stage__in=WAITING_FOR_REVIEWER).first()
     if awaited is None:
         return None
+    if awaited.stage == ReviewStage.DISPUTED:  # the votes disagree: any decision of the reviewer's settles them
+        return awaited, ReviewStage.ADJUDICATED
     outcome = settled_as(awaited.decision, decision)
     if outcome == ReviewStage.OVERTURNED and not reason:
         raise ReviewError("Overturning a decision needs a reason: the annotator reads it.", field="reason")

@@ -6,6 +6,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
+from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from simia_web.accounts.models import Workspace
@@ -67,6 +68,9 @@ def trajectory_claim_next(*, queue, user, after_id: int | None = None, sort: str
     """
     Trajectory.objects.filter(reserved_by=user).update(**RELEASED)
     candidates = queue.filter(free_for(user), reviewable=True)
+    # Items the person has voted on wait for the others' votes, not theirs.
+    voted = Review.objects.filter(trajectory=OuterRef("pk"), reviewer=user, stage=ReviewStage.VOTE, undone_at=None)
+    candidates = candidates.exclude(Exists(voted))
     # Gold items the person has answered are behind them; one they have not is given at the workspace's gold rate.
     answered = list(
         Review.objects.filter(reviewer=user, stage=ReviewStage.GOLD).values_list("trajectory_id", flat=True)[
