@@ -1,12 +1,14 @@
 """REST endpoints of trajectories: summaries in lists; messages, verdicts, reviews and violations in detail; review
-(accept, reject, fix) and revert through the same services and rules as the pages.
+(accept, reject, fix) and revert through the same services and rules as the pages; gold items, which curators mark,
+read and list (nobody else may learn an item is gold); annotators' quality.
 
 Reads see the trajectories of every workspace the caller belongs to, or of the one `?workspace=SLUG` names; another
-workspace's trajectory is not found (404), and a write needs the annotator role in the trajectory's workspace."""
+workspace's trajectory is not found (404), and a write needs the annotator role in the trajectory's workspace (the
+curator role for anything of a gold item)."""
 
 from django.db.models import F, Prefetch, Q
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_field
-from rest_framework import serializers, status, viewsets
+from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
@@ -20,11 +22,22 @@ from simia_web.catalog.selectors import with_domain_named
 from simia_web.core.errors import Forbidden, NotFound
 
 from .filters import TrajectoryFilter
-from .models import Decision, JudgeVerdict, Review, ReviewStage, RuleViolation, Trajectory, TrajectoryChange
+from .models import (
+    Decision,
+    GoldItem,
+    JudgeVerdict,
+    Review,
+    ReviewStage,
+    RuleViolation,
+    Trajectory,
+    TrajectoryChange,
+)
+from .selectors.gold import gold_items_in
 from .selectors.people import workspace_people
 from .selectors.quality import annotator_quality
 from .selectors.trajectory import standing_review, trajectories_in
-from .services import review_decide, trajectory_revert
+from .services import gold_mark, gold_unmark, review_decide, trajectory_revert
+from .services.gold import EXPLANATION_MAX
 
 # Large JSON columns a list row never shows.
 HEAVY_FIELDS = ("messages", "tools", "steps", "initial_state", "final_state", "provenance")
@@ -216,6 +229,49 @@ REFUSALS = {
     409: OpenApiResponse(ConflictSerializer, "Refused: the version is stale, or someone else holds the item."),
 }
 
+EXPECTED_SCORES_HELP = (
+    "Expected ratings, {criterion: grade}, of any of the judge's criteria (task_completed, tool_use_correct, "
+    "simulator_consistent, policy_followed, final_answer_grounded), each 0 to 1 in tenths."
+)
+
+
+class GoldItemSerializer(serializers.ModelSerializer):
+    domain = serializers.CharField(source="domain_name", read_only=True, help_text="The trajectory's domain.")
+    expected_scores = serializers.DictField(child=serializers.FloatField(), help_text=EXPECTED_SCORES_HELP)
+    created_by: serializers.SlugRelatedField = serializers.SlugRelatedField(
+        slug_field="username", read_only=True, help_text="The curator who marked it or changed it last."
+    )
+
+    class Meta:
+        model = GoldItem
+        fields = [
+            "trajectory",
+            "domain",
+            "expected_decision",
+            "expected_scores",
+            "explanation",
+            "created_by",
+            "created_at",
+            "updated_at",
+        ]
+
+
+class GoldWriteSerializer(serializers.Serializer):
+    expected_decision = serializers.ChoiceField(choices=[Decision.ACCEPT, Decision.REJECT])
+    expected_scores = serializers.DictField(
+        child=serializers.FloatField(min_value=0, max_value=1),
+        required=False,
+        default=dict,
+        help_text=f"{EXPECTED_SCORES_HELP} Left out: none.",
+    )
+    explanation = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        default="",
+        max_length=EXPLANATION_MAX,
+        help_text="Shown to an annotator once they have answered.",
+    )
+
 
 class TrajectoryViewSet(viewsets.ReadOnlyModelViewSet):
     """Filters: workspace (a slug), domain, job, task, seed, status (comma-separated or `all`), kind, judge_passed,
@@ -231,7 +287,7 @@ class TrajectoryViewSet(viewsets.ReadOnlyModelViewSet):
         trajectories = trajectories_in(workspace_ids=request_workspace_ids(self.request))
         if self.action == "list":
             return with_domain_named(trajectories).defer(*HEAVY_FIELDS)
-        if self.action in ("reviews", "revert"):
+        if self.action in ("reviews", "revert", "gold"):
             return trajectories.annotate(owner_workspace=F("domain__workspace_id"))
         return trajectories.select_related("domain").prefetch_related(
             "verdicts",
@@ -249,10 +305,11 @@ class TrajectoryViewSet(viewsets.ReadOnlyModelViewSet):
     def list(self, request, *args, **kwargs):
         return super().list(request, *args, **kwargs)
 
-    def _writable(self) -> Trajectory:
-        """The trajectory the URL names, when the caller may decide it: an annotator in its workspace."""
+    def _writable(self, role: str = Role.ANNOTATOR) -> Trajectory:
+        """The trajectory the URL names, when the caller has `role` in its workspace (deciding it needs an
+        annotator)."""
         trajectory = self.get_object()
-        role_require_in(self.request.user, trajectory.owner_workspace, Role.ANNOTATOR)
+        role_require_in(self.request.user, trajectory.owner_workspace, role)
         return trajectory
 
     @extend_schema(request=ReviewRequestSerializer, responses={201: ReviewCreatedSerializer, **REFUSALS})
@@ -289,6 +346,51 @@ class TrajectoryViewSet(viewsets.ReadOnlyModelViewSet):
             actor=request.user,
         )
         return Response(TrajectoryVersionSerializer(trajectory).data)
+
+    @extend_schema(methods=["GET"], responses={200: GoldItemSerializer})
+    @extend_schema(methods=["PUT"], request=GoldWriteSerializer, responses={200: GoldItemSerializer})
+    @extend_schema(methods=["DELETE"], responses={204: None})
+    @action(detail=True, methods=["get", "put", "delete"], filter_backends=[])
+    def gold(self, request, pk=None):
+        """The trajectory as a gold item, for curators of its workspace only (403 for anyone else there: an
+        expected answer must never reach an annotator before they answer). GET reads it, PUT marks it or changes
+        its expected answer, expected ratings and explanation, DELETE unmarks it (the answers given on it stay, as
+        history); GET and DELETE of a trajectory that is no gold item are 404."""
+        trajectory = self._writable(Role.CURATOR)
+        if request.method == "PUT":
+            body = GoldWriteSerializer(data=request.data)
+            body.is_valid(raise_exception=True)
+            gold_mark(trajectory=trajectory, actor=request.user, **body.validated_data)
+        elif request.method == "DELETE":
+            if not gold_unmark(trajectory=trajectory, actor=request.user):
+                raise NotFound("This trajectory is no gold item.")
+            return Response(status=status.HTTP_204_NO_CONTENT)
+        gold = gold_items_in(workspace_ids=request_workspace_ids(request)).filter(trajectory=trajectory).first()
+        if gold is None:
+            raise NotFound("This trajectory is no gold item.")
+        return Response(GoldItemSerializer(gold).data)
+
+
+class GoldItemViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
+    """Gold items of the workspaces where the caller is a curator (or of the one `?workspace=` names), the latest
+    marked first. Nobody below the curator role may list them (403)."""
+
+    serializer_class = GoldItemSerializer
+    queryset = GoldItem.objects.none()  # the schema's model; get_queryset picks the rows
+
+    def _curated_workspace_ids(self) -> list[int]:
+        user = self.request.user
+        curated = [w for w in request_workspace_ids(self.request) if has_role_in(user, w, Role.CURATOR)]
+        if not curated:
+            raise Forbidden("Curators read gold items.")
+        return curated
+
+    def get_queryset(self):
+        return gold_items_in(workspace_ids=self._curated_workspace_ids())
+
+    @extend_schema(parameters=[WORKSPACE_PARAMETER])
+    def list(self, request, *args, **kwargs):
+        return super().list(request, *args, **kwargs)
 
 
 class GoldQualitySerializer(serializers.Serializer):

@@ -2,6 +2,8 @@
 workspace's gold rate), and once they have decided it learns the expected answer and why; their answers leave the
 item as it was and make their accuracy, with its interval, on their quality page and over REST."""
 
+import json
+
 import pytest
 
 from simia_web.accounts.models import Workspace
@@ -172,4 +174,56 @@ def test_expected_ratings_are_checked_by_the_service(users):
                 expected_scores=scores,
             )
         assert refused.value.field == "expected_scores" and said in str(refused.value)
+    assert not GoldItem.objects.exists()
+
+
+def _json(client, method: str, path: str, body: dict | None = None):
+    return client.generic(method.upper(), path, json.dumps(body or {}), content_type="application/json")
+
+
+def test_curators_mark_read_list_and_unmark_gold_over_rest_and_nobody_else_learns_of_it(client_for, users):
+    gold = make_trajectory(judge=verdict(passed=True))
+    url = f"/api/v1/trajectories/{gold.pk}/gold/"
+    body = {"expected_decision": "reject", "expected_scores": {"policy_followed": 0.2}, "explanation": "Twice."}
+    curator = client_for("curator")
+    refused = _json(curator, "put", url, {**body, "expected_scores": {"policy_followed": 0.25}})
+    assert refused.status_code == 400
+    assert "policy_followed: a number from 0 to 1 in tenths" in refused.json()["expected_scores"][0]
+    assert _json(curator, "put", url, {"expected_scores": {}}).json().keys() == {"expected_decision"}
+    assert curator.get(url).status_code == 404 and not GoldItem.objects.exists()
+    marked = _json(curator, "put", url, body)
+    assert marked.status_code == 200
+    assert {k: marked.json()[k] for k in (*body, "trajectory", "domain", "created_by")} == {
+        **body,
+        "trajectory": gold.pk,
+        "domain": gold.domain.name,
+        "created_by": "curator",
+    }
+    assert curator.get(url).json() == marked.json()
+    changed = _json(curator, "put", url, {"expected_decision": "accept"}).json()
+    assert (changed["expected_decision"], changed["expected_scores"], changed["explanation"]) == ("accept", {}, "")
+    listed = curator.get("/api/v1/gold/").json()
+    assert [row["trajectory"] for row in listed["results"]] == [gold.pk]
+
+    for role in ("annotator", "reviewer"):
+        client = client_for(role)
+        for method in ("get", "put", "delete"):
+            assert _json(client, method, url, body).status_code == 403, (role, method)
+        assert client.get("/api/v1/gold/").status_code == 403
+        for read in (f"/api/v1/trajectories/{gold.pk}/", "/api/v1/trajectories/"):
+            text = client.get(read).content.decode()
+            assert "expected" not in text and "gold" not in text, (role, read)
+    assert GoldItem.objects.get().expected_decision == "accept"
+
+    workspace_create(slug="team-b", name="Team B")
+    outsider = user_create(username="outsider", role="curator", password=PASSWORD, workspaces=["team-b"])
+    client = client_for("annotator")
+    client.force_login(outsider)
+    for method in ("get", "put", "delete"):
+        assert _json(client, method, url, body).status_code == 404, method
+    assert client.get("/api/v1/gold/").json()["results"] == []
+
+    curator = client_for("curator")
+    assert curator.delete(url).status_code == 204
+    assert curator.get(url).status_code == 404 and curator.delete(url).status_code == 404
     assert not GoldItem.objects.exists()

@@ -1,11 +1,23 @@
-"""What a person learns of a gold item once they have answered it: the expected answer, the explanation and the
-expected criterion ratings, each beside their own rating of the item's text when they rated it. Nothing here may
-be read for someone who has not answered: it would tell them the item is gold."""
+"""Reads of gold items: the workspaces' gold items (for curators), and what a person learns of one once they have
+answered it: the expected answer, the explanation and the expected criterion ratings, each beside their own rating
+of the item's text when they rated it. Nothing of a gold item may be read for someone below the curator role who has
+not answered it: it would tell them the item is gold."""
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
+from django.db.models import F, QuerySet
+
+from simia_web.accounts.scoping import scoped
 from simia_web.curation.models import GoldItem, Review, ReviewStage, Trajectory
 from simia_web.simulation.judge import CRITERIA
+
+
+def gold_items_in(*, workspace_ids: Iterable[int]) -> QuerySet[GoldItem]:
+    """The gold items of the workspaces `workspace_ids`, with who marked them and the name of their trajectory's
+    domain (`domain_name`; the trajectory's own columns, its messages among them, are not read)."""
+    items = GoldItem.objects.select_related("created_by").annotate(domain_name=F("trajectory__domain__name"))
+    return scoped(items, workspace_ids)
 
 
 @dataclass(frozen=True)
