@@ -15,7 +15,7 @@ from django.db.models import Exists, F, OuterRef, QuerySet
 from simia_web.accounts.scoping import scoped
 from simia_web.calibration.models import CriterionRating
 from simia_web.core.models import Revision
-from simia_web.curation.models import STANDING, Decision, Review, ReviewStage, Trajectory
+from simia_web.curation.models import STANDING, Decision, GoldItem, Review, ReviewStage, Trajectory
 from simia_web.simulation.judge import CRITERIA, PASS_THRESHOLD
 
 from . import estimation
@@ -44,19 +44,21 @@ def counted_reviews(audit: Audit) -> QuerySet[Review]:
     """The decisions that count for an audit: people's own (not bulk), not undone, made since the audit was created,
     on its sampled items. A decision superseded by a later edit still counts for the text it was made on. Where the
     reviewer stage holds an annotator's decision, the reviewer's decision that settles it counts, not the
-    annotator's (awaiting, confirmed, fixed or overturned)."""
+    annotator's (awaiting, confirmed, fixed or overturned); where annotators' votes decide an item, the decision
+    their votes make counts."""
     return Review.objects.filter(
         trajectory_id__in=AuditItem.objects.filter(audit=audit).values("trajectory_id"),
         bulk=False,
         undone_at__isnull=True,
         created_at__gte=audit.created_at,
-        stage=ReviewStage.NONE,
+        stage__in=(ReviewStage.NONE, ReviewStage.CONSENSUS),
     )
 
 
 def audit_queue(audit: Audit, *, after_position: int | None = None) -> QuerySet[Trajectory]:
     """The audit's items that no decision counts for yet, in the order they are given out (`audit_position`);
-    those after `after_position` when given."""
+    those after `after_position` when given. A gold item counts with its expected answer (`_decisions`): nobody is
+    given it."""
     counted = Review.objects.filter(
         trajectory=OuterRef("pk"), bulk=False, undone_at__isnull=True, created_at__gte=audit.created_at
     )
@@ -65,6 +67,7 @@ def audit_queue(audit: Audit, *, after_position: int | None = None) -> QuerySet[
         Trajectory.objects.filter(audit_items__audit=audit, **place)  # one filter(): one join to the items
         .annotate(audit_position=F("audit_items__position"))
         .exclude(Exists(counted))
+        .exclude(Exists(GoldItem.objects.filter(trajectory=OuterRef("pk"))))
         .order_by("audit_position")
     )
 
@@ -112,13 +115,17 @@ def _items(audit: Audit) -> list[ItemState]:
 
 
 def _decisions(audit: Audit, items: dict[int, ItemState]) -> None:
-    """Each item's counted decision (the latest of people's own that was not undone), and the texts written since
-    the freeze."""
+    """Each item's counted decision (the latest of people's own that was not undone; for a gold item nobody decided
+    since, its expected answer: the known truth), and the texts written since the freeze."""
     rows = (
         counted_reviews(audit)
         .order_by("trajectory_id", "id")
         .values_list("trajectory_id", "id", "decision", "based_on_version")
     )
+    gold = GoldItem.objects.filter(trajectory_id__in=AuditItem.objects.filter(audit=audit).values("trajectory_id"))
+    for trajectory_id, expected in gold.values_list("trajectory_id", "expected_decision"):
+        items[trajectory_id].decision = expected
+        items[trajectory_id].decided_text_version = items[trajectory_id].text_version
     based_on: dict[int, int | None] = {}
     for trajectory_id, review_id, decision, version in rows:
         item = items[trajectory_id]

@@ -4,13 +4,16 @@ member included), and accepting the rest at the ceiling through the bulk path.""
 import numpy as np
 import pytest
 
-from simia_web.accounts.models import default_workspace_id
+from simia_web.accounts.models import Workspace, default_workspace_id
+from simia_web.accounts.services import user_create
 from simia_web.audits.models import Acceptance, Audit, AuditItem
 from simia_web.audits.selectors import audit_estimate, audit_queue
 from simia_web.audits.services import audit_accept_rest, audit_claim_next, audit_create
+from simia_web.calibration.services import assignments_create
 from simia_web.core.errors import ValidationFailed
 from simia_web.curation.models import Decision, Review, Trajectory, TrajectoryStatus
-from simia_web.curation.services import review_decide, review_undo, trajectory_edit
+from simia_web.curation.services import gold_mark, review_decide, review_undo, trajectory_edit
+from tests.conftest import PASSWORD
 from tests.support.factories import conversation, make_trajectory, verdict
 
 pytestmark = pytest.mark.django_db
@@ -267,3 +270,36 @@ def test_postgresql_reads_the_population_as_arrays_the_same_as_rows(users):
     assert failed[0, second] == 1.0 and np.isnan(failed[1:, second]).all() and spread[second] == 0
     assert failed[0, 2] == 0.0 and spread[2] == 0  # both criteria at 0.9
     assert np.isnan(failed[:, -1]).all() and np.isnan(spread[-1])  # no verdict
+
+
+def test_a_gold_item_in_the_sample_counts_with_its_expected_answer_and_is_given_to_nobody(users):
+    items = population(10)
+    audit = audit_create(filters={}, sample_size=10, strategy="uniform", seed=3, actor=users["curator"])
+    gold = items[4]
+    gold_mark(trajectory=gold, expected_decision=Decision.REJECT, explanation="a wrong refund", actor=users["curator"])
+    assert audit_estimate(audit).counted == 1 and audit_estimate(audit).rejected == 1
+    assert gold.pk not in audit_queue(audit).values_list("pk", flat=True)
+    decided = decide(audit, users["annotator"])
+    assert len(decided) == 9 and all(r.trajectory_id != gold.pk for r in decided)
+    assert audit_estimate(audit).counted == 10
+
+
+def test_a_decision_made_by_consensus_counts_for_the_audit(users):
+    population(4)
+    audit = audit_create(filters={}, sample_size=4, strategy="uniform", seed=3, actor=users["curator"])
+    voters = [users["annotator"], user_create(username="second", role="annotator", password=PASSWORD)]
+    first = audit_queue(audit).first()
+    workspace = Workspace.objects.get(pk=default_workspace_id())
+    assignments_create(
+        trajectory_ids=[first.pk],
+        annotators=voters,
+        overlap=2,
+        actor=None,
+        selection={},
+        workspace=workspace,
+        consensus="majority",
+    )
+    for person in voters:
+        first.refresh_from_db()
+        review_decide(trajectory=first, reviewer=person, decision=Decision.ACCEPT, expected_version=first.version)
+    assert audit_estimate(audit).counted == 1
