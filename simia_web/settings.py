@@ -205,6 +205,8 @@ EXPORT_SHARD_ROWS = int(os.environ.get("SIMIA_EXPORT_SHARD_ROWS", "100000"))
 EXPORT_SHARD_BYTES = int(os.environ.get("SIMIA_EXPORT_SHARD_BYTES", str(256 * 1024 * 1024)))
 # A snapshot's records are built in ranges of about this many trajectories, one job unit each (exports.parts).
 EXPORT_RANGE_RECORDS = max(1, int(os.environ.get("SIMIA_EXPORT_RANGE_RECORDS", "50000")))
+# A rollup rebuild job's units are groups of whole domains of about this many trajectories (curation.rollups).
+ROLLUP_UNIT_TRAJECTORIES = max(1, int(os.environ.get("SIMIA_ROLLUP_UNIT_TRAJECTORIES", "20000")))
 # The dataset card: its `license` (a Hugging Face license id) and, to count tokens, a tokenizer.json (the
 # `tokenizers` format of the model to be trained); without one the card counts characters.
 DATASET_CARD_LICENSE = os.environ.get("SIMIA_DATASET_LICENSE", "unknown")

@@ -5,23 +5,38 @@ Each trajectory adds to rollup rows through its facts: its domain, job, status, 
 standing on it (once confirmed, where the reviewer stage holds it) and, when a person made it alone, its latest
 verdict's profile and criterion scores; the decisions made on it and not undone; the codes of the rules it breaks. A
 write takes those shares of the trajectories it touches, after locking them and again after writing
-(`RollupChange`), and adds the difference; `rollups_rebuild` counts every trajectory from scratch. Rule violations
-are written once, with the trajectory (`rollups_add`), and never change, so a later write leaves their share alone
-and does not read them.
+(`RollupChange`), and adds the difference. Rule violations are written once, with the trajectory (`rollups_add`),
+and never change, so a later write leaves their share alone and does not read them.
+
+Two rebuilds count every trajectory from scratch, with the same result. `rollups_rebuild` (manage.py rebuild_rollups)
+replaces the rows in one transaction that writers wait for. A rebuild job (`rollups_rebuild_queue`, its kind in
+curation.job_kinds.rollups_rebuild) counts in units any worker takes, each a group of whole domains, while writers
+carry on: every rollup row belongs to one domain, and a unit reads its domains' rows and recounts their trajectories
+in one snapshot. What they differ by is what the rows are wrong by, and no write changes it (each adds exactly the
+difference it makes to the facts it changes, in the transaction that changes them), so adding it to the rows at any
+later moment makes them the recount of that moment (`rollups_correction`). One rebuild runs at a time: a correction
+counted before another rebuild and added after it would take the error away twice.
 """
 
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from datetime import date, datetime
 
 from django.db import connection, transaction
-from django.db.models import Max
+from django.db.models import Count, Max
 from django.utils import timezone
+
+from simia_web.catalog.models import Domain
+from simia_web.core.errors import Conflict
+from simia_web.jobs.models import ACTIVE_JOB_STATUSES, Job
+from simia_web.jobs.services import job_create
 
 from .models import (
     SETTLED_ONE_BY_ONE,
     UNDATED,
+    WAITING_FOR_REVIEWER,
     Decision,
     Figure,
     JudgeVerdict,
@@ -40,6 +55,9 @@ _REBUILD_CHUNK = 5000
 
 # (figure, domain, job, profile, reviewer, day, label): the columns of the rollup's unique key, in its order.
 type Key = tuple[str, int, int, int, int, date | None, str]
+KEY_COLUMNS = ("figure", "domain_id", "job", "profile", "reviewer", "day", "label")
+# The job kind of curation.job_kinds.rollups_rebuild: a rebuild in units of whole domains, on any worker.
+ROLLUPS_JOB_KIND = "rollups-rebuild"
 
 
 def score_bin(score: float) -> int:
@@ -111,7 +129,7 @@ def _count(
         if stage in SETTLED_STAGES:  # the reviewer stage's outcome for this annotator
             shares[(Figure.SECOND_LOOK, domain, 0, 0, reviewer, UNDATED, stage)][0] += 1
         # It stands, and counts unless it still waits for a reviewer; the latest individual one is the answer.
-        if superseded_at is None and stage != ReviewStage.AWAITING:
+        if superseded_at is None and stage not in WAITING_FOR_REVIEWER:
             if bulk:
                 bulk_only_ids.add(pk)
             else:
@@ -189,28 +207,133 @@ def rollups_add(trajectory: Trajectory, violation_codes: Iterable[str] = ()) -> 
     _add(_count(facts, [], {}, {trajectory.pk: violation_codes}))
 
 
-def rollups_count() -> dict[Key, list]:
-    """Every trajectory's share, counted from scratch: what the rollups must hold."""
+def _counted(chunks: Iterable[list[int]], progress: Callable[[int], None] | None = None) -> dict[Key, list]:
+    """The shares of the trajectories of `chunks` (lists of ids), summed; `progress` is told the trajectories
+    counted after each chunk."""
     counted: defaultdict[Key, list] = defaultdict(lambda: [0, 0.0])
+    done = 0
+    for ids in chunks:
+        for key, (n, total) in _shares(ids, violations=True).items():
+            counted[key][0] += n
+            counted[key][1] += total
+        done += len(ids)
+        if progress is not None:
+            progress(done)
+    return counted
+
+
+def _every_trajectory() -> Iterator[list[int]]:
     last = 0
     while ids := list(
         Trajectory.objects.filter(pk__gt=last).order_by("pk").values_list("pk", flat=True)[:_REBUILD_CHUNK]
     ):
-        for key, (n, total) in _shares(ids, violations=True).items():
-            counted[key][0] += n
-            counted[key][1] += total
+        yield ids
         last = ids[-1]
-    return counted
+
+
+def rollups_count() -> dict[Key, list]:
+    """Every trajectory's share, counted from scratch: what the rollups must hold."""
+    return _counted(_every_trajectory())
+
+
+def _rebuild_alone() -> None:
+    """Inside a transaction: take the rollup table from writers until it ends (on PostgreSQL; a SQLite transaction
+    holds the whole database once it writes), and refuse while a rebuild job is queued or running."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(f"LOCK TABLE {Rollup._meta.db_table} IN SHARE ROW EXCLUSIVE MODE")
+    running = Job.objects.filter(kind=ROLLUPS_JOB_KIND, status__in=ACTIVE_JOB_STATUSES).first()
+    if running is not None:
+        raise Conflict(f"Job {running.pk} is rebuilding the rollups already; wait for it or cancel it.")
 
 
 @transaction.atomic
 def rollups_rebuild() -> int:
     """Replace the rollups with a full recount; returns the number of rows. Writers wait until it commits (their
-    changes then add to the recount, which saw the trajectories as they were before them)."""
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute(f"LOCK TABLE {Rollup._meta.db_table} IN SHARE ROW EXCLUSIVE MODE")
+    changes then add to the recount, which saw the trajectories as they were before them). Refused (Conflict) while
+    a rebuild job is queued or running."""
+    _rebuild_alone()
     Rollup.objects.all().delete()
     counted = rollups_count()
     _add(counted)
     return sum(1 for n, total in counted.values() if n or total)
+
+
+def rollups_rebuild_queue(*, trajectories_per_unit: int, actor=None) -> Job:
+    """Queue a rebuild as a job whose units (groups of whole domains of about `trajectories_per_unit` trajectories,
+    see rollups_units) any worker takes; writers carry on while it runs. Refused (Conflict) while another rebuild
+    job is queued or running; a rebuild in one transaction that is running is waited for."""
+    with transaction.atomic():
+        _rebuild_alone()
+        return job_create(kind=ROLLUPS_JOB_KIND, params={"trajectories_per_unit": trajectories_per_unit}, actor=actor)
+
+
+def rollups_units(*, trajectories_per_unit: int) -> list[list[int]]:
+    """Every domain's id once, in groups of about `trajectories_per_unit` trajectories in id order: a domain is never
+    split (its rollup rows are corrected from one snapshot of all its trajectories, see rollups_correction), and one
+    larger than that is a group of its own. Domains without trajectories are in a group too: their rows go to zero."""
+    sizes = dict(Trajectory.objects.order_by().values_list("domain_id").annotate(n=Count("pk")))
+    groups: list[list[int]] = [[]]
+    size = 0
+    for domain in Domain.objects.order_by("pk").values_list("pk", flat=True):
+        trajectories = sizes.get(domain, 0)
+        if groups[-1] and size + trajectories > trajectories_per_unit:
+            groups.append([])
+            size = 0
+        groups[-1].append(domain)
+        size += trajectories
+    return [group for group in groups if group]
+
+
+@contextmanager
+def _one_snapshot() -> Iterator[None]:
+    """A transaction whose reads all see the database as it was at the first of them: REPEATABLE READ on PostgreSQL
+    (a SQLite transaction's reads always do). Inside a caller's transaction, the caller's."""
+    outermost = not connection.in_atomic_block
+    with transaction.atomic():
+        if outermost and connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        yield
+
+
+class RollupCorrection:
+    """What some domains' rollup rows were wrong by: their trajectories' recount less the rows, read in one snapshot.
+    Called (in the transaction that finishes a rebuild's unit, once), it adds that to the rows, which makes them the
+    recount whatever writers changed since: each write added exactly the difference it made."""
+
+    def __init__(self, *, domain_ids: list[int], difference: dict[Key, list], trajectories: int):
+        self.domain_ids, self.difference, self.trajectories = domain_ids, difference, trajectories
+
+    def __call__(self) -> dict:
+        _add(self.difference)
+        return {
+            "domains": len(self.domain_ids),
+            "trajectories": self.trajectories,
+            "rows_corrected": sum(1 for n, total in self.difference.values() if n or total),
+        }
+
+
+def rollups_correction(
+    *, domain_ids: list[int], progress: Callable[[int, int], None] | None = None
+) -> RollupCorrection:
+    """Recount the trajectories of the domains `domain_ids` and read their rollup rows, in one snapshot, and return
+    the correction that makes the rows the recount; `progress` is told (trajectories counted, of how many) as chunks
+    are counted. Slow, and writes nothing: a rebuild job's unit runs it outside the transaction that records it."""
+    with _one_snapshot():
+        stored = list(Rollup.objects.filter(domain_id__in=domain_ids).values_list(*KEY_COLUMNS, "n", "total"))
+        ids = list(Trajectory.objects.filter(domain_id__in=domain_ids).order_by("pk").values_list("pk", flat=True))
+        chunks = (ids[start : start + _REBUILD_CHUNK] for start in range(0, len(ids), _REBUILD_CHUNK))
+        if progress is not None:
+            progress(0, len(ids))
+        difference = _counted(chunks, None if progress is None else lambda done: progress(done, len(ids)))
+    for *key, n, total in stored:
+        share = difference[tuple(key)]
+        share[0] -= n
+        share[1] -= total
+    return RollupCorrection(domain_ids=domain_ids, difference=difference, trajectories=len(ids))
+
+
+def rollups_rows() -> int:
+    """The rollup rows that hold a count or a sum."""
+    return Rollup.objects.exclude(n=0, total=0).count()

@@ -1,1 +1,1 @@
-"""The curation app's job kinds, a module each: judging again, and bulk decisions over a filter."""
+"""The curation app's job kinds, a module each: judging again, bulk decisions over a filter, and rollup rebuilds."""
