@@ -412,16 +412,29 @@ class ReviewerAgreementSerializer(serializers.Serializer):
     overturn_rate = serializers.FloatField(allow_null=True)
 
 
+class PeerAgreementSerializer(serializers.Serializer):
+    items = serializers.IntegerField(
+        help_text="Item versions the annotator and someone else answered (gold answers and consensus votes)."
+    )
+    pairs = serializers.IntegerField(help_text="Pairs of first answers (the annotator's, another's) on them.")
+    agreed = serializers.IntegerField(help_text="Pairs that agree: both reject, or neither.")
+    agreement = serializers.FloatField(allow_null=True)
+    interval95 = serializers.ListField(
+        child=serializers.FloatField(), allow_null=True, help_text="The 95% Wilson interval of the agreement."
+    )
+
+
 class AnnotatorQualitySerializer(serializers.Serializer):
     annotator = serializers.CharField()
     gold = GoldQualitySerializer()
     reviewers = ReviewerAgreementSerializer()
+    annotators = PeerAgreementSerializer(help_text="Agreement with other annotators.")
 
 
 class AnnotatorQualityView(APIView):
-    """An annotator's accuracy on gold items (with its 95% interval and trend) and agreement with reviewers, over the
-    caller's workspaces (or `?workspace=`): their own for anyone, anyone's for a curator of those workspaces.
-    Someone of no workspace of the caller's is not found."""
+    """An annotator's accuracy on gold items (with its 95% interval and trend), agreement with reviewers and with other
+    annotators, over the caller's workspaces (or `?workspace=`): their own for anyone, anyone's for a curator of those
+    workspaces. Someone of no workspace of the caller's is not found."""
 
     permission_classes = [IsMember]
 

@@ -5,13 +5,15 @@ item as it was and make their accuracy, with its interval, on their quality page
 import json
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
-from simia_web.accounts.models import Workspace
+from simia_web.accounts.models import Workspace, default_workspace_id
 from simia_web.accounts.services import user_create, workspace_create
-from simia_web.calibration.services import rating_save
+from simia_web.calibration.services import assignments_create, rating_save
 from simia_web.core.errors import ValidationFailed
 from simia_web.curation.models import GoldItem, Review, Trajectory, TrajectoryStatus
-from simia_web.curation.selectors.quality import wilson
+from simia_web.curation.selectors.quality import annotator_quality, wilson
 from simia_web.curation.services import gold_mark, review_decide
 from tests.conftest import PASSWORD
 from tests.curation.test_rollups import assert_rollups_equal_a_recount
@@ -227,3 +229,59 @@ def test_curators_mark_read_list_and_unmark_gold_over_rest_and_nobody_else_learn
     assert curator.delete(url).status_code == 204
     assert curator.get(url).status_code == 404 and curator.delete(url).status_code == 404
     assert not GoldItem.objects.exists()
+
+
+def test_agreement_with_other_annotators_pairs_first_answers_on_each_item_version(client_for, users):
+    annotator, reviewer = users["annotator"], users["reviewer"]
+    peers = [user_create(username=f"peer{i}", role="annotator", password=PASSWORD) for i in range(2)]
+
+    def answer(t, person, decision):
+        t.refresh_from_db()
+        return review_decide(trajectory=t, reviewer=person, decision=decision, expected_version=t.version, reason="r")
+
+    def measured(person) -> tuple:
+        with CaptureQueriesContext(connection) as queries:
+            quality = annotator_quality(annotator_id=person.pk, workspace_ids=[default_workspace_id()])
+        return (quality.peer_items, quality.peer_pairs, quality.peer_agreed), len(queries)
+
+    golds = [make_trajectory(judge=verdict(passed=True)) for _ in range(3)]
+    for t in golds:
+        gold_mark(trajectory=t, expected_decision="reject", explanation="", actor=users["curator"])
+    assert measured(annotator)[0] == (0, 0, 0)
+    answer(golds[0], annotator, "reject")
+    answer(golds[0], annotator, "accept")  # the first answer counts
+    answer(golds[0], reviewer, "reject")
+    answer(golds[0], peers[0], "accept")
+    answer(golds[1], annotator, "accept")  # nobody else answered it
+    (pairs, queries) = measured(annotator)
+    assert pairs == (1, 2, 1)
+
+    # Consensus votes, the deciding one (a consensus decision on the next version) among them.
+    voted = make_trajectory(judge=verdict(passed=True))
+    assignments_create(
+        trajectory_ids=[voted.pk],
+        annotators=[annotator, *peers],
+        overlap=3,
+        actor=None,
+        selection={},
+        workspace=Workspace.objects.get(slug="default"),
+        consensus="majority",
+    )
+    answer(voted, annotator, "accept")
+    answer(voted, peers[0], "reject")
+    assert answer(voted, peers[1], "accept").stage == "consensus"
+    answer(golds[2], peers[1], "reject")
+    answer(golds[2], annotator, "reject")
+    assert measured(annotator) == ((3, 5, 3), queries)  # as many queries with more items
+    assert measured(peers[0])[0] == (2, 4, 0)
+
+    body = client_for("curator").get(f"/api/v1/annotators/{annotator.pk}/quality/").json()["annotators"]
+    assert {k: body[k] for k in ("items", "pairs", "agreed", "agreement")} == {
+        "items": 3,
+        "pairs": 5,
+        "agreed": 3,
+        "agreement": 0.6,
+    }
+    assert body["interval95"] == list(wilson(3, 5))
+    page = client_for("annotator").get(f"/review/annotators/{annotator.pk}/").content.decode()
+    assert 'id="peer-agreement"' in page and "3 of 5 pairs" in page

@@ -1,6 +1,7 @@
 """Gold items and annotators' quality: a curator marks an item as gold (its expected answer, expected criterion
 ratings and explanation) on its page; an annotator's quality page shows their accuracy on gold with its interval and
-trend, and how often reviewers overturn them (curators read everyone's, an annotator their own)."""
+trend, how often reviewers overturn them and how often they agree with other annotators (curators read everyone's,
+an annotator their own)."""
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
