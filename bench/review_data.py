@@ -425,14 +425,14 @@ def review_stage_overlay(workspace_slug: str) -> bool:
             stage=ReviewStage.CONFIRMED, checked_by=checker, checked_at=timezone.now()
         )
         waiting = scoped(Trajectory.objects.filter(status__in=("judged_pass", "judged_fail")), [workspace.pk])
-        gold = list(every(waiting, GOLD_EVERY, 0).values_list("pk", "status"))
+        gold = list(every(waiting, GOLD_EVERY, 0).values_list("pk", "status", "domain_id"))
         GoldItem.objects.bulk_create(
             GoldItem(trajectory_id=pk, expected_decision="accept" if status == "judged_pass" else "reject")
-            for pk, status in gold
+            for pk, status, _ in gold
         )
         rng = random.Random(7)
         answers = []
-        for pk, status in gold:
+        for pk, status, domain in gold:
             for annotator in annotators:
                 right = rng.random() < GOLD_CORRECT
                 accepted = (status == "judged_pass") == right
@@ -445,6 +445,7 @@ def review_stage_overlay(workspace_slug: str) -> bool:
                         based_on_version=1,
                         stage=ReviewStage.GOLD,
                         gold_correct=right,
+                        domain_id=domain,
                     )
                 )
         Review.objects.bulk_create(answers, batch_size=5_000)

@@ -97,7 +97,8 @@ class Review(models.Model):
     # On a gold item: whether the answer was the expected one.
     gold_correct = models.BooleanField(null=True, blank=True)
     # Of a decision waiting for a reviewer, copied when it is made so that the reviewer queue reads neither the
-    # trajectories nor the domains: the trajectory's domain, and whether the decision goes against its judge.
+    # trajectories nor the domains: the trajectory's domain, and whether the decision goes against its judge. An
+    # answer on a gold item carries its domain too, for the annotators' gold accuracy the queue orders by.
     domain = models.ForeignKey("catalog.Domain", null=True, blank=True, on_delete=models.CASCADE, related_name="+")
     against_judge = models.BooleanField(null=True, blank=True)
     undone_at = models.DateTimeField(null=True, blank=True)
@@ -124,6 +125,8 @@ class Review(models.Model):
                 include=["against_judge", "reviewer", "stage"],
                 condition=STANDING & Q(stage__in=WAITING_FOR_REVIEWER),
             ),
+            # Each annotator's latest bulk confirmation: where their next batch starts.
+            models.Index(fields=["reviewer", "-created_at"], name="review_bulk_confirmed", condition=Q(stage="bulk")),
             # An annotator's answers on gold items, latest first.
             models.Index(fields=["reviewer", "-id"], name="review_gold_answers", condition=Q(stage="gold")),
             # An annotator's decisions reviewers settled one by one, latest first: a bulk confirmation's sample.

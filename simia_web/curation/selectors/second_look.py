@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import connection
-from django.db.models import Case, Count, IntegerField, Max, Prefetch, Q, QuerySet, Value, When
+from django.db.models import Case, Count, IntegerField, Prefetch, Q, QuerySet, Value, When
 from django.utils import timezone
 
 from simia_web.accounts.scoping import scoped
@@ -52,7 +52,7 @@ def annotator_tiers(workspace_ids: list[int]) -> tuple[list[int], list[int]]:
     the annotators known well enough to say either way) in the workspaces."""
     rates = overturn_rates(workspace_ids=workspace_ids)
     gold = (
-        scoped(Review.objects.filter(stage=ReviewStage.GOLD), workspace_ids)
+        scoped(Review.objects.filter(stage=ReviewStage.GOLD), workspace_ids, domain_column="domain_id")
         .order_by()
         .values_list("reviewer_id")
         .annotate(n=Count("id"), right=Count("id", filter=Q(gold_correct=True)))
@@ -83,7 +83,7 @@ def awaiting_review(*, workspace_ids: Iterable[int]) -> QuerySet[Review]:
     (with the judge, or annotators' votes with one another) first; then those of annotators whom reviewers overturn
     often or who are often wrong on gold items, of annotators too little known to say, and of the rest; the oldest
     first within each. Every key is a column of the partial index `review_waiting`: the backlog is sorted from the
-    index alone, and only a page's trajectories are read."""
+    index alone (`awaiting_page` reads a page's rows after)."""
     workspace_ids = list(workspace_ids)
     often, known = annotator_tiers(workspace_ids)
     return (
@@ -101,12 +101,20 @@ def awaiting_review(*, workspace_ids: Iterable[int]) -> QuerySet[Review]:
                 output_field=IntegerField(),
             ),
         )
-        .select_related("reviewer")
-        .prefetch_related(
-            Prefetch("trajectory", Trajectory.objects.defer(*ROW_UNSHOWN).select_related("domain")),
-        )
         .order_by("contested", "annotator_tier", "created_at", "id")
     )
+
+
+def awaiting_page(queue: QuerySet[Review], size: int) -> list[Review]:
+    """The first `size` decisions of the reviewer queue `queue` with their annotators and trajectories: the page's
+    ids first, sorted from the index alone, then those rows only."""
+    ids = list(queue.values_list("pk", flat=True)[:size])
+    rows = (
+        Review.objects.select_related("reviewer")
+        .prefetch_related(Prefetch("trajectory", Trajectory.objects.defer(*ROW_UNSHOWN).select_related("domain")))
+        .in_bulk(ids)
+    )
+    return [rows[pk] for pk in ids]
 
 
 def awaiting_next(*, workspace_ids: Iterable[int], user, after_id: int | None = None) -> int | None:
@@ -155,12 +163,9 @@ def awaiting_batches(*, workspace_ids: Iterable[int]) -> list[AnnotatorBatch]:
         return []
     annotators = [row["reviewer_id"] for row in counts]
     mine = scoped(Review.objects.filter(reviewer_id__in=annotators), workspace_ids)
+    bulk = mine.filter(stage=ReviewStage.BULK).order_by("-created_at")
     last_bulk = dict(
-        mine.filter(stage=ReviewStage.BULK)
-        .order_by()
-        .values("reviewer_id")
-        .annotate(last=Max("created_at"))
-        .values_list("reviewer_id", "last")
+        _each_read([bulk.filter(reviewer_id=a).values_list("reviewer_id", "created_at")[:1] for a in annotators])
     )
     samples: dict[int, list[tuple[int, str]]] = {}
     for pk, annotator, stage in _latest_settled(mine, annotators, last_bulk):
@@ -182,15 +187,20 @@ def awaiting_batches(*, workspace_ids: Iterable[int]) -> list[AnnotatorBatch]:
 
 def _latest_settled(mine: QuerySet[Review], annotators: list[int], last_bulk: dict) -> list[tuple[int, int, str]]:
     """(id, annotator, stage) of each annotator's latest SAMPLE_MAX decisions settled one by one since their last
-    bulk confirmation: one statement of a bounded read per annotator (the partial index `review_settled`) where the
-    database takes limits inside a union, else a statement each."""
+    bulk confirmation, a bounded read each (the partial index `review_settled`)."""
     reads = []
     for annotator in annotators:
         after = {"created_at__gt": last_bulk[annotator]} if annotator in last_bulk else {}
         theirs = mine.filter(reviewer_id=annotator, stage__in=SETTLED_ONE_BY_ONE, **after).order_by("-id")
         reads.append(theirs.values_list("pk", "reviewer_id", "stage")[:SAMPLE_MAX])
-    if connection.features.supports_slicing_ordering_in_compound:
-        return list(reads[0].union(*reads[1:], all=True)) if reads else []
+    return _each_read(reads)
+
+
+def _each_read(reads: list[QuerySet]) -> list[tuple]:
+    """The rows of bounded reads, one per annotator: one statement where the database takes limits inside a union
+    (each read stops at its own limit in its index), else a statement each."""
+    if len(reads) > 1 and connection.features.supports_slicing_ordering_in_compound:
+        return list(reads[0].union(*reads[1:], all=True).order_by())
     return [row for read in reads for row in read]
 
 

@@ -163,6 +163,7 @@ def _gold_answer(locked: Trajectory, gold: GoldItem, *, reviewer, decision: str,
         based_on_version=seen,
         stage=ReviewStage.GOLD,
         gold_correct=correct,
+        domain_id=locked.domain_id,
         superseded_at=timezone.now(),
         **guidelines_in_force(domain_id=locked.domain_id).stamp,
     )

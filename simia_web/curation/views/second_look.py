@@ -9,7 +9,12 @@ from django.views.decorators.http import require_POST
 
 from simia_web.accounts.permissions import role_required
 from simia_web.accounts.scoping import page_workspace_ids
-from simia_web.curation.selectors.second_look import awaiting_batches, awaiting_review, overturned_for
+from simia_web.curation.selectors.second_look import (
+    awaiting_batches,
+    awaiting_page,
+    awaiting_review,
+    overturned_for,
+)
 from simia_web.curation.services import ReviewError, reviews_confirm_rest
 
 from .common import int_or_none
@@ -25,7 +30,7 @@ def reviewer_queue(request):
     queue = awaiting_review(workspace_ids=page_workspace_ids(request.user))
     count = queue.order_by()[: REVIEWER_COUNT_LIMIT + 1].count()  # counted unordered: no sort of the backlog
     context = {
-        "rows": list(queue[:REVIEWER_PAGE_SIZE]),
+        "rows": awaiting_page(queue, REVIEWER_PAGE_SIZE),
         "count": min(count, REVIEWER_COUNT_LIMIT),
         "count_capped": count > REVIEWER_COUNT_LIMIT,
         "page_size": REVIEWER_PAGE_SIZE,
