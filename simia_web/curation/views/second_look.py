@@ -20,7 +20,7 @@ from simia_web.curation.services import ReviewError, reviews_confirm_rest
 from .common import int_or_none
 
 # The reviewer queue shows this many decisions, and counts up to REVIEWER_COUNT_LIMIT.
-REVIEWER_PAGE_SIZE = 100
+REVIEWER_PAGE_SIZE = 50
 REVIEWER_COUNT_LIMIT = 1_000
 
 
@@ -46,16 +46,21 @@ def overturned_list(request):
     return render(request, "curation/overturned.html", {"rows": list(rows[:REVIEWER_PAGE_SIZE])})
 
 
+def _listed(values: list[str]) -> list[str]:
+    """The ids posted as one comma-separated value (the page's form) or as a value each."""
+    return [part for value in values for part in value.split(",")]
+
+
 @role_required("reviewer")
 @require_POST
 def confirm_rest(request):
     """Confirm the rest of an annotator's batch, on the sample of their decisions settled one by one that the page
-    showed (posted as `sample`)."""
+    showed (posted as `sample`, comma-separated)."""
     try:
         outcome = reviews_confirm_rest(
             annotator_id=int_or_none(request.POST.get("annotator")) or 0,
             reviewer=request.user,
-            sample=[pk for pk in map(int_or_none, request.POST.getlist("sample")) if pk is not None],
+            sample=[pk for pk in map(int_or_none, _listed(request.POST.getlist("sample"))) if pk is not None],
             workspace_ids=page_workspace_ids(request.user),
         )
     except ReviewError as exc:
