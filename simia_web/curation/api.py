@@ -14,7 +14,7 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from simia_web.accounts.models import Role
+from simia_web.accounts.models import Role, User
 from simia_web.accounts.permissions import IsMember
 from simia_web.accounts.rest import WORKSPACE_PARAMETER, request_workspace_ids
 from simia_web.accounts.scoping import has_role_in, role_require_in
@@ -283,6 +283,12 @@ class TrajectoryViewSet(viewsets.ReadOnlyModelViewSet):
     def get_serializer_class(self):
         return TrajectorySummarySerializer if self.action == "list" else TrajectoryDetailSerializer
 
+    def _others_hidden(self) -> list[str]:
+        """The stages of other people's reviews the caller may not read on a trajectory."""
+        user = self.request.user
+        reviewer = isinstance(user, User) and user.has_role(Role.REVIEWER)
+        return [ReviewStage.GOLD] if reviewer else [ReviewStage.GOLD, ReviewStage.VOTE]
+
     def get_queryset(self):
         trajectories = trajectories_in(workspace_ids=request_workspace_ids(self.request))
         if self.action == "list":
@@ -292,11 +298,12 @@ class TrajectoryViewSet(viewsets.ReadOnlyModelViewSet):
         return trajectories.select_related("domain").prefetch_related(
             "verdicts",
             "violations",
-            # Other people's answers on a gold item would tell it is gold: a caller reads their own only.
+            # Other people's answers on a gold item would tell it is gold: a caller reads their own only. Other
+            # annotators' votes under a consensus rule would sway one's own: reviewers and above read them.
             Prefetch(
                 "reviews",
                 queryset=Review.objects.exclude(
-                    Q(stage=ReviewStage.GOLD) & ~Q(reviewer_id=getattr(self.request.user, "pk", None))
+                    Q(stage__in=self._others_hidden()) & ~Q(reviewer_id=getattr(self.request.user, "pk", None))
                 ).select_related("reviewer", "checked_by"),
             ),
         )

@@ -146,8 +146,11 @@ def test_unanimous_waits_for_every_vote_and_votes_are_hidden_from_other_annotato
     t, _ = _assigned(workspace, people, "unanimous")
     _vote(t, people[1], "reject")
     assert _vote(t, people[2], "accept").stage == "vote"  # split, but unanimous waits for all k
-    page = client_for("annotator").get(f"/trajectories/{t.pk}/").content.decode()
+    client = client_for("annotator")
+    page = client.get(f"/trajectories/{t.pk}/").content.decode()
     assert "voter1" not in page and "voter2" not in page
+    assert client.get(f"/api/v1/trajectories/{t.pk}/").json()["reviews"] == []
+    assert len(client_for("reviewer").get(f"/api/v1/trajectories/{t.pk}/").json()["reviews"]) == 2
     assert _vote(t, people[0], "accept").stage == "disputed"
 
 
