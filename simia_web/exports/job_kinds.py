@@ -1,7 +1,10 @@
 """The export job kind: units that each build a part of the job's snapshot (a range of trajectory ids, see
 exports.parts), any worker taking any of them; one that merges the parts into the snapshot's files; then, when its
 options ask, one that publishes it to the Hugging Face Hub. Its job page shows the snapshot; the API's job summary
-names it."""
+names it.
+
+A snapshot that keeps one trajectory per near-duplicate cluster reads which ones it leaves out once, when its ranges
+are planned: each part's unit holds those of its range (`left_out`), and the merge's how many there were."""
 
 from functools import partial
 
@@ -43,13 +46,22 @@ class ExportKind(JobKind):
                 UnitPlan(
                     BUILD,
                     f"part:{snapshot.pk}:{index:05d}",
-                    {"snapshot": snapshot.pk, "part": index, "parts": len(ranges), "low": r.low, "high": r.high},
+                    {
+                        "snapshot": snapshot.pk,
+                        "part": index,
+                        "parts": len(ranges),
+                        "low": r.low,
+                        "high": r.high,
+                        "left_out": list(r.left_out),
+                    },
                 )
                 for index, r in enumerate(ranges)
             ]
         if stage == BUILD:
-            parts = job.units.filter(stage=BUILD).count()
-            return MERGE, [UnitPlan(MERGE, f"snapshot:{snapshot.pk}", {"snapshot": snapshot.pk, "parts": parts})]
+            planned = list(job.units.filter(stage=BUILD).values_list("params", flat=True))
+            removed = sum(len(params["left_out"]) for params in planned)
+            params = {"snapshot": snapshot.pk, "parts": len(planned), "removed": removed}
+            return MERGE, [UnitPlan(MERGE, f"snapshot:{snapshot.pk}", params)]
         if stage == MERGE and snapshot.options.get("push_to_hub") and snapshot.is_built:
             return PUBLISH, [UnitPlan(PUBLISH, f"publish:{snapshot.pk}", {"snapshot": snapshot.pk})]
         return None
@@ -60,11 +72,12 @@ class ExportKind(JobKind):
             index, parts = unit.params["part"], unit.params["parts"]
             doing = f"Building snapshot {snapshot.pk}" + (f", part {index + 1} of {parts}" if parts > 1 else "")
             progress = partial(unit_progress, unit.pk, what=BUILD_COUNTS, doing=doing)
-            bounds = IdRange(unit.params["low"], unit.params["high"])
+            bounds = IdRange(unit.params["low"], unit.params["high"], tuple(unit.params["left_out"]))
             return snapshot_part_build(snapshot=snapshot, index=index, bounds=bounds, progress=progress)
         if unit.stage == MERGE:
             progress = partial(unit_progress, unit.pk, what=MERGE_COUNTS, doing=f"Merging snapshot {snapshot.pk}")
-            return snapshot_build(snapshot=snapshot, parts=unit.params["parts"], progress=progress)
+            parts, removed = unit.params["parts"], unit.params["removed"]
+            return snapshot_build(snapshot=snapshot, parts=parts, removed=removed, progress=progress)
         outcome = snapshot_publish(snapshot=snapshot)  # the network call, before the writer's transaction
 
         def record() -> dict:

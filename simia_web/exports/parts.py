@@ -15,6 +15,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from django.db.models import F
+
+from simia_web.core.expressions import AmongIds
+
 from .files import FileDigest, HashingWriter, Shards, file_synced
 from .models import FileKind
 from .records import ExportStats, Lines, Manifest, manifest_lines_renumbered
@@ -25,31 +29,47 @@ ID_CHUNK = 20_000  # ids read at a time when a plan is made
 
 @dataclass(frozen=True)
 class IdRange:
-    """Trajectory ids `low` to `high`, both included (`low` None: from the first)."""
+    """Trajectory ids `low` to `high`, both included (`low` None: from the first), less `left_out`: the near-duplicates
+    of the range an export that keeps one per cluster leaves out, read once when the export was planned."""
 
     low: int | None
     high: int
+    left_out: tuple[int, ...] = ()
 
     def of(self, queryset):
-        """The queryset's trajectories in the range."""
+        """The queryset's trajectories in the range, less those it leaves out."""
         queryset = queryset.filter(pk__lte=self.high)
-        return queryset if self.low is None else queryset.filter(pk__gte=self.low)
+        if self.low is not None:
+            queryset = queryset.filter(pk__gte=self.low)
+        return queryset.exclude(AmongIds(F("pk"), self.left_out)) if self.left_out else queryset
 
 
-def export_ranges(queryset, per_range: int) -> list[IdRange]:
-    """The queryset's trajectories as ranges of `per_range` of them in id order (the last holds the rest), found by
-    reading their ids once; one range (of none) when there are none. The ranges meet: an id between two of those
-    read (a trajectory that comes to match later) is in one of them, and none reaches past the last id read."""
+def export_ranges(queryset, per_range: int, *, leaving: frozenset[int] = frozenset()) -> list[IdRange]:
+    """The queryset's trajectories less those `leaving` as ranges of `per_range` of them in id order (the last holds
+    the rest), found by reading their ids once; one range (of none) when there are none. The ranges meet: an id between
+    two of those read (a trajectory that comes to match later) is in one of them, and none reaches past the last id
+    read. Each range names the ids of `leaving` it spans, to leave out; the last also those past its end, so that the
+    ranges name every id of `leaving` the queryset holds."""
     starts: list[int] = []
-    last = None
-    for seen, pk in enumerate(queryset.order_by("pk").values_list("pk", flat=True).iterator(chunk_size=ID_CHUNK)):
-        if seen % per_range == 0:
+    left_out: list[list[int]] = [[]]
+    kept, last = 0, None
+    for pk in queryset.order_by("pk").values_list("pk", flat=True).iterator(chunk_size=ID_CHUNK):
+        if pk in leaving:
+            left_out[-1].append(pk)
+            continue
+        if kept % per_range == 0 and starts:
+            left_out.append([])
+        if kept % per_range == 0:
             starts.append(pk)
+        kept += 1
         last = pk
     if last is None:
-        return [IdRange(None, 0)]
+        return [IdRange(None, 0, tuple(left_out[0]))]
     highs = [start - 1 for start in starts[1:]] + [last]
-    return [IdRange(None if i == 0 else start, high) for i, (start, high) in enumerate(zip(starts, highs, strict=True))]
+    return [
+        IdRange(None if i == 0 else start, high, tuple(dropped))
+        for i, (start, high, dropped) in enumerate(zip(starts, highs, left_out, strict=True))
+    ]
 
 
 class Part:

@@ -11,7 +11,19 @@ from urllib.parse import quote
 import orjson
 from django.conf import settings
 from django.db import connections
-from django.db.models import BooleanField, DateTimeField, F, FloatField, Func, JSONField, QuerySet, TextField, Value
+from django.db.models import (
+    BooleanField,
+    DateTimeField,
+    F,
+    FloatField,
+    Func,
+    JSONField,
+    Max,
+    Min,
+    QuerySet,
+    TextField,
+    Value,
+)
 from django.db.models.functions import Cast, JSONObject
 
 from simia_web.accounts.scoping import scoped
@@ -50,23 +62,17 @@ def export_queryset(filters: dict, *, workspace_id: int):
     return filterset.qs
 
 
-def export_deduplicated(queryset, keep: str):
-    """The queryset less the near-duplicates an export keeping one per cluster leaves out (`keep`: which one, see
-    curation.duplicates.KEEP_ORDERS), and what the report says about it: how many were removed, and how many of
-    the matching trajectories the near-duplicate index does not hold (never compared)."""
-    drop = near_duplicates_to_drop(queryset, keep)
-    about = {
-        "keep": KEEP_LABELS[keep],
-        "removed": drop.count(),
-        "not_indexed": not_indexed(queryset).count(),
-    }
-    return queryset.exclude(pk__in=drop), about
+def export_near_duplicates(queryset, keep: str) -> frozenset[int]:
+    """The ids of the queryset's near-duplicates an export keeping one per cluster leaves out (`keep`: which one, see
+    curation.duplicates.KEEP_ORDERS), the clusters taken over the whole queryset. Read once, when the export is
+    planned: its ranges name those they span (exports.parts.IdRange.left_out)."""
+    return frozenset(near_duplicates_to_drop(queryset, keep))
 
 
-def export_without_near_duplicates(queryset, keep: str):
-    """The queryset less the near-duplicates an export keeping one per cluster leaves out (see export_deduplicated),
-    the clusters taken over the whole queryset (a range of it is taken after)."""
-    return queryset.exclude(pk__in=near_duplicates_to_drop(queryset, keep))
+def export_near_duplicates_report(queryset, keep: str, removed: int) -> dict:
+    """What the report says of the near-duplicates an export left out: which member of a cluster it kept, how many it
+    removed, and how many of the matching trajectories the near-duplicate index does not hold (never compared)."""
+    return {"keep": KEEP_LABELS[keep], "removed": removed, "not_indexed": not_indexed(queryset).count()}
 
 
 class JsonValue(Func):
@@ -113,16 +119,23 @@ VERDICT = JSONObject(
 BESIDE = ("decision", "verdict")  # the names export_records gives them in each row
 
 
-def _decisions(queryset):
-    """(trajectory id, decision JSON) of the trajectories, the one that stands first for each, in trajectory order."""
-    reviews = Review.objects.filter(STANDING, trajectory__in=queryset.values("pk")).order_by("trajectory_id", "-id")
+def _decisions(queryset, span: tuple[int, int]):
+    """(trajectory id, decision JSON) of the trajectories, the one that stands first for each, in trajectory order;
+    `span` is their lowest and highest id, which bounds the read of the decisions' trajectory index."""
+    low, high = span
+    reviews = Review.objects.filter(
+        STANDING, trajectory_id__gte=low, trajectory_id__lte=high, trajectory__in=queryset.values("pk")
+    ).order_by("trajectory_id", "-id")
     return reviews.values_list("trajectory_id", Cast(DECISION, TextField()))
 
 
-def _verdicts(queryset):
+def _verdicts(queryset, span: tuple[int, int]):
     """(trajectory id, verdict JSON) of the trajectories' verdicts that are not failed calls, the newest version's
-    latest first for each, in trajectory order."""
-    verdicts = JudgeVerdict.objects.filter(trajectory__in=queryset.values("pk"), error="")
+    latest first for each, in trajectory order; `span` bounds the read as _decisions's."""
+    low, high = span
+    verdicts = JudgeVerdict.objects.filter(
+        trajectory_id__gte=low, trajectory_id__lte=high, trajectory__in=queryset.values("pk"), error=""
+    )
     verdicts = verdicts.order_by("trajectory_id", "-trajectory_version", "-id")
     return verdicts.values_list("trajectory_id", Cast(VERDICT, TextField()))
 
@@ -191,13 +204,20 @@ def _trajectory_rows(queryset, names, chunk_size: int) -> Iterator[dict]:
 def export_records(queryset, fields, chunk_size: int) -> Iterator[dict]:
     """The trajectories as dicts of `fields`, in id order, each with its `decision` and `verdict` (see DECISION and
     VERDICT) when `fields` names them. Three ordered reads merged here, each a server-side cursor: the rows, the
-    decisions and the verdicts, rather than a lookup of each per row."""
+    decisions and the verdicts, rather than a lookup of each per row. The decisions and verdicts are read between
+    the rows' lowest and highest id: a range of an export (exports.parts) reads theirs from their trajectory index,
+    not every decision's."""
     names = [name for name in fields if name not in BESIDE]
-    beside = {
-        name: _FirstPerTrajectory(read(queryset).iterator(chunk_size=chunk_size))
-        for name, read in (("decision", _decisions), ("verdict", _verdicts))
-        if name in fields
-    }
+    beside = {}
+    if any(name in BESIDE for name in fields):
+        span = queryset.aggregate(low=Min("pk"), high=Max("pk"))
+        if span["low"] is None:
+            return
+        beside = {
+            name: _FirstPerTrajectory(read(queryset, (span["low"], span["high"])).iterator(chunk_size=chunk_size))
+            for name, read in (("decision", _decisions), ("verdict", _verdicts))
+            if name in fields
+        }
     for row in _trajectory_rows(queryset, names, chunk_size):
         for name, values in beside.items():
             row[name] = values.value_for(row["id"])

@@ -35,11 +35,11 @@ from .models import ExportFormat, FileKind, Snapshot
 from .parts import IdRange, Part, export_ranges, part_write, parts_merge
 from .records import ExportStats, Lines, Manifest
 from .selectors import (
-    export_deduplicated,
     export_filters_clean,
+    export_near_duplicates,
+    export_near_duplicates_report,
     export_options_clean,
     export_queryset,
-    export_without_near_duplicates,
 )
 from .signals import snapshot_ready
 from .writers import EXTENSIONS, SHARDED, WRITERS
@@ -166,10 +166,11 @@ def _manifest(stream, audit: int | None) -> Manifest:
     return CertifiedManifest(stream, audit=audit, evidence=evidence)
 
 
-def _records(filters: dict, *, workspace_id: int, dedup: str):
-    """The trajectories an export reads: those matching its filters, less the near-duplicates it drops."""
-    queryset = export_queryset(filters, workspace_id=workspace_id)
-    return export_without_near_duplicates(queryset, dedup) if dedup else queryset
+def _ranges(queryset, dedup: str) -> list[IdRange]:
+    """The ranges an export of `queryset` is written in, about EXPORT_RANGE_RECORDS records each; with `dedup`, each
+    names the near-duplicates in it that the export leaves out, read once here for all of them."""
+    leaving = export_near_duplicates(queryset, dedup) if dedup else frozenset()
+    return export_ranges(queryset, settings.EXPORT_RANGE_RECORDS, leaving=leaving)
 
 
 # Told how far the writing of a part has got: (records handled, records to handle), see parts.part_write.
@@ -221,17 +222,19 @@ def _export_merged(
     names: dict[str, str],
     options: ExportOptions,
     about: dict,
+    removed: int,
 ) -> ExportResult:
     """Merge the parts (in id order) into the file set in `folder` (a new, empty folder of the caller's): the data,
     the manifest, the dataset card (with options.card) and the report, synced to disk; on any failure (or
-    interruption) empty the folder again."""
+    interruption) empty the folder again. `removed`: the near-duplicates the ranges left out, with options.dedup."""
     try:
         stats, files, on_evidence = parts_merge(
             format=format, parts=parts, folder=folder, names=names, label=options.label
         )
         dedup = None
         if options.dedup:
-            _, dedup = export_deduplicated(export_queryset(filters, workspace_id=workspace_id), options.dedup)
+            queryset = export_queryset(filters, workspace_id=workspace_id)
+            dedup = export_near_duplicates_report(queryset, options.dedup, removed)
             reason = f"near-duplicate of a record kept ({dedup['keep']})"
             stats.facts.duplicates = Counter({reason: dedup["removed"]})
         if about.get("audit"):
@@ -286,10 +289,11 @@ def export_write(
     partial.mkdir()
     workspace_id = default_workspace_id() if workspace_id is None else workspace_id
     try:
-        queryset = _records(filters, workspace_id=workspace_id, dedup=options.dedup)
+        queryset = export_queryset(filters, workspace_id=workspace_id)
+        ranges = _ranges(queryset, options.dedup)
         parts = []
         # The same parts a snapshot job's units write, one after another here.
-        for index, bounds in enumerate(export_ranges(queryset, settings.EXPORT_RANGE_RECORDS)):
+        for index, bounds in enumerate(ranges):
             part = Part(partial / ".parts" / part_name(index))
             part.folder.mkdir(parents=True)
             _part_into(format=format, queryset=bounds.of(queryset), part=part, options=options, audit=None)
@@ -305,6 +309,7 @@ def export_write(
             names=names,
             options=options,
             about={},
+            removed=sum(len(bounds.left_out) for bounds in ranges),
         )
         target = path if format in SHARDED else path.parent
         for written in result.files:
@@ -475,10 +480,10 @@ def _snapshot_about(snapshot: Snapshot) -> tuple[int, ExportOptions]:
 
 
 def snapshot_ranges(*, snapshot: Snapshot) -> list[IdRange]:
-    """The ranges of trajectory ids a snapshot's records are built in: about EXPORT_RANGE_RECORDS records each."""
+    """The ranges of trajectory ids a snapshot's records are built in: about EXPORT_RANGE_RECORDS records each, each
+    naming the near-duplicates in it the snapshot leaves out when it keeps one per cluster (read here, once)."""
     workspace_id, options = _snapshot_about(snapshot)
-    queryset = _records(snapshot.filters, workspace_id=workspace_id, dedup=options.dedup)
-    return export_ranges(queryset, settings.EXPORT_RANGE_RECORDS)
+    return _ranges(export_queryset(snapshot.filters, workspace_id=workspace_id), options.dedup)
 
 
 def snapshot_parts_folder(snapshot: Snapshot) -> Path:
@@ -541,7 +546,7 @@ def snapshot_part_build(
     workspace_id, options = _snapshot_about(snapshot)
     certify = snapshot.options.get("certify")
     try:
-        queryset = bounds.of(_records(snapshot.filters, workspace_id=workspace_id, dedup=options.dedup))
+        queryset = bounds.of(export_queryset(snapshot.filters, workspace_id=workspace_id))
         about = _part_into(
             format=snapshot.format,
             queryset=queryset,
@@ -557,9 +562,12 @@ def snapshot_part_build(
     return PartRecorder(snapshot=snapshot, index=index, temp=temp, about=about)
 
 
-def snapshot_build(*, snapshot: Snapshot, parts: int, progress: ExportProgress | None = None) -> SnapshotRecorder:
+def snapshot_build(
+    *, snapshot: Snapshot, parts: int, removed: int, progress: ExportProgress | None = None
+) -> SnapshotRecorder:
     """Merge the snapshot's `parts` parts (all in place) into its file set, in a temporary folder of its own, and
-    return the recorder that puts it in place; `progress` is told the parts merged."""
+    return the recorder that puts it in place; `removed`: the near-duplicates its ranges left out; `progress` is told
+    the parts merged."""
     exports_dir = Path(settings.EXPORTS_DIR)
     exports_dir.mkdir(parents=True, exist_ok=True)
     temp = exports_dir / _snapshot_temp_pattern(snapshot).replace("*", uuid.uuid4().hex)
@@ -587,6 +595,7 @@ def snapshot_build(*, snapshot: Snapshot, parts: int, progress: ExportProgress |
             names=export_file_names(snapshot_file_name(snapshot)),
             options=options,
             about=about,
+            removed=removed,
         )
         if progress is not None:
             progress(parts, parts)

@@ -82,3 +82,33 @@ def test_a_snapshot_takes_the_option_over_rest_and_refuses_an_unknown_rule(world
         content_type="application/json",
     )
     assert response.status_code == 202 and response.json()["options"] == {"dedup": "accepted_first"}
+
+
+def test_a_snapshot_in_parts_reads_its_near_duplicates_once_and_each_part_leaves_out_its_own(
+    world, eager, settings, monkeypatch
+):
+    from simia_web.exports import job_kinds, selectors
+
+    settings.EXPORT_RANGE_RECORDS = 1  # a part a record
+    reads = []
+    real = selectors.near_duplicates_to_drop
+
+    def counted(queryset, keep):
+        reads.append(keep)
+        return real(queryset, keep)
+
+    monkeypatch.setattr(selectors, "near_duplicates_to_drop", counted)
+    snapshot = _built("openai", {"status": "accepted"}, {"dedup": "highest_score"})
+
+    assert reads == ["highest_score"]  # at planning, not in every part nor again in the merge
+    kept = sorted([world["copies"][2].pk, world["unrelated"].pk, world["unindexed"].pk])
+    parts = list(snapshot.job.units.filter(stage=job_kinds.BUILD).order_by("key"))
+    assert [unit.result["count"] for unit in parts] == [1, 1, 1]
+    left_out = sorted(pk for unit in parts for pk in unit.params["left_out"])
+    assert left_out == sorted(t.pk for t in world["copies"][:2])
+    assert snapshot.job.units.get(stage=job_kinds.MERGE).params["removed"] == 2
+    manifest = snapshot.file_entry("manifest")
+    lines = (settings.EXPORTS_DIR / manifest["path"]).read_text().splitlines()
+    assert sorted(json.loads(line)["trajectory_id"] for line in lines) == kept
+    report = json.loads((settings.EXPORTS_DIR / snapshot.file_entry("report")["path"]).read_text())
+    assert report["near_duplicates"] == {"keep": "highest judge score", "removed": 2, "not_indexed": 1}
