@@ -1,16 +1,19 @@
 """The "bulk-decision" job kind: accept or reject every item of a filtered queue, too many for one request.
 
 The job keeps the queue page's filter (or names a selection another app registered, such as an audit's frozen
-population: curation.services.bulk_selection_register), not a list of ids; its units are ranges of ids, each
-deciding the items of its range that match the filter when it runs, as reviews_bulk does (held items, items a
-person decided one by one and, when accepting, empty ones are left and counted), under one batch. Its progress is
-the units done. It decides only items of its own workspace (the job's), whatever the filter or selection names.
+population: curation.services.bulk_selection_register), not a list of ids. Its units are ranges of ids of about
+IDS_PER_UNIT items each, read once when it is planned, that any worker takes; each decides the items of its range
+that match the filter when it runs, as reviews_bulk does (held items, items a person decided one by one and, when
+accepting, empty ones are left and counted), under the job's one batch, so the bulk undo takes back every range at
+once. A unit decides in its writer, in the transaction that marks it done: a unit redelivered or run twice at once
+decides its items once. Its progress is the units done. It decides only items of its own workspace (the job's),
+whatever the filter or selection names.
 """
 
+from collections.abc import Iterator
 from types import SimpleNamespace
 from uuid import UUID
 
-from django.db.models import Max, Min
 from django.http import QueryDict
 
 from simia_web.accounts.models import User
@@ -23,6 +26,7 @@ from simia_web.jobs.models import JobUnit, UnitStatus
 DECIDE = "decide"
 # Ids per unit: a unit's writes (its trajectories, reviews, changes and audit rows) stay a short transaction.
 IDS_PER_UNIT = 5_000
+IDS_READ = 20_000  # ids read at a time when the units are planned
 COUNTS = ("changed", "held", "decided", "unreviewable")
 
 
@@ -36,13 +40,17 @@ def _selection(job):
     return reviewer, queue_selection(filterset.qs)
 
 
-def _bounds(job) -> tuple[int, int] | None:
+def _ids(job) -> Iterator[int]:
+    """The ids of the items the job decides as they stand now, in order: its queue filter's, in one read; or those of
+    a selection another app registered, IDS_READ ids of its bounds at a time (it names its items by id)."""
     chosen = job.params.get("selection")
-    if chosen:  # named by another app (an audit's population): it knows its bounds
-        return BULK_SELECTIONS[chosen["name"]].bounds(chosen)
-    _, selection = _selection(job)
-    bounds = selection.aggregate(low=Min("pk"), high=Max("pk"))
-    return None if bounds["low"] is None else (bounds["low"], bounds["high"])
+    if not chosen:
+        yield from _selection(job)[1].order_by("pk").values_list("pk", flat=True).iterator(chunk_size=IDS_READ)
+        return
+    bounds = BULK_SELECTIONS[chosen["name"]].bounds(chosen)
+    if bounds is not None:
+        for low in range(bounds[0], bounds[1] + 1, IDS_READ):
+            yield from _range(job, low, low + IDS_READ)[1].order_by("pk").values_list("pk", flat=True)
 
 
 def _range(job, low: int, high: int):
@@ -65,13 +73,19 @@ class BulkDecisionKind(JobKind):
     def plan(self, job, stage):
         if stage is not None:
             return None
-        bounds = _bounds(job)
-        if bounds is None:
+        # Ranges [from, to) of IDS_PER_UNIT of the items, the last to just past the last one: they meet, so an item
+        # that comes to match between two ids read is decided too.
+        starts, last = [], None
+        for count, pk in enumerate(_ids(job)):
+            if count % IDS_PER_UNIT == 0:
+                starts.append(pk)
+            last = pk
+        if last is None:
             return None
-        low, high = bounds
+        ends = [*starts[1:], last + 1]
         return DECIDE, [
-            UnitPlan(DECIDE, f"ids:{start}", {"from": start, "to": start + IDS_PER_UNIT})
-            for start in range(low, high + 1, IDS_PER_UNIT)
+            UnitPlan(DECIDE, f"ids:{start}", {"from": start, "to": end})
+            for start, end in zip(starts, ends, strict=True)
         ]
 
     def run(self, job, unit):
