@@ -1,9 +1,11 @@
 """Random sequences of decisions, second looks (confirm, overturn, fix and confirm), bulk confirmations on a sample,
-undos, guideline changes and send-backs by an annotator, a reviewer and a curator with the reviewer stage on. After
-every step an item is accepted or rejected only under a decision that needed no second look or settled one, at its
-version, and awaits review exactly while an annotator's decision awaits; every decision names the guidelines in force
-when it was made. At the end of each walk the export holds exactly the accepted items' texts and the rollups equal a
-recount. SIMIA_FUZZ_EXAMPLES raises the number of runs."""
+undos, guideline changes, send-backs and gold items (marked with or without expected ratings, and answered) by an
+annotator, a reviewer and a curator with the reviewer stage on. After every step an item is accepted or rejected only
+under a decision that needed no second look or settled one, at its version, and awaits review exactly while an
+annotator's decision awaits; every decision names the guidelines in force when it was made. At the end of each walk
+nothing of a gold item (that it is gold, its expected answer, explanation or ratings) reaches anyone below the
+curator role who has not answered it, on its page or over REST; the export holds exactly the accepted items' texts;
+and the rollups equal a recount. SIMIA_FUZZ_EXAMPLES raises the number of runs."""
 
 import contextlib
 import json
@@ -11,6 +13,7 @@ import os
 
 import pytest
 from django.db import transaction
+from django.test import Client
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
@@ -18,11 +21,12 @@ from simia_web.accounts.models import Workspace, default_workspace_id
 from simia_web.accounts.services import workspace_review_stage_set
 from simia_web.catalog.guidelines import guidelines_in_force, guidelines_save
 from simia_web.core.errors import HeldByOther
-from simia_web.curation.models import STANDING, Decision, Review, Trajectory, TrajectoryStatus
+from simia_web.curation.models import STANDING, Decision, GoldItem, Review, ReviewStage, Trajectory, TrajectoryStatus
 from simia_web.curation.selectors.second_look import awaiting_batches
 from simia_web.curation.services import (
     STATUS_FOR_DECISION,
     ReviewError,
+    gold_mark,
     review_decide,
     review_undo,
     reviews_confirm_rest,
@@ -37,7 +41,9 @@ from tests.support.factories import make_trajectory, verdict
 pytestmark = pytest.mark.django_db
 
 PEOPLE = ("annotator", "reviewer", "curator")
-OPERATIONS = ("accept", "reject", "fix", "undo", "guidelines", "confirm_rest", "send_back")
+OPERATIONS = ("accept", "reject", "fix", "undo", "guidelines", "confirm_rest", "send_back", "gold", "gold_rated")
+# Who answers gold items (anyone below the curator role) and must learn nothing of one before answering it.
+ANSWERERS = ("annotator", "reviewer")
 STEPS = st.lists(
     st.tuples(st.sampled_from(PEOPLE), st.sampled_from(OPERATIONS), st.integers(0, 2)), min_size=1, max_size=10
 )
@@ -83,6 +89,14 @@ def _step(items, users, person: str, operation: str, index: int, counter: list[i
             )
     elif operation == "send_back":
         reviews_send_back(trajectories=Trajectory.objects.filter(pk=item.pk), actor=users["curator"])
+    elif operation in ("gold", "gold_rated"):
+        gold_mark(
+            trajectory=item,
+            expected_decision=Decision.REJECT if counter[0] % 2 else Decision.ACCEPT,
+            expected_scores={"policy_followed": 0.2, "task_completed": 0.9} if operation == "gold_rated" else None,
+            explanation=f"explained-{counter[0]}",
+            actor=users["curator"],
+        )
 
 
 def _check(items, newer_than: int) -> list:
@@ -108,6 +122,32 @@ def _check(items, newer_than: int) -> list:
     return accepted_texts
 
 
+def _gold_hidden(items, users, clients: dict[str, Client]) -> None:
+    """Nobody below the curator role who has not answered a gold item learns anything of it: neither its page, nor
+    its REST detail, nor the REST list says it is gold, or shows its expected answer, explanation or ratings. Pages
+    are slow reads, so this runs where a walk ends: walks of every length are drawn, so what one meets midway
+    another ends on."""
+    golds = dict(GoldItem.objects.filter(trajectory__in=items).values_list("trajectory_id", "explanation"))
+    for person in ANSWERERS:
+        answered = set(
+            Review.objects.filter(reviewer=users[person], stage=ReviewStage.GOLD).values_list(
+                "trajectory_id", flat=True
+            )
+        )
+        hidden = {pk: why for pk, why in golds.items() if pk not in answered}
+        if not hidden:
+            continue
+        client = clients[person]
+        reads = [client.get("/api/v1/trajectories/")]
+        for pk in hidden:
+            reads += [client.get(f"/trajectories/{pk}/"), client.get(f"/api/v1/trajectories/{pk}/")]
+        for read in reads:
+            assert read.status_code == 200
+            text = read.content.decode()
+            assert "gold" not in text.lower() and "expected" not in text.lower(), (person, read.request["PATH_INFO"])
+            assert not any(why in text for why in hidden.values()), (person, read.request["PATH_INFO"])
+
+
 def _check_exported(accepted_texts: list, tmp_path) -> None:
     """The export holds the accepted texts and nothing else; the rollups equal a recount."""
     path = tmp_path / "accepted.jsonl"
@@ -119,6 +159,10 @@ def _check_exported(accepted_texts: list, tmp_path) -> None:
 
 
 def test_reviewer_stage_invariants_hold_over_random_work(users, tmp_path):
+    clients = {person: Client() for person in ANSWERERS}
+    for person, client in clients.items():
+        client.force_login(users[person])
+
     @given(steps=STEPS)
     @settings(
         max_examples=int(os.environ.get("SIMIA_FUZZ_EXAMPLES", "10")),
@@ -137,6 +181,7 @@ def test_reviewer_stage_invariants_hold_over_random_work(users, tmp_path):
                 with contextlib.suppress(REFUSED):
                     _step(items, users, person, operation, index, counter)
                 accepted_texts = _check(items, newest)
+            _gold_hidden(items, users, clients)
             _check_exported(accepted_texts, tmp_path)
             transaction.set_rollback(True)
 
