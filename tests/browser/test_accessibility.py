@@ -1,6 +1,8 @@
 """Accessibility in Chromium: axe-core (from the pinned `axe-playwright-python` package) finds no serious or
-critical violation on any page, as each role that can open it; and the queue, the trajectory page and the editor
-work at a phone's width (390 px) without sideways scrolling, their key buttons within reach."""
+critical violation on any page, as each role that can open it (the review workflow's pages too: guidelines with
+their history, the reviewer queue, overturned decisions, a gold item before and after it is answered, an annotator's
+quality); and the queue, the trajectory page and the editor work at a phone's width (390 px) without sideways
+scrolling, their key buttons within reach, as every page a curator opens fits it."""
 
 from datetime import timedelta
 
@@ -11,14 +13,16 @@ from django.utils import timezone
 from playwright.sync_api import expect
 
 from simia_web.accounts.models import Workspace
+from simia_web.accounts.services import workspace_review_stage_set
 from simia_web.calibration.models import CalibrationAnswer, CalibrationRun
 from simia_web.calibration.services import assignments_create, rating_save
 from simia_web.calibration.services import run_summarize as calibration_summarize
+from simia_web.catalog.guidelines import guidelines_save
 from simia_web.catalog.models import Seed
 from simia_web.catalog.references import ReferenceConfig, reference_set
 from simia_web.catalog.services import apis_store, domain_ensure, tasks_store
 from simia_web.curation.models import Trajectory
-from simia_web.curation.services import draft_save, review_decide, trajectory_edit
+from simia_web.curation.services import draft_save, gold_mark, review_decide, trajectory_edit
 from simia_web.exports.services import snapshot_create
 from simia_web.fidelity.models import FidelityCall, FidelityRun, FidelityTrajectory, Outcome
 from simia_web.fidelity.services import run_summarize
@@ -64,10 +68,16 @@ PAGES = {
         "/calibration/",
         "/calibration/runs/{calibration_run}/",
         "/calibration/assigned/",
+        "/guidelines/",
+        "/domains/{domain}/guidelines/",
+        "/review/overturned/",
+        "/review/annotators/{person}/",
+        "/trajectories/{gold}/",
         "/api/docs/",
         "/no-such-page/",
     ],
     "curator": [
+        "/review/second-look/",  # reviewers and above
         "/queue/synthesis/",
         "/queue/rollouts/",
         "/queue/amplify/",
@@ -238,7 +248,9 @@ def seed_everything(users) -> dict:
     )
     CalibrationAnswer.objects.create(run=calibration, trajectory=accepted, trajectory_version=1, error="not JSON")
     calibration_summarize(run=calibration)
+    gold = review_workflow_seed(users, domain)
     return {
+        "gold": gold.pk,
         "calibration_run": calibration.pk,
         "fidelity_run": run.pk,
         "trajectory": trajectory.pk,
@@ -256,6 +268,48 @@ def seed_everything(users) -> dict:
         "person": users["annotator"].pk,
         "cluster": duplicated[0].pk,
     }
+
+
+def review_workflow_seed(users, domain) -> Trajectory:
+    """Guidelines with a history, decisions awaiting a reviewer and one overturned, and a gold item with expected
+    ratings that the annotator rated and answered, as did the reviewer; returns the gold item."""
+    workspace = Workspace.objects.get(slug="default")
+    rules = "## Refunds\nRefund **only** to the original card.\n\n| case | answer |\n| --- | --- |\n| late | no |"
+    for version, text in enumerate(("## Refunds\nRefund to the original card.", rules)):
+        guidelines_save(
+            workspace_id=workspace.pk, domain=None, text=text, expected_version=version, actor=users["curator"]
+        )
+    guidelines_save(
+        workspace_id=workspace.pk,
+        domain=domain,
+        text=f"{rules}\n\nShop: confirm first.",
+        expected_version=0,
+        actor=users["curator"],
+    )
+    workspace_review_stage_set(workspace=workspace, on=True, actor=users["admin"])
+    waiting, overturned = (make_trajectory(judge=verdict(passed=True)) for _ in range(2))
+    for t in (waiting, overturned):
+        review_decide(trajectory=t, reviewer=users["annotator"], decision="accept", expected_version=1)
+    review_decide(
+        trajectory=overturned,
+        reviewer=users["reviewer"],
+        decision="reject",
+        expected_version=Trajectory.objects.get(pk=overturned.pk).version,
+        reason="Refunded to a new card, against the guidelines.",
+    )
+    workspace_review_stage_set(workspace=workspace, on=False, actor=users["admin"])
+    gold = make_trajectory(judge=verdict(passed=True))
+    gold_mark(
+        trajectory=gold,
+        expected_decision="reject",
+        expected_scores={"task_completed": 1.0, "policy_followed": 0.2},
+        explanation="It refunds the order twice.",
+        actor=users["curator"],
+    )
+    rating_save(trajectory_id=gold.pk, annotator=users["annotator"], text_version=1, scores={"policy_followed": 0.6})
+    for person in ("annotator", "reviewer"):
+        review_decide(trajectory=gold, reviewer=users[person], decision="reject", expected_version=1, reason="Twice.")
+    return gold
 
 
 def log_in(browser, base_url: str, username: str | None, **options):
