@@ -200,6 +200,8 @@ ROUTES: dict[str, Route] = {
     "api-trajectory-detail": api({"GET": ANNOTATOR}, pk="trajectory"),
     "api-trajectory-reviews": api({"POST": ANNOTATOR}, pk="trajectory"),
     "api-trajectory-revert": api({"POST": ANNOTATOR}, pk="trajectory"),
+    "api-trajectory-gold": api({"GET": CURATOR, "PUT": CURATOR, "DELETE": CURATOR}, pk="trajectory"),
+    "api-gold-list": api({"GET": CURATOR}),
     "api-job-list": api({"GET": ANNOTATOR, "POST": CURATOR}),
     "api-job-detail": api({"GET": ANNOTATOR}, pk="job"),
     "api-job-cancel": api({"POST": CURATOR}, pk="job"),

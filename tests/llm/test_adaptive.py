@@ -143,8 +143,10 @@ def test_against_a_one_slot_server_the_limit_falls_from_eight_to_one_and_no_requ
     senders.send(threads=8, requests=40)
     first_at_one = next(i for i, limit in enumerate(senders.limits) if allowed(limit) == 1)
     assert first_at_one < 12
-    steady = senders.outcomes[first_at_one + 8 :]  # those sent before it fell may still be answered late
-    assert steady and steady.count("timeout") == 0
+    # Those sent before it fell may still be answered late, and the server still works through the requests their
+    # clients gave up on (a timed-out request stays in its queue): on a busy machine that drains over a few more.
+    steady = senders.outcomes[first_at_one + 12 :]
+    assert len(steady) >= 10 and steady.count("timeout") == 0
     assert max(allowed(limit) for limit in senders.limits[first_at_one:]) <= 2
     history = limiter.adaptive_state()["history"]
     assert history and allowed(history[-1]["limit"]) <= 2
