@@ -17,7 +17,7 @@ from simia_web.curation.services.consensus import consensus_open
 from simia_web.jobs.models import Job
 from simia_web.jobs.services import job_create
 from simia_web.llm.models import EndpointProfile
-from simia_web.simulation.judge import CRITERIA, GRADES, PROMPTS
+from simia_web.simulation.judge import PROMPTS, grades_clean
 
 from . import figures, selectors
 from .models import (
@@ -55,20 +55,7 @@ class RatingStale(Conflict):
 
 
 def _scores_clean(scores: dict) -> dict[str, float]:
-    unknown = sorted(set(scores) - set(CRITERIA))
-    if unknown:
-        raise ValidationFailed(f"no criterion named {', '.join(unknown)}; criteria: {', '.join(CRITERIA)}", "scores")
-    clean = {}
-    for criterion, value in scores.items():
-        if value is None or value == "":
-            continue
-        try:
-            grade = round(float(value), 1)
-        except (TypeError, ValueError):
-            raise ValidationFailed(f"{criterion}: a number from 0 to 1 in tenths", "scores") from None
-        if grade not in GRADES or abs(grade - float(value)) > 1e-9:
-            raise ValidationFailed(f"{criterion}: a number from 0 to 1 in tenths, not {value!r}", "scores")
-        clean[criterion] = grade
+    clean = grades_clean(scores)
     if not clean:
         raise ValidationFailed("rate at least one criterion", "scores")
     return clean
