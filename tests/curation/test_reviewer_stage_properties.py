@@ -1,8 +1,11 @@
 """Random sequences of decisions, second looks (confirm, overturn, fix and confirm), bulk confirmations on a sample,
-undos, guideline changes, send-backs and gold items (marked with or without expected ratings, and answered) by an
-annotator, a reviewer and a curator with the reviewer stage on. After every step an item is accepted or rejected only
-under a decision that needed no second look or settled one, at its version, and awaits review exactly while an
-annotator's decision awaits; every decision names the guidelines in force when it was made. At the end of each walk
+undos, guideline changes, send-backs, gold items (marked with or without expected ratings, and answered) and
+consensus rules (majority, unanimous or adjudicate over two annotators' votes, drawn per item) by two annotators,
+a reviewer and a curator with the reviewer stage on (and walks of votes alone, where consensus is met or disputed
+and adjudicated most of the time). After every step an item is accepted or rejected only under a decision that
+needed no second look, settled one, or that votes meeting their rule made, at its version; it awaits review exactly
+while an annotator's decision awaits or votes disagree; every decision names the guidelines in force when it was
+made. At the end of each walk
 nothing of a gold item (that it is gold, its expected answer, explanation or ratings) reaches anyone below the
 curator role who has not answered it, on its page or over REST; the export holds exactly the accepted items' texts;
 and the rollups equal a recount. SIMIA_FUZZ_EXAMPLES raises the number of runs."""
@@ -18,10 +21,19 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from simia_web.accounts.models import Workspace, default_workspace_id
-from simia_web.accounts.services import workspace_review_stage_set
+from simia_web.accounts.services import user_create, workspace_review_stage_set
 from simia_web.catalog.guidelines import guidelines_in_force, guidelines_save
 from simia_web.core.errors import HeldByOther
-from simia_web.curation.models import STANDING, Decision, GoldItem, Review, ReviewStage, Trajectory, TrajectoryStatus
+from simia_web.curation.models import (
+    STANDING,
+    ConsensusItem,
+    Decision,
+    GoldItem,
+    Review,
+    ReviewStage,
+    Trajectory,
+    TrajectoryStatus,
+)
 from simia_web.curation.selectors.second_look import awaiting_batches
 from simia_web.curation.services import (
     STATUS_FOR_DECISION,
@@ -32,20 +44,34 @@ from simia_web.curation.services import (
     reviews_confirm_rest,
     reviews_send_back,
 )
+from simia_web.curation.services.consensus import RULES as CONSENSUS_RULES
+from simia_web.curation.services.consensus import consensus_open, consensus_outcome
 from simia_web.curation.versions import StaleVersion
 from simia_web.exports.selectors import export_filters_clean
 from simia_web.exports.services import export_write
+from tests.conftest import PASSWORD
 from tests.curation.test_rollups import assert_rollups_equal_a_recount
 from tests.support.factories import make_trajectory, verdict
 
 pytestmark = pytest.mark.django_db
 
-PEOPLE = ("annotator", "reviewer", "curator")
-OPERATIONS = ("accept", "reject", "fix", "undo", "guidelines", "confirm_rest", "send_back", "gold", "gold_rated")
+PEOPLE = ("annotator", "annotator2", "reviewer", "curator")
+OPERATIONS = (
+    "accept",
+    "reject",
+    "fix",
+    "undo",
+    "guidelines",
+    "confirm_rest",
+    "send_back",
+    "gold",
+    "gold_rated",
+)
 # Who answers gold items (anyone below the curator role) and must learn nothing of one before answering it.
-ANSWERERS = ("annotator", "reviewer")
+ANSWERERS = ("annotator", "annotator2", "reviewer")
+VOTERS = ("annotator", "annotator2")
 STEPS = st.lists(
-    st.tuples(st.sampled_from(PEOPLE), st.sampled_from(OPERATIONS), st.integers(0, 2)), min_size=1, max_size=10
+    st.tuples(st.sampled_from(PEOPLE), st.sampled_from(OPERATIONS), st.integers(0, 2)), min_size=1, max_size=12
 )
 REFUSED = (StaleVersion, HeldByOther, ReviewError)
 
@@ -107,13 +133,21 @@ def _check(items, newer_than: int) -> list:
         standing = list(Review.objects.filter(STANDING, trajectory=t))
         assert len(standing) <= 1
         if t.status == TrajectoryStatus.AWAITING_REVIEW:
-            assert standing and standing[0].stage == "awaiting"
+            assert standing and standing[0].stage in ("awaiting", "disputed")
         elif t.status in (TrajectoryStatus.ACCEPTED, TrajectoryStatus.REJECTED):
-            # Accepted or rejected only under a decision that needed no second look or settled one.
-            assert standing and standing[0].stage == "" and standing[0].trajectory_version == t.version
+            # Accepted or rejected only under a decision that needed no second look or settled one, or that votes
+            # meeting their rule made.
+            assert standing and standing[0].stage in ("", "consensus") and standing[0].trajectory_version == t.version
             assert STATUS_FOR_DECISION[standing[0].decision] == t.status
         else:
             assert not standing
+        if standing and standing[0].stage in ("consensus", "disputed"):
+            # The votes it rests on, on the version voted on, come to what it says under the item's rule.
+            rule = ConsensusItem.objects.get(trajectory=t)
+            votes = list(Review.objects.filter(pk__in=standing[0].sample).values_list("decision", "based_on_version"))
+            assert all(version == standing[0].based_on_version for _, version in votes)
+            outcome = consensus_outcome(rule.rule, rule.overlap, [d for d, _ in votes] + [standing[0].decision])
+            assert outcome == ("dispute" if standing[0].stage == "disputed" else standing[0].decision)
         if t.status == TrajectoryStatus.ACCEPTED:
             accepted_texts.append(t.messages)
     for review in Review.objects.filter(pk__gt=newer_than).select_related("trajectory"):
@@ -158,12 +192,33 @@ def _check_exported(accepted_texts: list, tmp_path) -> None:
     assert_rollups_equal_a_recount()
 
 
+VOTING_STEPS = st.lists(
+    st.tuples(
+        st.sampled_from(("annotator", "annotator2", "reviewer")),
+        st.sampled_from(("accept", "reject", "reject", "accept", "undo", "fix")),
+        st.integers(0, 2),
+    ),
+    min_size=2,
+    max_size=12,
+)
+RULES_PER_ITEM = st.lists(st.sampled_from([None, *CONSENSUS_RULES]), min_size=3, max_size=3)
+
+
 def test_reviewer_stage_invariants_hold_over_random_work(users, tmp_path):
+    _walks(users, tmp_path, STEPS)
+
+
+def test_the_same_invariants_hold_over_random_votes(users, tmp_path):
+    _walks(users, tmp_path, VOTING_STEPS)
+
+
+def _walks(users, tmp_path, steps_drawn) -> None:
+    users = {**users, "annotator2": user_create(username="annotator2", role="annotator", password=PASSWORD)}
     clients = {person: Client() for person in ANSWERERS}
     for person, client in clients.items():
         client.force_login(users[person])
 
-    @given(steps=STEPS)
+    @given(steps=steps_drawn, rules=RULES_PER_ITEM)
     @settings(
         max_examples=int(os.environ.get("SIMIA_FUZZ_EXAMPLES", "10")),
         deadline=None,
@@ -171,10 +226,14 @@ def test_reviewer_stage_invariants_hold_over_random_work(users, tmp_path):
         phases=[Phase.generate],
         suppress_health_check=list(HealthCheck),
     )
-    def run(steps):
+    def run(steps, rules):
         with transaction.atomic():
             workspace_review_stage_set(workspace=Workspace.objects.get(slug="default"), on=True, actor=None)
             items = [make_trajectory(judge=verdict(passed=passed)) for passed in (False, True, True)]
+            for batch, (item, rule) in enumerate(zip(items, rules, strict=True)):
+                if rule is not None:  # the item is decided by the two annotators' votes under the rule
+                    voters = {item.pk: [users[name] for name in VOTERS]}
+                    consensus_open(trajectory_ids=[item.pk], rule=rule, overlap=2, voters=voters, batch=batch)
             counter, accepted_texts = [0], []
             for person, operation, index in steps:
                 newest = Review.objects.order_by("-pk").values_list("pk", flat=True).first() or 0
