@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from datetime import date, datetime
 
 from django.db import connection, transaction
-from django.db.models import Count, F, Max
+from django.db.models import Count, F, Max, Q
 from django.utils import timezone
 
 from simia_web.catalog.models import Domain
@@ -91,25 +91,35 @@ def _label(text: str) -> str:
     return text[: Rollup._meta.get_field("label").max_length]
 
 
+def _among(column: str, ids: list[int]) -> Q:
+    """`column` is one of `ids` (not empty), sent as one array, and between the lowest and the highest of them: for
+    thousands of ids far apart (a domain's among the others'), PostgreSQL reads the index between them rather than
+    the whole table."""
+    return Q(AmongIds(F(column), ids), **{f"{column}__gte": min(ids), f"{column}__lte": max(ids)})
+
+
 def _shares(trajectory_ids: list[int], *, violations: bool = False) -> dict[Key, list]:
     """{key: [count, sum]} the trajectories add to the rollups, in three queries whatever their number; with
-    `violations`, their rule violations' share too (a fourth). The ids go as one array each (a rebuild's chunk of
-    thousands costs the driver and the ORM a parameter each otherwise)."""
-    trajectories = list(Trajectory.objects.filter(AmongIds(F("pk"), trajectory_ids)).values_list(*TRAJECTORY_FACTS))
+    `violations`, their rule violations' share too (a fourth)."""
+    if not trajectory_ids:
+        return _count([], [], {})
+    trajectories = list(Trajectory.objects.filter(_among("pk", trajectory_ids)).values_list(*TRAJECTORY_FACTS))
     if not trajectories:
         return _count([], [], {})
     codes: defaultdict[int, set[str]] = defaultdict(set)
     if violations:
-        unfixed = RuleViolation.objects.filter(AmongIds(F("trajectory_id"), trajectory_ids), fixed=False)
+        unfixed = RuleViolation.objects.filter(_among("trajectory_id", trajectory_ids), fixed=False)
         for pk, code in unfixed.values_list("trajectory_id", "code").order_by():
             codes[pk].add(code)
-    standing = Review.objects.filter(AmongIds(F("trajectory_id"), trajectory_ids), undone_at__isnull=True)
+    standing = Review.objects.filter(_among("trajectory_id", trajectory_ids), undone_at__isnull=True)
     reviews = list(standing.order_by("id").values_list(*REVIEW_FACTS))
     judged = {pk for pk, *_, passed, _ in trajectories if passed is not None}
     decided = [pk for pk, _, _, _, bulk, superseded_at, _ in reviews if pk in judged and not bulk and not superseded_at]
-    latest = JudgeVerdict.objects.filter(AmongIds(F("trajectory_id"), decided), error="").values("trajectory_id")
+    if not decided:
+        return _count(trajectories, reviews, {}, codes)
+    latest = JudgeVerdict.objects.filter(_among("trajectory_id", decided), error="").values("trajectory_id")
     verdicts = JudgeVerdict.objects.filter(pk__in=latest.annotate(latest=Max("id")).values("latest"))
-    rows = verdicts.values_list("trajectory_id", "profile_id", "scores") if decided else []
+    rows = verdicts.values_list("trajectory_id", "profile_id", "scores")
     return _count(trajectories, reviews, {pk: (profile or 0, scores) for pk, profile, scores in rows}, codes)
 
 
