@@ -5,6 +5,7 @@ imported from here, `simia_web.curation.models`."""
 
 from .consensus import ConsensusItem
 from .decisions import (
+    PEER_STAGES,
     SETTLED_ONE_BY_ONE,
     STANDING,
     STATUS_FOR_DECISION,
@@ -39,6 +40,7 @@ __all__ = [
     "QUEUE_FILTER_COLUMNS",
     "QUEUE_ORDER_KEYS",
     "QUEUE_SORT_KEYS",
+    "PEER_STAGES",
     "SETTLED_ONE_BY_ONE",
     "STANDING",
     "STATUS_FOR_DECISION",

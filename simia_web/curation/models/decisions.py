@@ -48,6 +48,18 @@ class ReviewStage(models.TextChoices):
 SETTLED_ONE_BY_ONE = (ReviewStage.CONFIRMED, ReviewStage.FIXED, ReviewStage.OVERTURNED)
 
 
+# The answers that set annotators side by side on one item version: gold answers, and consensus votes, the deciding
+# vote included (kept as the consensus or disputed decision it made, adjudicated once a reviewer settles it, on the
+# version voted on: `based_on_version`).
+PEER_STAGES = (
+    ReviewStage.GOLD,
+    ReviewStage.VOTE,
+    ReviewStage.CONSENSUS,
+    ReviewStage.DISPUTED,
+    ReviewStage.ADJUDICATED,
+)
+
+
 # The stages of a standing decision that waits for a reviewer: the item is not decided yet.
 WAITING_FOR_REVIEWER = (ReviewStage.AWAITING, ReviewStage.DISPUTED)
 
@@ -127,6 +139,18 @@ class Review(models.Model):
             ),
             # Each annotator's latest bulk confirmation: where their next batch starts.
             models.Index(fields=["reviewer", "-created_at"], name="review_bulk_confirmed", condition=Q(stage="bulk")),
+            # An annotator's answers beside others' (agreement with other annotators), and the others' on an item
+            # version.
+            models.Index(
+                fields=["reviewer", "trajectory", "based_on_version"],
+                name="review_peer_answers",
+                condition=Q(stage__in=PEER_STAGES),
+            ),
+            models.Index(
+                fields=["trajectory", "based_on_version", "reviewer"],
+                name="review_peer_answers_item",
+                condition=Q(stage__in=PEER_STAGES),
+            ),
             # An annotator's answers on gold items, latest first.
             models.Index(fields=["reviewer", "-id"], name="review_gold_answers", condition=Q(stage="gold")),
             # An annotator's decisions reviewers settled one by one, latest first: a bulk confirmation's sample.

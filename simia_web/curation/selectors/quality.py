@@ -11,7 +11,7 @@ from django.db.models import Case, Count, Exists, F, Func, IntegerField, Min, Ou
 from django.db.models.functions import Coalesce, Sign
 
 from simia_web.accounts.scoping import scoped
-from simia_web.curation.models import Decision, Review, ReviewStage
+from simia_web.curation.models import PEER_STAGES, Decision, Review, ReviewStage
 
 from .second_look import overturn_rates
 
@@ -19,16 +19,6 @@ Z95 = 1.959964
 # The trend is the accuracy of consecutive blocks of this many answers, over the latest TREND_ANSWERS answers.
 TREND_BLOCK = 10
 TREND_ANSWERS = 200
-# The answers that set annotators side by side on one item version: gold answers, and consensus votes, the deciding
-# vote included (kept as the consensus or disputed decision it made, adjudicated once a reviewer settles it, on the
-# version voted on: `based_on_version`).
-PEER_STAGES = (
-    ReviewStage.GOLD,
-    ReviewStage.VOTE,
-    ReviewStage.CONSENSUS,
-    ReviewStage.DISPUTED,
-    ReviewStage.ADJUDICATED,
-)
 # A vote its author replaced with another (a changed mind) is no answer of theirs any more.
 PEER_ANSWER = Q(stage__in=PEER_STAGES) & (Q(undone_at__isnull=True) | ~Q(undone_by_id=F("reviewer_id")))
 
