@@ -1,6 +1,8 @@
 """The review workflow in Chromium: an annotator opens the guidelines by key beside an item and decides it where the
 reviewer stage is on; a reviewer confirms one decision and overturns another (with a reason) by keyboard from the
-reviewer queue; the annotator reads the reason. axe-core finds no serious or critical violation on the new pages,
+reviewer queue; the annotator reads the reason. A curator marks a gold item on its page, and the annotator learns it
+only once they have decided it; annotators' split votes wait first in the reviewer queue for the reviewer to decide.
+axe-core finds no serious or critical violation on the new pages,
 which fit a 390 px screen."""
 
 import pytest
@@ -8,7 +10,8 @@ from axe_playwright_python.sync_playwright import Axe
 from playwright.sync_api import expect
 
 from simia_web.accounts.models import Workspace
-from simia_web.accounts.services import workspace_review_stage_set
+from simia_web.accounts.services import user_create, workspace_review_stage_set
+from simia_web.calibration.services import assignments_create
 from simia_web.catalog.guidelines import guidelines_save
 from simia_web.curation.models import Review, Trajectory, TrajectoryStatus
 from simia_web.curation.services import review_decide
@@ -105,3 +108,66 @@ def test_guidelines_by_key_and_the_reviewer_confirms_and_overturns_by_keyboard(b
     expect(phone.locator("#guidelines-current")).to_contain_text("original card")
     _checked(phone)
     phone.context.close()
+
+
+def test_a_curator_marks_gold_the_annotator_learns_it_only_after_deciding_and_a_reviewer_settles_split_votes(
+    browser, live_server, users
+):
+    gold_item = make_trajectory(judge=verdict(passed=True))
+    voted = make_trajectory(judge=verdict(passed=True))
+    second = user_create(username="annotator2", role="annotator", password=PASSWORD)
+    assignments_create(
+        trajectory_ids=[voted.pk],
+        annotators=[users["annotator"], second],
+        overlap=2,
+        actor=users["curator"],
+        selection={},
+        workspace=Workspace.objects.get(slug="default"),
+        consensus="adjudicate",
+    )
+    review_decide(trajectory=voted, reviewer=second, decision="accept", expected_version=1)
+
+    # The curator marks the item gold, with an explanation and an expected rating, on its page.
+    curator = _signed_in(browser, live_server, users["curator"])
+    curator.goto(f"/trajectories/{gold_item.pk}/")
+    curator.locator("#gold-card summary").click()
+    curator.select_option("#gold-card select[name=expected_decision]", "reject")
+    curator.fill("#gold-card textarea[name=explanation]", "The refund went to a new card.")
+    curator.select_option("#gold-score-policy_followed", "0.2")
+    curator.locator("#gold-card button[type=submit]").first.click()
+    expect(curator.locator("#gold-card summary")).to_contain_text("expects reject")
+    curator.context.close()
+
+    # The annotator sees nothing of it until deciding; then the expected answer and why.
+    annotator = _signed_in(browser, live_server, users["annotator"], **PHONE)
+    annotator.goto(f"/trajectories/{gold_item.pk}/")
+    expect(annotator.locator("body")).not_to_contain_text("new card")
+    expect(annotator.locator("#gold-feedback")).to_have_count(0)
+    annotator.keyboard.press("a")
+    annotator.wait_for_url(lambda url: f"/trajectories/{gold_item.pk}/" not in url)
+    annotator.goto(f"/trajectories/{gold_item.pk}/")
+    expect(annotator.locator("#gold-expected")).to_have_text("reject")
+    expect(annotator.locator("#gold-explanation")).to_contain_text("new card")
+    _checked(annotator)
+    # Their vote on the item decided by consensus differs from the other annotator's: it goes to the reviewer.
+    annotator.goto(f"/trajectories/{voted.pk}/")
+    annotator.fill("#reject-reason", "The order was never found.")
+    annotator.locator("#reject-reason").press("Enter")
+    annotator.wait_for_url(lambda url: f"/trajectories/{voted.pk}/" not in url)
+    assert Trajectory.objects.get(pk=voted.pk).status == TrajectoryStatus.AWAITING_REVIEW
+    annotator.context.close()
+
+    # The reviewer opens the disagreement first in the queue and decides it by keyboard.
+    reviewer = _signed_in(browser, live_server, users["reviewer"])
+    reviewer.goto("/review/second-look/")
+    expect(reviewer.locator("#reviewer-table")).to_contain_text("votes disagree")
+    _checked(reviewer)
+    reviewer.keyboard.press("s")
+    reviewer.wait_for_url(f"**/trajectories/{voted.pk}/?second_look=1")
+    expect(reviewer.locator("#dispute-votes")).to_contain_text("never found")
+    _checked(reviewer)
+    reviewer.keyboard.press("c")
+    reviewer.wait_for_url("**/review/second-look/")
+    assert Trajectory.objects.get(pk=voted.pk).status == TrajectoryStatus.REJECTED
+    assert Review.objects.get(trajectory_id=voted.pk, stage="adjudicated").reviewer == users["annotator"]
+    reviewer.context.close()
