@@ -4,17 +4,16 @@ member included), and accepting the rest at the ceiling through the bulk path.""
 import numpy as np
 import pytest
 
-from simia_web.accounts.models import Workspace, default_workspace_id
+from simia_web.accounts.models import default_workspace_id
 from simia_web.accounts.services import user_create
 from simia_web.audits.models import Acceptance, Audit, AuditItem
 from simia_web.audits.selectors import audit_estimate, audit_queue
 from simia_web.audits.services import audit_accept_rest, audit_claim_next, audit_create
-from simia_web.calibration.services import assignments_create
 from simia_web.core.errors import ValidationFailed
 from simia_web.curation.models import Decision, Review, Trajectory, TrajectoryStatus
 from simia_web.curation.services import gold_mark, review_decide, review_undo, trajectory_edit
 from tests.conftest import PASSWORD
-from tests.support.factories import conversation, make_trajectory, verdict
+from tests.support.factories import assign_to_vote, conversation, make_trajectory, verdict
 
 pytestmark = pytest.mark.django_db
 
@@ -289,16 +288,7 @@ def test_a_decision_made_by_consensus_counts_for_the_audit(users):
     audit = audit_create(filters={}, sample_size=4, strategy="uniform", seed=3, actor=users["curator"])
     voters = [users["annotator"], user_create(username="second", role="annotator", password=PASSWORD)]
     first = audit_queue(audit).first()
-    workspace = Workspace.objects.get(pk=default_workspace_id())
-    assignments_create(
-        trajectory_ids=[first.pk],
-        annotators=voters,
-        overlap=2,
-        actor=None,
-        selection={},
-        workspace=workspace,
-        consensus="majority",
-    )
+    assign_to_vote([first.pk], voters, rule="majority")
     for person in voters:
         first.refresh_from_db()
         review_decide(trajectory=first, reviewer=person, decision=Decision.ACCEPT, expected_version=first.version)

@@ -11,12 +11,11 @@ from playwright.sync_api import expect
 
 from simia_web.accounts.models import Workspace
 from simia_web.accounts.services import user_create, workspace_review_stage_set
-from simia_web.calibration.services import assignments_create
 from simia_web.catalog.guidelines import guidelines_save
 from simia_web.curation.models import Review, Trajectory, TrajectoryStatus
 from simia_web.curation.services import review_decide
 from tests.conftest import PASSWORD
-from tests.support.factories import make_trajectory, verdict
+from tests.support.factories import assign_to_vote, make_trajectory, verdict
 
 pytestmark = pytest.mark.browser
 AXE = Axe()
@@ -116,15 +115,7 @@ def test_a_curator_marks_gold_the_annotator_learns_it_only_after_deciding_and_a_
     gold_item = make_trajectory(judge=verdict(passed=True))
     voted = make_trajectory(judge=verdict(passed=True))
     second = user_create(username="annotator2", role="annotator", password=PASSWORD)
-    assignments_create(
-        trajectory_ids=[voted.pk],
-        annotators=[users["annotator"], second],
-        overlap=2,
-        actor=users["curator"],
-        selection={},
-        workspace=Workspace.objects.get(slug="default"),
-        consensus="adjudicate",
-    )
+    assign_to_vote([voted.pk], [users["annotator"], second], rule="adjudicate")
     review_decide(trajectory=voted, reviewer=second, decision="accept", expected_version=1)
 
     # The curator marks the item gold, with an explanation and an expected rating, on its page.

@@ -8,7 +8,6 @@ from hypothesis import strategies as st
 from simia_web.accounts.models import Workspace
 from simia_web.accounts.services import user_create, workspace_review_stage_set
 from simia_web.calibration.models import RatingAssignment
-from simia_web.calibration.services import assignments_create
 from simia_web.core.errors import ValidationFailed
 from simia_web.curation.models import Review, TrajectoryStatus
 from simia_web.curation.selectors.second_look import awaiting_review
@@ -17,7 +16,7 @@ from simia_web.curation.services.consensus import DISPUTE, consensus_outcome
 from simia_web.exports.selectors import DEFAULT_STATUS
 from tests.conftest import PASSWORD
 from tests.curation.test_rollups import assert_rollups_equal_a_recount
-from tests.support.factories import make_trajectory, verdict
+from tests.support.factories import assign_to_vote, make_trajectory, verdict
 
 RULES = ("majority", "unanimous", "adjudicate")
 
@@ -72,15 +71,7 @@ def voters(users):
 
 def _assigned(workspace, people, rule, k=3, **kw):
     items = [make_trajectory(judge=verdict(passed=True), **kw) for _ in range(2)]
-    made = assignments_create(
-        trajectory_ids=[t.pk for t in items],
-        annotators=people,
-        overlap=k,
-        actor=None,
-        selection={},
-        workspace=workspace,
-        consensus=rule,
-    )
+    made = assign_to_vote([t.pk for t in items], people, rule=rule, overlap=k, workspace=workspace)
     assert made["assignments"] == 2 * k
     return items
 
@@ -184,30 +175,14 @@ def test_undoing_the_consensus_starts_the_vote_again_on_the_new_version(voters):
 def test_an_unknown_rule_is_refused_and_gold_items_are_mixed_in_at_the_workspace_rate(voters):
     workspace, people = voters
     with pytest.raises(ValidationFailed, match="no consensus rule"):
-        assignments_create(
-            trajectory_ids=[make_trajectory().pk],
-            annotators=people,
-            overlap=2,
-            actor=None,
-            selection={},
-            workspace=workspace,
-            consensus="loudest",
-        )
+        assign_to_vote([make_trajectory().pk], people, rule="loudest", workspace=workspace)
     gold = [make_trajectory(judge=verdict(passed=True)) for _ in range(30)]
     for g in gold:
         gold_mark(trajectory=g, expected_decision="accept", explanation="fine", actor=None)
     workspace.gold_rate = 0.5
     workspace.save(update_fields=["gold_rate"])
     items = [make_trajectory() for _ in range(10)]
-    made = assignments_create(
-        trajectory_ids=[t.pk for t in items],
-        annotators=people,
-        overlap=3,
-        actor=None,
-        selection={},
-        workspace=workspace,
-        consensus="majority",
-    )
+    made = assign_to_vote([t.pk for t in items], people, rule="majority", workspace=workspace)
     assert made["assignments"] == 30 and made["gold"] == 15  # half of each person's 10
     # A gold item is answered as gold (it stays as it was), never as a vote.
     mixed = RatingAssignment.objects.filter(batch_id=made["batch"], trajectory__gold__isnull=False).first()

@@ -79,3 +79,20 @@ def make_trajectory(domain="shop", *, judge=None, violations=(), messages=None, 
 
 def make_job(status=JobStatus.RUNNING, kind="rollout"):
     return Job.objects.create(kind=kind, status=status, params={"domain": "shop", "rollouts": 1}, stage="rollout")
+
+
+def assign_to_vote(trajectory_ids, annotators, *, rule: str, overlap: int | None = None, workspace=None) -> dict:
+    """Hand the items to the annotators (each to `overlap` of them, all by default) under a consensus `rule`, in
+    `workspace` (the default one when None), as a curator's assignment batch does; returns its counts."""
+    from simia_web.accounts.models import Workspace
+    from simia_web.calibration.services import assignments_create
+
+    return assignments_create(
+        trajectory_ids=list(trajectory_ids),
+        annotators=list(annotators),
+        overlap=overlap or len(annotators),
+        actor=None,
+        selection={},
+        workspace=workspace or Workspace.objects.get(slug="default"),
+        consensus=rule,
+    )
