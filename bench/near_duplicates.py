@@ -115,6 +115,8 @@ def main():
             copies.append(copy.pk)
         return copies
 
+    with connection.cursor() as cursor:  # the index's statistics as they are: its read of bands is planned on them
+        cursor.execute("ANALYZE dedup_signature, dedup_band")
     seeded = near_copies(int(args.copied_share * len(ids)))
     total = Trajectory.objects.count()
     print(f"{total} trajectories ({len(seeded)} near-copies among them), {os.cpu_count()} CPUs, ", end="")
