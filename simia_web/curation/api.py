@@ -14,7 +14,7 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from simia_web.accounts.models import Role, User
+from simia_web.accounts.models import Role
 from simia_web.accounts.permissions import IsMember
 from simia_web.accounts.rest import WORKSPACE_PARAMETER, request_workspace_ids
 from simia_web.accounts.scoping import has_role_in, role_require_in
@@ -27,7 +27,6 @@ from .models import (
     GoldItem,
     JudgeVerdict,
     Review,
-    ReviewStage,
     RuleViolation,
     Trajectory,
     TrajectoryChange,
@@ -35,7 +34,7 @@ from .models import (
 from .selectors.gold import gold_items_in
 from .selectors.people import workspace_people
 from .selectors.quality import annotator_quality
-from .selectors.trajectory import standing_review, trajectories_in
+from .selectors.trajectory import stages_hidden_from, standing_review, trajectories_in
 from .services import gold_mark, gold_unmark, review_decide, trajectory_revert
 from .services.gold import EXPLANATION_MAX
 
@@ -283,12 +282,6 @@ class TrajectoryViewSet(viewsets.ReadOnlyModelViewSet):
     def get_serializer_class(self):
         return TrajectorySummarySerializer if self.action == "list" else TrajectoryDetailSerializer
 
-    def _others_hidden(self) -> list[str]:
-        """The stages of other people's reviews the caller may not read on a trajectory."""
-        user = self.request.user
-        reviewer = isinstance(user, User) and user.has_role(Role.REVIEWER)
-        return [ReviewStage.GOLD] if reviewer else [ReviewStage.GOLD, ReviewStage.VOTE]
-
     def get_queryset(self):
         trajectories = trajectories_in(workspace_ids=request_workspace_ids(self.request))
         if self.action == "list":
@@ -298,12 +291,12 @@ class TrajectoryViewSet(viewsets.ReadOnlyModelViewSet):
         return trajectories.select_related("domain").prefetch_related(
             "verdicts",
             "violations",
-            # Other people's answers on a gold item would tell it is gold: a caller reads their own only. Other
-            # annotators' votes under a consensus rule would sway one's own: reviewers and above read them.
+            # Other people's answers on a gold item and votes, as the item's page hides them (stages_hidden_from).
             Prefetch(
                 "reviews",
                 queryset=Review.objects.exclude(
-                    Q(stage__in=self._others_hidden()) & ~Q(reviewer_id=getattr(self.request.user, "pk", None))
+                    Q(stage__in=stages_hidden_from(self.request.user))
+                    & ~Q(reviewer_id=getattr(self.request.user, "pk", None))
                 ).select_related("reviewer", "checked_by"),
             ),
         )

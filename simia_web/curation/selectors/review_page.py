@@ -27,7 +27,7 @@ from . import queue as queue_reads
 from .conversation import chat_items, revision_history
 from .gold import first_gold_answer, gold_feedback
 from .queue import filter_query, queue_for, queue_neighbours, queue_search_entries
-from .trajectory import draft_for, reservation_holder, standing_review, verdicts_split
+from .trajectory import draft_for, reservation_holder, stages_hidden_from, standing_review, verdicts_split
 
 # The review page's list of tools is cut here (the editor and exports have them all), and its sidebar lists this
 # many cited messages and rule violations.
@@ -61,13 +61,9 @@ def _with_get(url: str, request) -> str:
     return f"{url}?{encoded}" if encoded else url
 
 
-def gold_answers_hidden(reviews: list, user) -> list:
-    """The reviews a reader may see: other people's answers on a gold item would tell it is gold, so only curators
-    see them (everyone sees their own, given once they have decided); other annotators' votes under a consensus
-    rule would sway the reader's own, so only reviewers and above see them."""
-    if user.has_role("curator"):
-        return reviews
-    hidden = {ReviewStage.GOLD} if user.has_role("reviewer") else {ReviewStage.GOLD, ReviewStage.VOTE}
+def visible_reviews(reviews: list, user) -> list:
+    """The reviews of an item `user` may read (stages_hidden_from)."""
+    hidden = stages_hidden_from(user)
     return [r for r in reviews if r.stage not in hidden or r.reviewer_id == user.pk]
 
 
@@ -79,7 +75,7 @@ def review_context(request, trajectory: Trajectory, *, revealed: bool = True) ->
     )
     cited = set(verdict.cited_messages or []) if verdict else set()
     holder = reservation_holder(trajectory, request.user)
-    reviews = gold_answers_hidden(list(trajectory.reviews.all()), request.user)
+    reviews = visible_reviews(list(trajectory.reviews.all()), request.user)
     standing = standing_review(reviews)
     awaiting = standing if standing is not None and standing.stage in WAITING_FOR_REVIEWER else None
     page = message_page(request, trajectory.messages or [])

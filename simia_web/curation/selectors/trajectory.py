@@ -8,7 +8,15 @@ from django.db.models import Prefetch, Q, QuerySet
 from django.utils import timezone
 
 from simia_web.accounts.scoping import scoped
-from simia_web.curation.models import STANDING, EditorDraft, JudgeVerdict, Review, Trajectory, TrajectoryStatus
+from simia_web.curation.models import (
+    STANDING,
+    EditorDraft,
+    JudgeVerdict,
+    Review,
+    ReviewStage,
+    Trajectory,
+    TrajectoryStatus,
+)
 from simia_web.formats.conversation import message_text
 
 
@@ -87,3 +95,14 @@ def task_text(trajectory: Trajectory) -> str:
         return f"{task.instruction}\nExpected outcome: {task.expected_outcome}"
     first = next((message_text(m) for m in trajectory.messages if m.get("role") == "user"), "")
     return "Serve the user's requests in this conversation. The first was: " + first
+
+
+def stages_hidden_from(user) -> tuple[str, ...]:
+    """The stages of other people's reviews `user` may not read on an item: their answers on a gold item would tell it
+    is gold, so only curators read them (everyone reads their own, given once they have decided); other annotators'
+    votes under a consensus rule would sway the reader's own, so only reviewers and above read them."""
+    if getattr(user, "has_role", None) and user.has_role("curator"):
+        return ()
+    if getattr(user, "has_role", None) and user.has_role("reviewer"):
+        return (ReviewStage.GOLD,)
+    return (ReviewStage.GOLD, ReviewStage.VOTE)
