@@ -205,25 +205,19 @@ def _gold_mixed(batch: AssignmentBatch, rows: list[RatingAssignment], workspace:
     share = Counter(row.annotator.pk for row in rows)
     if not share or not workspace.gold_rate:
         return []
-    pool = list(
-        scoped(GoldItem.objects.exclude(trajectory_id__in=exclude), [workspace.pk]).values_list(
-            "trajectory_id", flat=True
-        )
-    )
+    gold = scoped(GoldItem.objects.exclude(trajectory_id__in=exclude), [workspace.pk]).values("trajectory_id")
+    pool = [row["trajectory_id"] for row in gold]
+    # What each annotator already holds or has answered among them: two reads for all of them.
+    seen: dict[int, set[int]] = {person: set() for person in share}
+    for model, who in ((RatingAssignment, "annotator_id"), (Review, "reviewer_id")):
+        pairs = model.objects.filter(**{f"{who}__in": list(share), "trajectory_id__in": gold})
+        for person, pk in pairs.values_list(who, "trajectory_id"):
+            seen[person].add(pk)
     people = {row.annotator.pk: row.annotator for row in rows}
     mixed = []
     for person, n in share.items():
         wanted = int(workspace.gold_rate * n + random.random())  # a draw of what to show, no secret
-        if not wanted:
-            continue
-        seen = set(
-            RatingAssignment.objects.filter(annotator_id=person, trajectory_id__in=pool).values_list(
-                "trajectory_id", flat=True
-            )
-        ) | set(
-            Review.objects.filter(reviewer_id=person, trajectory_id__in=pool).values_list("trajectory_id", flat=True)
-        )
-        fresh = [pk for pk in pool if pk not in seen]
+        fresh = [pk for pk in pool if pk not in seen[person]]
         mixed += [
             RatingAssignment(batch=batch, trajectory_id=pk, annotator=people[person])
             for pk in random.sample(fresh, min(wanted, len(fresh)))
