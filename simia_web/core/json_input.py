@@ -65,6 +65,13 @@ class JsonLimits:
     max_items: int
     max_values: int  # arrays, objects and items in the whole document
 
+    @functools.cached_property
+    def length_within(self) -> int:
+        """A text no longer than this breaks none of the limits: every level of depth, key, item and value takes a
+        character of it, and a character at most four bytes. (Worked out once per set of limits.)"""
+        limits = (self.max_depth, self.max_items, self.max_keys, self.max_values, self.max_string, self.max_bytes // 4)
+        return min(limits) - 1
+
     @classmethod
     def from_settings(cls, **overrides) -> "JsonLimits":
         """The settings' limits; the value budget follows the byte limit unless it is given."""

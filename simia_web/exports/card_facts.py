@@ -1,5 +1,5 @@
 """What the dataset card says about the records, gathered as they are written: the writers hand every record that
-passed the gate to DatasetFacts.add (its row with decision, verdict and provenance, and its strict messages), so
+passed the gate to DatasetFacts.add (its row with decision, verdict and provenance, and its conversation's measure), so
 the card's counts are the data's. Memory stays flat: counters and exact distributions (by value), and the LLM call
 rows the records cite are summed a few thousand ids at a time.
 
@@ -17,6 +17,7 @@ from pathlib import Path
 from django.conf import settings
 
 from simia_web.curation.models import Decision
+from simia_web.formats.conversation import ConversationMeasure
 from simia_web.llm.models import LLMCall
 
 CALL_IDS_PER_QUERY = 5000
@@ -208,32 +209,21 @@ class DatasetFacts:
     duplicates: Counter | None = None  # {reason: records removed} when the export deduplicates
     fidelity: dict | None = None  # {api: {outcome: responses}} once the simulator is measured against a reference
 
-    def add(self, row: dict, messages: list[dict]) -> None:
+    def add(self, row: dict, measure: ConversationMeasure) -> None:
         """One record as written: its row (domain_id, status, kind, seed_id, provenance, verdict, decision) and its
-        messages as the strict normaliser returned them. Called for every record of an export: one pass over the
-        messages, counters touched only for what the record has."""
+        conversation's measure. Called for every record of an export: counters touched only for what it has."""
         self.records += 1
         self.by_domain[row["domain_id"]] += 1
         self.by_status[row["status"]] += 1
         self.by_kind[row["kind"]] += 1
-        # The length counts every message's content and every call's name and arguments (not the tools list nor a
-        # chat template's markup, which depend on the model trained).
-        names, parts, turns = [], [], 0
-        for message in messages:
-            parts.append(message["content"])
-            if message["role"] in ("user", "assistant"):
-                turns += 1
-            for call in message.get("tool_calls") or ():
-                function = call["function"]
-                names.append(function["name"])
-                parts += (function["name"], function["arguments"])
+        names = measure.call_names
         for name in names:  # a loop: Counter.update costs more than counting the few names of a record
             self.api_calls[name] += 1
         for name in set(names):
             self.api_records[name] += 1
-        self.turns.add(turns)
+        self.turns.add(measure.turns)
         self.tool_calls.add(len(names))
-        self.lengths.add(self.length(parts))
+        self.lengths.add(self.length(measure.text_parts))
         verdict = row.get("verdict") or {}
         self._judged(row["domain_id"], verdict)
         self._decided(row.get("decision") or {}, verdict)

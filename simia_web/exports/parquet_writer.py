@@ -13,7 +13,7 @@ from simia_web.catalog.models import Domain
 from simia_web.formats.parquet import SCHEMA, parquet_row
 
 from .files import HashingWriter, Shards
-from .records import ExportStats, Manifest, format_refused, json_line, record_rows, strict_openai_record
+from .records import ExportStats, Manifest, gated_openai_record, json_line, record_rows
 
 ROW_GROUP_ROWS = 1000
 ROW_GROUP_BYTES = 8 * 1024 * 1024  # of the rows' JSON: a row group of long conversations is cut sooner
@@ -71,12 +71,9 @@ class _ShardWriter:
 def write_parquet_shards(shards: Shards, queryset, stats: ExportStats, label: str, manifest: Manifest) -> None:
     domain_names = dict(Domain.objects.values_list("id", "name"))
     writer = _ShardWriter(shards)
-    for row in record_rows(queryset):
-        gated = strict_openai_record(row, stats)
+    for row in record_rows(queryset, conversation_text=True):
+        gated = gated_openai_record(row, stats, "parquet")
         if gated is None:
-            continue
-        record, strict_messages, problems = gated
-        if format_refused(row, stats, "parquet", problems):
             continue
         decision, verdict = row["decision"] or {}, row["verdict"] or {}
         about = {
@@ -87,9 +84,9 @@ def write_parquet_shards(shards: Shards, queryset, stats: ExportStats, label: st
             "judge_score": None if verdict.get("score") is None else float(verdict["score"]),
             "human_decision": decision.get("decision"),
         }
-        values = parquet_row(record, about)
+        values = parquet_row(gated.record(), about)
         line = json_line(values)
         writer.add(values, len(line))
         manifest.add(row, line)
-        stats.written(row, strict_messages)
+        stats.written(row, gated.measure)
     writer.close()

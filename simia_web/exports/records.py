@@ -11,11 +11,11 @@ from dataclasses import dataclass, field
 import orjson
 
 from simia_web.formats import FormatError
-from simia_web.formats.conversation import messages_strict, tools_list
-from simia_web.formats.openai import openai_record_strict
+from simia_web.formats.conversation import ConversationMeasure, conversation_measure, messages_strict, tools_list
+from simia_web.formats.openai import GatedRecord, openai_record_from_text, openai_record_strict
 
 from .card_facts import DatasetFacts
-from .selectors import export_records
+from .selectors import export_records, stored_json
 
 CHUNK_SIZE = 500
 REFUSALS_KEPT = 1000
@@ -72,10 +72,10 @@ class ExportStats:
         """The records the gate has seen: written or left out."""
         return self.count + self.refused_count
 
-    def written(self, row: dict, messages: list[dict]) -> None:
-        """A record is in the data: count it, and hand it (with its strict messages) to the dataset card."""
+    def written(self, row: dict, measure: ConversationMeasure) -> None:
+        """A record is in the data: count it, and hand it (with its conversation's measure) to the dataset card."""
         self.count += 1
-        self.facts.add(row, messages)
+        self.facts.add(row, measure)
         self._handled_one()
 
     def as_part(self) -> dict:
@@ -203,9 +203,10 @@ def rows_stream(queryset, fields=ROW_FIELDS, chunk_size: int = CHUNK_SIZE) -> It
     return queryset.order_by("pk").values(*fields).iterator(chunk_size=chunk_size)
 
 
-def record_rows(queryset, fields=ROW_FIELDS) -> Iterator[dict]:
-    """The rows records are made of, each with the decision and verdict its manifest line names."""
-    return export_records(queryset, fields, CHUNK_SIZE)
+def record_rows(queryset, fields=ROW_FIELDS, *, conversation_text: bool = False) -> Iterator[dict]:
+    """The rows records are made of, each with the decision and verdict its manifest line names; with
+    `conversation_text`, their messages and tools as JSON text, for gated_openai_record."""
+    return export_records(queryset, fields, CHUNK_SIZE, conversation_text=conversation_text)
 
 
 def strict_conversation(row: dict, stats: ExportStats) -> tuple[list[dict], list[dict]] | None:
@@ -218,15 +219,23 @@ def strict_conversation(row: dict, stats: ExportStats) -> tuple[list[dict], list
         return None
 
 
-def strict_openai_record(row: dict, stats: ExportStats) -> tuple[dict, list[dict], list[str]] | None:
-    """The row's OpenAI record, its strict messages and what the format's validator finds in the record, from one
-    pass of the compiled gate (formats.openai.openai_record_strict), or None (the row refused as strict_conversation
-    refuses it)."""
+def gated_openai_record(row: dict, stats: ExportStats, format: str) -> GatedRecord | None:
+    """The OpenAI record of a row whose messages and tools are JSON text (record_rows(conversation_text=True)), or
+    None when the gate refuses it. The compiled path decodes the text straight into Structs
+    (formats.openai.openai_record_from_text); what it does not pass goes the long way over the parsed values
+    (openai_record_strict), which refuses the row naming the field the strict normaliser refuses, or what `format`'s
+    validator finds in the record."""
+    gated = openai_record_from_text(row["messages"], row["tools"])
+    if gated is not None:
+        return gated
     try:
-        return openai_record_strict(row["messages"], row["tools"])
+        record, strict, problems = openai_record_strict(stored_json(row["messages"]), stored_json(row["tools"]))
     except FormatError as exc:
         stats.refuse(row["id"], [f"strict: {exc}"])
         return None
+    if format_refused(row, stats, format, problems):
+        return None
+    return GatedRecord(json_line(record), record["messages"], record["tools"], conversation_measure(strict))
 
 
 def format_refused(row: dict, stats: ExportStats, format: str, problems: list[str]) -> bool:

@@ -184,29 +184,39 @@ def _parsed_as_values(names) -> list:
     return conversions
 
 
-def _trajectory_rows(queryset, names, chunk_size: int) -> Iterator[dict]:
+CONVERSATION = ("messages", "tools")
+
+
+def _trajectory_rows(queryset, names, chunk_size: int, conversation_text: bool = False) -> Iterator[dict]:
     """The trajectories as dicts of `names` (with "id"), in id order, from one server-side cursor (the caller holds
-    the transaction it needs). On PostgreSQL a row comes as one JSON text, parsed by stored_json: parsing a value
-    per column was most of the time an export spent reading."""
+    the transaction it needs); with `conversation_text`, CONVERSATION among `names` as JSON text. On PostgreSQL the
+    other columns of a row come as one JSON text, parsed by stored_json: parsing a value per column was most of the
+    time an export spent reading."""
     ordered = queryset.order_by("pk")
+    as_text = [name for name in CONVERSATION if name in names] if conversation_text else []
+    texts = [Cast(name, TextField()) for name in as_text]
+    names = [name for name in names if name not in as_text]
     if connections[queryset.db].vendor != "postgresql":
-        yield from ordered.values(*names).iterator(chunk_size=chunk_size)
+        for values in ordered.values_list(*names, *texts).iterator(chunk_size=chunk_size):
+            yield dict(zip([*names, *as_text], values, strict=True))
         return
     conversions = _parsed_as_values(names)
-    for text in ordered.values_list(RowJson(names), flat=True).iterator(chunk_size=chunk_size):
+    for text, *conversation in ordered.values_list(RowJson(names), *texts).iterator(chunk_size=chunk_size):
         row = stored_json(text)
         for name, conversion in conversions:
             if row[name] is not None:
                 row[name] = conversion(row[name])
+        row.update(zip(as_text, conversation, strict=True))
         yield row
 
 
-def export_records(queryset, fields, chunk_size: int) -> Iterator[dict]:
+def export_records(queryset, fields, chunk_size: int, *, conversation_text: bool = False) -> Iterator[dict]:
     """The trajectories as dicts of `fields`, in id order, each with its `decision` and `verdict` (see DECISION and
-    VERDICT) when `fields` names them. Three ordered reads merged here, each a server-side cursor: the rows, the
-    decisions and the verdicts, rather than a lookup of each per row. The decisions and verdicts are read between
-    the rows' lowest and highest id: a range of an export (exports.parts) reads theirs from their trajectory index,
-    not every decision's."""
+    VERDICT) when `fields` names them; with `conversation_text`, `messages` and `tools` as the JSON text the database
+    holds, unparsed, for a gate that decodes text (formats.openai.openai_record_from_text). Three ordered reads
+    merged here, each a server-side cursor: the rows, the decisions and the verdicts, rather than a lookup of each per
+    row. The decisions and verdicts are read between the rows' lowest and highest id: a range of an export
+    (exports.parts) reads theirs from their trajectory index, not every decision's."""
     names = [name for name in fields if name not in BESIDE]
     beside = {}
     if any(name in BESIDE for name in fields):
@@ -218,7 +228,7 @@ def export_records(queryset, fields, chunk_size: int) -> Iterator[dict]:
             for name, read in (("decision", _decisions), ("verdict", _verdicts))
             if name in fields
         }
-    for row in _trajectory_rows(queryset, names, chunk_size):
+    for row in _trajectory_rows(queryset, names, chunk_size, conversation_text):
         for name, values in beside.items():
             row[name] = values.value_for(row["id"])
         yield row

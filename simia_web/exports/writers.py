@@ -14,8 +14,9 @@ records.Lines), so memory stays flat at any size.
 The gate: a record is written only when the trajectory's messages and tools pass the strict normaliser
 (formats.conversation.messages_strict and tools_list, the check people's input goes through; the record is
 converted from what it returns; OpenAI and Parquet records take its compiled path, formats.openai.
-openai_record_strict, which decides exactly as it does) and the record passes its format's validator. A record
-that fails either is left out with its reasons, which the snapshot keeps; nothing else is dropped.
+openai_record_from_text, which decodes the stored text straight into Structs and decides exactly as it does) and
+the record passes its format's validator. A record that fails either is left out with its reasons, which the
+snapshot keeps; nothing else is dropped.
 
 Each record written gets a manifest line (see records.Manifest) naming its trajectory, version, decision and verdict
 and the sha256 of its bytes as written.
@@ -56,6 +57,7 @@ import orjson
 from django.utils import timezone
 
 from simia_web.catalog.models import Domain, Task
+from simia_web.formats.conversation import conversation_measure
 from simia_web.formats.sharegpt import canonical_to_sharegpt, sharegpt_dataset_info, sharegpt_problems, sharegpt_repair
 from simia_web.formats.tau2 import (
     tau2_simulation,
@@ -73,11 +75,11 @@ from .records import (
     Lines,
     Manifest,
     format_refused,
+    gated_openai_record,
     json_line,
     record_rows,
     rows_stream,
     strict_conversation,
-    strict_openai_record,
 )
 
 TASK_FIELDS = ("id", "domain_id", "external_id", "instruction", "user_scenario", "expected_outcome", "expected_actions")
@@ -90,17 +92,13 @@ MANIFEST_ENTRY = "manifest.jsonl"  # the manifest's name inside the sharegpt zip
 
 
 def write_openai(stream, queryset, stats: ExportStats, label: str, manifest: Manifest) -> None:
-    for row in record_rows(queryset):
-        gated = strict_openai_record(row, stats)
+    for row in record_rows(queryset, conversation_text=True):
+        gated = gated_openai_record(row, stats, "openai")
         if gated is None:
             continue
-        record, strict_messages, problems = gated
-        if format_refused(row, stats, "openai", problems):
-            continue
-        line = json_line(record)
-        stream.write(line + b"\n")
-        manifest.add(row, line)
-        stats.written(row, strict_messages)
+        stream.write(gated.line + b"\n")
+        manifest.add(row, gated.line)
+        stats.written(row, gated.measure)
 
 
 # --- ShareGPT (LLaMA-Factory) -------------------------------------------------------------------
@@ -136,7 +134,7 @@ def write_sharegpt(stream, queryset, stats: ExportStats, label: str, manifest: M
         line = json_line({**record, "trajectory_id": row["id"]})
         data.add(line)
         manifest.add(row, line)
-        stats.written(row, conversation[0])
+        stats.written(row, conversation_measure(conversation[0]))
     data.flush()
 
 
@@ -205,7 +203,7 @@ def write_tau2(part: Tau2Part, queryset, stats: ExportStats, label: str, manifes
         item = orjson.dumps(record)
         simulations.add(item)
         manifest.add(row, item)
-        stats.written(row, conversation[0])
+        stats.written(row, conversation_measure(conversation[0]))
 
 
 class _Items:

@@ -14,11 +14,10 @@ which makes the canonical shape or names the field it refuses; so the verdict, t
 normaliser's, whichever path took the input (tests/formats/test_gate_differential.py holds this).
 """
 
-import functools
 import json
 import re
 from dataclasses import asdict, dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NamedTuple
 
 import msgspec
 from msgspec import UNSET, Meta, Struct, UnsetType
@@ -96,24 +95,32 @@ def tool_schemas(tools: list[dict]) -> dict[str, dict]:
     return schemas
 
 
-_NUMBER_AT_RISK = re.compile(r"\d{19}|\d[eE]")
+class ConversationMeasure(NamedTuple):
+    """What a dataset card counts of one conversation: its user and assistant turns, the names of the tools it
+    calls (in order, once per call) and the parts of its text (every message's content and every call's name and
+    arguments, in order; not the tools list nor a chat template's markup, which depend on the model trained)."""
+
+    turns: int
+    call_names: list[str]
+    text_parts: list[str]
 
 
-@functools.lru_cache(maxsize=8)
-def _length_beneath_limits(limits: JsonLimits) -> int:
-    """A text no longer than this breaks none of the limits: every level of depth, key, item and value takes a
-    character of it, and a character at most four bytes."""
-    return (
-        min(
-            limits.max_depth,
-            limits.max_items,
-            limits.max_keys,
-            limits.max_values,
-            limits.max_string,
-            limits.max_bytes // 4,
-        )
-        - 1
-    )
+def conversation_measure(messages: list[dict]) -> ConversationMeasure:
+    """The measure of canonical messages (as the strict normaliser returns them)."""
+    names, parts, turns = [], [], 0
+    for message in messages:
+        parts.append(message["content"])
+        if message["role"] in ("user", "assistant"):
+            turns += 1
+        for call in message.get("tool_calls") or ():
+            function = call["function"]
+            names.append(function["name"])
+            parts += (function["name"], function["arguments"])
+    return ConversationMeasure(turns, names, parts)
+
+
+# ASCII digits only: JSON spells numbers in no others (and this form is searched three times faster).
+_NUMBER_AT_RISK = re.compile(r"[0-9](?:[eE]|[0-9]{18})")
 
 
 def arguments_object(text: str) -> bool:
@@ -125,7 +132,7 @@ def arguments_object(text: str) -> bool:
         return False
     limits = JsonLimits.from_settings()
     size = len(text)
-    if size > _length_beneath_limits(limits):
+    if size > limits.length_within:
         if size * 4 > limits.max_bytes or size > limits.max_string:
             return False
         brackets = text.count("{") + text.count("[")
@@ -166,34 +173,36 @@ def arguments_value(arguments: Any) -> Any:
 
 # The canonical shape as the normaliser returns it, field for field and in its key order: input that converts to
 # these Structs is returned as msgspec.to_builtins gives it back, which is what the normaliser would have built.
+# The messages' Structs are left out of the cyclic collector (gc=False): they form trees, never cycles, and an
+# export makes millions of them.
 NonEmpty = Annotated[str, Meta(min_length=1)]
 
 
-class _CallFunction(Struct, forbid_unknown_fields=True):
+class _CallFunction(Struct, gc=False, forbid_unknown_fields=True):
     name: NonEmpty
     arguments: NonEmpty
 
 
-class _Call(Struct, forbid_unknown_fields=True):
+class _Call(Struct, gc=False, forbid_unknown_fields=True):
     id: NonEmpty
     type: Literal["function"]
     function: _CallFunction
 
 
-class _System(Struct, tag_field="role", tag="system", forbid_unknown_fields=True):
+class _System(Struct, gc=False, tag_field="role", tag="system", forbid_unknown_fields=True):
     content: str
 
 
-class _User(Struct, tag_field="role", tag="user", forbid_unknown_fields=True):
+class UserMessage(Struct, gc=False, tag_field="role", tag="user", forbid_unknown_fields=True):
     content: str
 
 
-class AssistantMessage(Struct, tag_field="role", tag="assistant", forbid_unknown_fields=True):
+class AssistantMessage(Struct, gc=False, tag_field="role", tag="assistant", forbid_unknown_fields=True):
     content: str
     tool_calls: Annotated[list[_Call], Meta(min_length=1)] | UnsetType = UNSET
 
 
-class ToolResultMessage(Struct, tag_field="role", tag="tool", forbid_unknown_fields=True):
+class ToolResultMessage(Struct, gc=False, tag_field="role", tag="tool", forbid_unknown_fields=True):
     content: str
     tool_call_id: NonEmpty
     name: NonEmpty | UnsetType = UNSET
@@ -210,7 +219,7 @@ class _Tool(Struct, forbid_unknown_fields=True):
     function: _ToolFunction
 
 
-Message = _System | _User | AssistantMessage | ToolResultMessage
+Message = _System | UserMessage | AssistantMessage | ToolResultMessage
 
 
 # Each shape is a Struct's field: msgspec compiles a Struct's field types once, a bare list or union at every call.
@@ -244,9 +253,14 @@ def _canonical(value: Any, shape: type[CanonicalMessages] | type[CanonicalTools]
         return None
 
 
+def tools_canonical(value: Any) -> list[dict] | None:
+    """The tools list checked against and copied from the canonical shape, or None when it is not in it."""
+    return _canonical(value, CanonicalTools, "tools")
+
+
 def tools_list(value: Any, field: str = "tools") -> list[dict]:
     """A tools list from a JSON string or a list; bare function specs are wrapped as OpenAI tools."""
-    canonical = _canonical(value, CanonicalTools, "tools")
+    canonical = tools_canonical(value)
     return tools_normalised(value, field) if canonical is None else canonical
 
 

@@ -4,19 +4,28 @@ The canonical format is the OpenAI chat format itself, so these converters only 
 arguments become JSON strings, content parts become text, tools get the function wrapper.
 """
 
+import functools
+import json
+from typing import Annotated, NamedTuple
+
 import msgspec
+import orjson
+from msgspec import Meta
 
 from .conversation import (
     ROLES,
     AssistantMessage,
-    CanonicalConversation,
+    ConversationMeasure,
+    Message,
     ToolResultMessage,
+    UserMessage,
     arguments_object,
     canonical_conversation,
     messages_strict,
     parse_arguments,
     tool_call,
     tool_schemas,
+    tools_canonical,
     tools_list,
 )
 from .errors import FormatError
@@ -66,36 +75,105 @@ def openai_record_strict(messages: object, tools: object) -> tuple[dict, list[di
     decided and copied from msgspec Structs, with no walk over its dicts; any other goes the long way, which names
     what it refuses."""
     conversation = canonical_conversation(messages, tools)
-    if conversation is not None and _conversation_clean(conversation):
-        record = msgspec.to_builtins(conversation)
-        return record, record["messages"], []
+    if conversation is not None:
+        names = {tool.function.name for tool in conversation.tools}
+        if _measure_when_clean(conversation.messages, names) is not None:
+            record = msgspec.to_builtins(conversation)
+            return record, record["messages"], []
     strict = messages_strict(messages)
     record = strict_to_openai(strict, tools_list(tools))
     return record, strict, openai_problems(record)
 
 
-def _conversation_clean(conversation: CanonicalConversation) -> bool:
-    """True when openai_problems finds nothing in the conversation's record and it holds no tool result's `name`
-    (which the record leaves out); False sends it the long way, which finds what is wrong."""
-    names = {tool.function.name for tool in conversation.tools}
+class GatedRecord(NamedTuple):
+    """An OpenAI record the gate passed: its line (the record's compact JSON, the bytes orjson.dumps writes of it),
+    its messages (msgspec Structs or the strict normaliser's dicts), its tools and the dataset card's measure."""
+
+    line: bytes
+    messages: list
+    tools: list[dict]
+    measure: ConversationMeasure
+
+    def record(self) -> dict:
+        return {"messages": msgspec.to_builtins(self.messages), "tools": self.tools}
+
+
+_MESSAGES = msgspec.json.Decoder(Annotated[list[Message], Meta(min_length=1)])
+
+
+def openai_record_from_text(messages_text: str, tools_text: str) -> GatedRecord | None:
+    """The gate of a conversation stored as JSON text (its messages and its tools), decoded straight into msgspec
+    Structs and encoded from them: the record when the conversation is in the canonical shape and the record's rules
+    pass (every record a curated export holds), byte for byte what openai_record_strict gives of the parsed text;
+    None for any other, which the caller takes the long way (openai_record_strict), naming what it refuses."""
+    tools = _stored_tools(tools_text)
+    if tools is None:
+        return None
+    try:
+        messages = _MESSAGES.decode(messages_text)
+    except (msgspec.DecodeError, ValueError, RecursionError):
+        return None
+    measure = _measure_when_clean(messages, tools.names)
+    if measure is None:
+        return None
+    # The messages hold strings only, which msgspec and orjson write alike (numbers, in the tools, they write apart).
+    line = b'{"messages":' + msgspec.json.encode(messages) + b',"tools":' + tools.line + b"}"
+    return GatedRecord(line, messages, tools.tools, measure)
+
+
+class _StoredTools(NamedTuple):
+    line: bytes  # the tools as the record's line holds them
+    tools: list[dict]
+    names: frozenset[str]
+
+
+@functools.lru_cache(maxsize=64)
+def _stored_tools(text: str) -> _StoredTools | None:
+    """A stored tools list (its JSON text), read as a JSONField reads it, when it is in the canonical shape; once per
+    distinct text, since the records of a domain share theirs. None when it is not canonical, or holds an integer
+    beyond 64 bits, which the record's JSON cannot."""
+    try:
+        tools = tools_canonical(json.loads(text))
+        if tools is None:
+            return None
+        return _StoredTools(orjson.dumps(tools), tools, frozenset(tool["function"]["name"] for tool in tools))
+    except (ValueError, TypeError, RecursionError):  # orjson.JSONEncodeError is a TypeError
+        return None
+
+
+def _measure_when_clean(messages: list[Message], names: set[str] | frozenset[str]) -> ConversationMeasure | None:
+    """The dataset card's measure of the messages when openai_problems finds nothing in their record and they hold no
+    tool result's `name` (which the record leaves out); None sends them the long way, which finds what is wrong."""
     open_calls: set[str] = set()
     assistant = False
-    for message in conversation.messages:
-        if isinstance(message, ToolResultMessage):
-            if message.name is not msgspec.UNSET or message.tool_call_id not in open_calls:
-                return False
-            open_calls.discard(message.tool_call_id)
+    turns, call_names, parts = 0, [], []
+    for message in messages:  # by exact type: the decoder makes no subclasses, and `is` costs less than isinstance
+        kind = type(message)
+        parts.append(message.content)
+        if kind is ToolResultMessage:
+            call_id = message.tool_call_id
+            if call_id not in open_calls or message.name is not msgspec.UNSET:
+                return None
+            open_calls.remove(call_id)
             continue
         if open_calls:
-            return False
-        if isinstance(message, AssistantMessage):
+            return None
+        if kind is AssistantMessage:
             assistant = True
+            turns += 1
             for call in message.tool_calls or ():
                 function = call.function
-                if function.name not in names or not arguments_object(function.arguments):
-                    return False
+                name, arguments = function.name, function.arguments
+                if name not in names or not arguments_object(arguments):
+                    return None
                 open_calls.add(call.id)
-    return assistant and not open_calls
+                call_names.append(name)
+                parts += (name, arguments)
+        elif kind is UserMessage:
+            turns += 1
+    if not assistant or open_calls:
+        return None
+    return ConversationMeasure(turns, call_names, parts)
 
 
 def _call_problems(call: dict, where: str, names: set[str]) -> list[str]:

@@ -1,18 +1,28 @@
 """The compiled gate against the Python normaliser it replaced on the export path: for conversations valid and
-hostile, both give the same verdict, the same reason and the same record.
+hostile, both give the same verdict, the same reason and the same record; and the gate from a conversation's stored
+JSON text decides exactly what the compiled gate decides on its parsed value, giving the same bytes.
 
 The reference is the normaliser walked in Python (messages_normalised, tools_normalised), the record built by
 strict_to_openai and openai_problems with every argument parsed by parse_arguments (the msgspec shortcut off)."""
 
+import json
 from unittest import mock
 
+import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from simia_web.formats import FormatError
 from simia_web.formats import openai as openai_format
-from simia_web.formats.conversation import messages_normalised, messages_strict, tools_list, tools_normalised
-from simia_web.formats.openai import openai_problems, openai_record_strict, strict_to_openai
+from simia_web.formats.conversation import (
+    canonical_conversation,
+    conversation_measure,
+    messages_normalised,
+    messages_strict,
+    tools_list,
+    tools_normalised,
+)
+from simia_web.formats.openai import openai_problems, openai_record_from_text, openai_record_strict, strict_to_openai
 
 SETTINGS = settings(
     max_examples=300, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None
@@ -58,7 +68,7 @@ arguments_text = (
             '{"k": "' + "x" * 200 + '"}',
         ]
     )
-    | st.builds(lambda v: __import__("json").dumps(v), json_value)
+    | st.builds(lambda v: json.dumps(v), json_value)
     | text
 )
 names = st.sampled_from(["get_order", "cancel", "", "missing"])
@@ -134,8 +144,7 @@ def valid_conversations(draw):
     for i in range(draw(st.integers(0, 3))):
         ids = [f"call_{i}_{j}" for j in range(draw(st.integers(1, 2)))]
         arguments = [
-            draw(st.builds(lambda v: __import__("json").dumps(v), st.dictionaries(text, json_value, max_size=3)))
-            for _ in ids
+            draw(st.builds(lambda v: json.dumps(v), st.dictionaries(text, json_value, max_size=3))) for _ in ids
         ]
         out.append(
             {
@@ -217,7 +226,7 @@ def test_valid_conversations_give_the_same_record(conversation):
 def test_arguments_shortcut_never_accepts_what_the_parser_refuses(text):
     if openai_format.arguments_object(text):
         assert openai_format.parse_arguments({"function": {"arguments": text}}) == (
-            __import__("json").loads(text),
+            json.loads(text),
             None,
         )
 
@@ -239,3 +248,78 @@ def test_a_canonical_record_is_returned_in_the_normaliser_key_order():
     assert list(record["messages"][0]) == ["role", "content"]
     assert list(record["messages"][1]["tool_calls"][0]) == ["id", "type", "function"]
     assert list(record["tools"][0]["function"]) == ["name", "description", "parameters"]
+
+
+# -- the gate from the stored text ------------------------------------------------------------------------------
+
+# The texts a database gives back: PostgreSQL's jsonb spaced, SQLite's as Django wrote it, ASCII-escaped or not.
+stored_texts = st.sampled_from(
+    [
+        lambda value: json.dumps(value),
+        lambda value: json.dumps(value, separators=(",", ":"), ensure_ascii=False),
+    ]
+)
+
+
+def _decided_on_dicts(messages, tools) -> bool:
+    """Whether openai_record_strict decides the parsed conversation from its Structs (no walk over its dicts) and
+    it can be written as a record's JSON (orjson refuses a lone surrogate and an integer beyond 64 bits, which the
+    export's long way then meets as it always has)."""
+    conversation = canonical_conversation(messages, tools)
+    if conversation is None:
+        return False
+    names = {tool.function.name for tool in conversation.tools}
+    if openai_format._measure_when_clean(conversation.messages, names) is None:
+        return False
+    try:
+        orjson.dumps([messages, tools])
+    except TypeError:
+        return False
+    return True
+
+
+def _compare_text(messages, tools, dumps):
+    try:
+        messages_text, tools_text = dumps(messages), dumps(tools)
+        messages_text.encode(), tools_text.encode()
+    except (TypeError, ValueError):  # what no database holds: a lone surrogate unescaped, a NaN
+        return
+    parsed = json.loads(messages_text), json.loads(tools_text)
+    gated = openai_record_from_text(messages_text, tools_text)
+    assert (gated is not None) == _decided_on_dicts(*parsed)
+    if gated is None:  # the export then takes openai_record_strict over the parsed values, as _compare holds
+        return
+    record, strict, problems = openai_record_strict(*parsed)
+    assert problems == []
+    assert gated.line == orjson.dumps(record)  # the same bytes, key order and numbers' spelling included
+    assert gated.measure == conversation_measure(strict)
+    assert orjson.dumps(gated.record()) == gated.line
+
+
+@SETTINGS
+@given(conversation=conversations, dumps=stored_texts)
+def test_hostile_stored_text_is_decided_as_its_parsed_value(conversation, dumps):
+    _compare_text(*conversation, dumps)
+
+
+@SETTINGS
+@given(conversation=valid_conversations(), dumps=stored_texts)
+def test_valid_stored_text_gives_the_record_the_parsed_value_gives(conversation, dumps):
+    _compare_text(*conversation, dumps)
+
+
+def test_stored_text_with_numbers_in_the_tools_keeps_orjson_spelling():
+    tool = {
+        "type": "function",
+        "function": {
+            "name": "get_order",
+            "description": "",
+            "parameters": {"minimum": 1e16, "maximum": 2.5e-7, "default": 12345678901234567, "big": 2**64 - 1},
+        },
+    }
+    messages = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "ok"}]
+    gated = openai_record_from_text(json.dumps(messages), json.dumps([tool]))
+    assert gated is not None
+    assert gated.line == orjson.dumps({"messages": messages, "tools": [tool]})
+    assert b'"minimum":1e+16' in gated.line  # msgspec would write 1e16
+    assert openai_record_from_text(json.dumps(messages), json.dumps([{**tool, "x": 2**64}])) is None
