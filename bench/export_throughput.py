@@ -173,13 +173,26 @@ def rows_delete() -> None:
 
 
 def _gate_off() -> None:
-    """In the child process: the gate's functions become pass-throughs (same conversion, manifest, files)."""
-    from simia_web.exports import records, writers
+    """In the child process: the gate's functions become pass-throughs (same conversion, manifest, files): OpenAI
+    and Parquet records are parsed from the stored text and dumped as they are, unchecked."""
+    from simia_web.exports import parquet_writer, records, writers
 
     records.messages_strict = lambda messages: messages
     records.tools_list = lambda tools: tools
     for validator in ("openai_problems", "sharegpt_problems", "tau2_simulation_problems"):
         setattr(writers, validator, lambda record: [])
+    writers.gated_openai_record = parquet_writer.gated_openai_record = _ungated_openai_record
+
+
+def _ungated_openai_record(row: dict, stats, format: str):
+    import orjson
+
+    from simia_web.formats.conversation import conversation_measure
+    from simia_web.formats.openai import GatedRecord
+
+    messages, tools = orjson.loads(row["messages"]), orjson.loads(row["tools"])
+    line = orjson.dumps({"messages": messages, "tools": tools})
+    return GatedRecord(line, messages, tools, conversation_measure(messages))
 
 
 def _peak_rss_kb() -> int:
@@ -240,17 +253,17 @@ def export_child(fmt: str, output: str, gate: bool) -> dict:
 
 
 def gate_cpu_seconds(fmt: str, n: int) -> tuple[float, float]:
-    """CPU seconds of converting n conversations without and with the gate (in this process, no database)."""
+    """CPU seconds of converting n conversations without and with the gate (in this process, no database). OpenAI
+    and Parquet records come from the conversation's stored text, as the export reads them: without the gate parsed
+    and dumped, with it through formats.openai.openai_record_from_text, which decodes, checks and encodes."""
     from simia_web.formats.conversation import messages_strict, tools_list
-    from simia_web.formats.openai import canonical_to_openai, openai_problems
-    from simia_web.formats.parquet import parquet_row
     from simia_web.formats.sharegpt import canonical_to_sharegpt, sharegpt_problems, sharegpt_repair
     from simia_web.formats.tau2 import tau2_simulation, tau2_simulation_problems
 
-    def parquet(messages, tools):  # the row is built from the OpenAI record, which the gate checks
-        record = canonical_to_openai(messages, tools)
-        parquet_row(record, {})
-        return record
+    conversations = [export_conversation(i) for i in range(n)]
+    if fmt in ("openai", "parquet"):
+        texts = [(json.dumps(messages), json.dumps(tools)) for messages, tools in conversations]  # jsonb's spacing
+        return _seconds(texts, _stored_text_plain(fmt)), _seconds(texts, _stored_text_gated(fmt))
 
     def tau2(messages, tools):
         row = {"id": 1, "messages": messages, "steps": {}, "created_at": None, "judge_score": 0.9, "reward": None}
@@ -259,21 +272,47 @@ def gate_cpu_seconds(fmt: str, n: int) -> tuple[float, float]:
         )
 
     convert, validate = {
-        "openai": (canonical_to_openai, openai_problems),
         "sharegpt": (lambda m, t: sharegpt_repair(canonical_to_sharegpt(m, t))[0], sharegpt_problems),
         "tau2": (tau2, tau2_simulation_problems),
-        "parquet": (parquet, openai_problems),
     }[fmt]
-    conversations = [export_conversation(i) for i in range(n)]
+
+    def gated(messages, tools):
+        assert not validate(convert(messages_strict(messages), tools_list(tools)))
+
+    return _seconds(conversations, convert), _seconds(conversations, gated)
+
+
+def _seconds(inputs, convert) -> float:
     started = time.process_time()
-    for messages, tools in conversations:
-        convert(messages, tools)
-    plain = time.process_time() - started
-    started = time.process_time()
-    for messages, tools in conversations:
-        record = convert(messages_strict(messages), tools_list(tools))
-        assert not validate(record)
-    return plain, time.process_time() - started
+    for first, second in inputs:
+        convert(first, second)
+    return time.process_time() - started
+
+
+def _stored_text_plain(fmt: str):
+    import orjson
+
+    from simia_web.formats.conversation import conversation_measure
+    from simia_web.formats.parquet import parquet_row
+
+    def plain(messages_text, tools_text):
+        record = {"messages": orjson.loads(messages_text), "tools": orjson.loads(tools_text)}
+        conversation_measure(record["messages"])
+        return parquet_row(record, {}) if fmt == "parquet" else orjson.dumps(record)
+
+    return plain
+
+
+def _stored_text_gated(fmt: str):
+    from simia_web.formats.openai import openai_record_from_text
+    from simia_web.formats.parquet import parquet_row
+
+    def gated(messages_text, tools_text):
+        record = openai_record_from_text(messages_text, tools_text)
+        assert record is not None
+        return parquet_row(record.record(), {}) if fmt == "parquet" else record.line
+
+    return gated
 
 
 def copy_dump(domain_id: int, output: Path) -> dict:
@@ -478,7 +517,8 @@ def main() -> None:
         f"({export['cpu_seconds']:.2f}s with it, {ungated['cpu_seconds']:.2f}s without)"
     )
     print(
-        f"  the gate's CPU (strict normaliser + {args.format} validator, {sample} records in-process): "
+        f"  the gate's CPU (strict normaliser + {args.format} validator, or the compiled gate from the stored text, "
+        f"{sample} records in-process): "
         f"{(gated_cpu - plain_cpu) * 100_000 / sample:.2f}s per 100k records "
         f"(conversion alone {plain_cpu * 100_000 / sample:.2f}s, with the gate {gated_cpu * 100_000 / sample:.2f}s)"
     )

@@ -147,10 +147,9 @@ def _measure_when_clean(messages: list[Message], names: set[str] | frozenset[str
     open_calls: set[str] = set()
     assistant = False
     turns, call_names, parts = 0, [], []
-    for message in messages:  # by exact type: the decoder makes no subclasses, and `is` costs less than isinstance
-        kind = type(message)
+    for message in messages:
         parts.append(message.content)
-        if kind is ToolResultMessage:
+        if isinstance(message, ToolResultMessage):
             call_id = message.tool_call_id
             if call_id not in open_calls or message.name is not msgspec.UNSET:
                 return None
@@ -158,7 +157,7 @@ def _measure_when_clean(messages: list[Message], names: set[str] | frozenset[str
             continue
         if open_calls:
             return None
-        if kind is AssistantMessage:
+        if isinstance(message, AssistantMessage):
             assistant = True
             turns += 1
             for call in message.tool_calls or ():
@@ -169,7 +168,7 @@ def _measure_when_clean(messages: list[Message], names: set[str] | frozenset[str
                 open_calls.add(call.id)
                 call_names.append(name)
                 parts += (name, arguments)
-        elif kind is UserMessage:
+        elif isinstance(message, UserMessage):
             turns += 1
     if not assistant or open_calls:
         return None
