@@ -264,6 +264,7 @@ def index_clusters_merge(*, corpus: str, progress=_progress_noop) -> Callable[[]
 
     def write() -> dict:
         _clusters_write(corpus, cluster_of)
+        _statistics_refreshed()
         return {"clusters": len(set(cluster_of.values())), "clustered": len(cluster_of)}
 
     return write
@@ -348,6 +349,15 @@ def _rows_copy(model, fields: tuple[str, ...], rows: Iterable[tuple]) -> None:
                 batch = []
         if batch:
             cursor.executemany(sql, batch)
+
+
+def _statistics_refreshed() -> None:
+    """ANALYZE the index's tables on PostgreSQL once a build has rewritten them: until autovacuum comes by (never,
+    where it is off) the planner reads a freshly built index with no statistics, and an item's write then scanned
+    every band (30 ms against 4 to 5 ms)."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(f"ANALYZE {quoted_table(Signature)}, {quoted_table(Band)}")
 
 
 def _clusters_write(corpus: str, cluster_of: dict[int, int]) -> None:

@@ -96,6 +96,23 @@ def test_a_range_written_again_leaves_the_index_as_it_was(db):
         assert _index() == before
 
 
+def test_a_build_leaves_the_planner_statistics_of_what_it_wrote(db):
+    if connection.vendor != "postgresql":
+        pytest.skip("ANALYZE and pg_class are PostgreSQL's")
+    _corpus(120)
+    index_build(corpus=TRAJECTORIES, resign=True)
+    with connection.cursor() as cursor:  # reltuples is -1 until a table is first analyzed
+        cursor.execute(
+            "SELECT relname, reltuples FROM pg_class WHERE oid IN (%s::regclass, %s::regclass)",
+            [Signature._meta.db_table, Band._meta.db_table],
+        )
+        counted = dict(cursor.fetchall())
+    assert counted == {
+        Signature._meta.db_table: Signature.objects.count(),
+        Band._meta.db_table: Band.objects.count(),
+    }
+
+
 @pytest.mark.integration
 def test_a_build_on_workers_in_ranges_equals_the_single_pass_build(celery_worker, settings, capsys, client_for):
     if not settings.CELERY_BROKER_URL.startswith("redis://") or connection.vendor != "postgresql":
