@@ -122,6 +122,15 @@ def job_usage(job: Job) -> dict:
     }
 
 
+def units_results_summed(job: Job, names) -> dict[str, int]:
+    """{name: its sum over the results of the job's units done}, for the counts a kind's units each return."""
+    totals = dict.fromkeys(names, 0)
+    for result in JobUnit.objects.filter(job=job, status=UnitStatus.DONE).values_list("result", flat=True):
+        for name in names:
+            totals[name] += result.get(name, 0)
+    return totals
+
+
 def job_summary(job: Job) -> dict:
     """What the job made, as its kind says (see JobKind.summary), with its units by how they ended, tokens and cost."""
     units: Counter[str] = Counter()

@@ -4,10 +4,10 @@ The job keeps the queue page's filter (or names a selection another app register
 population: curation.services.bulk_selection_register), not a list of ids. Its units are ranges of ids of about
 IDS_PER_UNIT items each, read once when it is planned, that any worker takes; each decides the items of its range
 that match the filter when it runs, as reviews_bulk does (held items, items a person decided one by one and, when
-accepting, empty ones are left and counted), under the job's one batch, so the bulk undo takes back every range at
-once. A unit decides in its writer, in the transaction that marks it done: a unit redelivered or run twice at once
-decides its items once. Its progress is the units done. It decides only items of its own workspace (the job's),
-whatever the filter or selection names.
+accepting, empty ones are left and counted), under the job's one batch, which the Undo of the job's page takes back
+whole (in a job of ranges, curation.job_kinds.bulk_undo). A unit decides in its writer, in the transaction that
+marks it done: a unit redelivered or run twice at once decides its items once. Its progress is the units done. It
+decides only items of its own workspace (the job's), whatever the filter or selection names.
 """
 
 from collections.abc import Iterator
@@ -21,7 +21,7 @@ from simia_web.accounts.scoping import scoped
 from simia_web.curation.selectors.queue import queue_filterset, queue_selection
 from simia_web.curation.services import BULK_JOB_KIND, BULK_SELECTIONS, reviews_bulk
 from simia_web.jobs.kinds import JobKind, UnitPlan, job_kind_register
-from simia_web.jobs.models import JobUnit, UnitStatus
+from simia_web.jobs.selectors import units_results_summed
 
 DECIDE = "decide"
 # Ids per unit: a unit's writes (its trajectories, reviews, changes and audit rows) stay a short transaction.
@@ -69,6 +69,7 @@ class BulkDecisionKind(JobKind):
     label = "Bulk decision"
     stages = (DECIDE,)
     parameters = None  # queued from the review queue (curation.services.reviews_bulk_queue)
+    result_template = "curation/_bulk_job_undo.html"
 
     def plan(self, job, stage):
         if stage is not None:
@@ -104,8 +105,4 @@ class BulkDecisionKind(JobKind):
         return write
 
     def summary(self, job):
-        totals = dict.fromkeys(COUNTS, 0)
-        for result in JobUnit.objects.filter(job=job, status=UnitStatus.DONE).values_list("result", flat=True):
-            for name in COUNTS:
-                totals[name] += result.get(name, 0)
-        return {"decision": job.params["decision"], **totals}
+        return {"decision": job.params["decision"], **units_results_summed(job, COUNTS)}

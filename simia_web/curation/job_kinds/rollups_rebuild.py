@@ -13,7 +13,7 @@ from functools import partial
 from simia_web.curation.rollups import ROLLUPS_JOB_KIND, rollups_correction, rollups_rows, rollups_units
 from simia_web.jobs.kinds import JobKind, UnitPlan, job_kind_register
 from simia_web.jobs.leases import unit_progress
-from simia_web.jobs.models import JobUnit, UnitStatus
+from simia_web.jobs.selectors import units_results_summed
 
 COUNT = "count"
 COUNTS = ("domains", "trajectories", "rows_corrected")
@@ -43,8 +43,4 @@ class RollupsRebuildKind(JobKind):
         return rollups_correction(domain_ids=domains, progress=progress)
 
     def summary(self, job):
-        totals = dict.fromkeys(COUNTS, 0)
-        for result in JobUnit.objects.filter(job=job, status=UnitStatus.DONE).values_list("result", flat=True):
-            for name in COUNTS:
-                totals[name] += result.get(name, 0)
-        return {**totals, "rows": rollups_rows()}
+        return {**units_results_summed(job, COUNTS), "rows": rollups_rows()}

@@ -27,7 +27,7 @@ from simia_web.curation.rollups import RollupChange
 from simia_web.curation.selectors.bulk import BulkOutcome, bulk_split
 from simia_web.curation.selectors.trajectory import free_for
 from simia_web.curation.signals import trajectory_statuses_changed
-from simia_web.jobs.models import Job
+from simia_web.jobs.models import ACTIVE_JOB_STATUSES, Job
 from simia_web.jobs.services import job_create
 
 from .decisions import STATUS_FOR_DECISION
@@ -122,8 +122,14 @@ def audit_bulk(actor, action: str, changes: list[tuple[int, str, str]], **data) 
     trajectory_statuses_changed.send(sender=Trajectory, trajectory_ids=[pk for pk, _, _ in changes])
 
 
-# A bulk action this large is undone at once; a larger one item by item, from each item's history.
+# A bulk decision this large is undone within the request; a larger one by a job of ranges (reviews_bulk_undo_queue).
 BULK_UNDO_MAX = 50
+# The job kind of curation.job_kinds.bulk_undo.
+BULK_UNDO_JOB_KIND = "bulk-undo"
+
+
+class BulkUndoTooLarge(ReviewError):
+    """A bulk decision of more items than a request undoes: reviews_bulk_undo_queue undoes it."""
 
 
 @dataclass
@@ -133,53 +139,94 @@ class BulkUndoOutcome:
     held: int  # someone else is reviewing them right now
 
 
+def _batch_reviews(batch: uuid.UUID, workspace_ids: Iterable[int]):
+    """The reviews a bulk decision made in the workspaces `workspace_ids` (another workspace's is no such one)."""
+    return scoped(Review.objects.filter(batch=batch), workspace_ids)
+
+
+def _undo_allowed(review: Review, actor) -> None:
+    if review.reviewer_id != actor.pk and not actor.has_role("curator"):
+        raise ReviewError("Only the reviewer or a curator can undo this decision.")
+
+
 def reviews_bulk_undo(*, batch: uuid.UUID, actor, workspace_ids: Iterable[int]) -> BulkUndoOutcome:
-    """Take back a bulk decision of up to BULK_UNDO_MAX items made in the workspaces `workspace_ids` (another
-    workspace's is no such decision): each item still at the version the bulk decision made, and not held by
-    someone else, waits for a decision again (as its next version)."""
+    """Take back a bulk decision of up to BULK_UNDO_MAX items made in the workspaces `workspace_ids` (a larger one:
+    reviews_bulk_undo_queue): each item still at the version the bulk decision made, and not held by someone else,
+    waits for a decision again (as its next version)."""
     with transaction.atomic():
-        made = scoped(Review.objects.filter(batch=batch), workspace_ids)
+        made = _batch_reviews(batch, workspace_ids)
         reviews = list(Review.objects.filter(pk__in=made.values("pk")).select_for_update()[: BULK_UNDO_MAX + 1])
         if not reviews:
             raise ReviewError("There is no such bulk decision.", field="batch")
         if len(reviews) > BULK_UNDO_MAX:
-            raise ReviewError(
-                f"Bulk decisions of more than {BULK_UNDO_MAX} items are undone item by item, from each one's history."
-            )
-        if reviews[0].reviewer_id != actor.pk and not actor.has_role("curator"):
-            raise ReviewError("Only the reviewer or a curator can undo this decision.")
-        standing = {r.trajectory_id: r for r in reviews if r.standing}
-        now = timezone.now()
-        rows = (
-            Trajectory.objects.select_for_update()
-            .filter(pk__in=[r.trajectory_id for r in reviews])
-            .annotate(held=~free_for(actor))
-            .values_list("pk", "version", "status", "violation_count", "judge_passed", "held")
+            raise BulkUndoTooLarge(f"Bulk decisions of more than {BULK_UNDO_MAX} items are undone by a job.")
+        _undo_allowed(reviews[0], actor)
+        return _reviews_undone(reviews, actor)
+
+
+def reviews_bulk_undo_range(*, batch: uuid.UUID, actor, low: int, high: int) -> BulkUndoOutcome:
+    """reviews_bulk_undo of the bulk decision's items with ids in [low, high), whatever their number: a unit of the
+    undo job, which checked who may undo it when it was queued."""
+    with transaction.atomic():
+        made = Review.objects.filter(batch=batch, trajectory_id__gte=low, trajectory_id__lt=high)
+        return _reviews_undone(list(made.select_for_update()), actor)
+
+
+def _reviews_undone(reviews: list[Review], actor) -> BulkUndoOutcome:
+    """Undo the bulk decision's `reviews` (locked): each item still at the version its review made, and not held by
+    someone else, waits for a decision again as its next version; the rest are counted."""
+    standing = {r.trajectory_id: r for r in reviews if r.standing}
+    now = timezone.now()
+    rows = (
+        Trajectory.objects.select_for_update()
+        .filter(pk__in=[r.trajectory_id for r in reviews])
+        .annotate(held=~free_for(actor))
+        .values_list("pk", "version", "status", "violation_count", "judge_passed", "held")
+    )
+    outcome, undone = BulkUndoOutcome(0, 0, 0), []
+    for pk, version, status, violation_count, judge_passed, held in rows:
+        review = standing.get(pk)
+        if review is None or review.trajectory_version != version:
+            outcome.moved_on += 1
+        elif held:
+            outcome.held += 1
+        else:
+            restored = pipeline_status(violation_count=violation_count, judge_passed=judge_passed)
+            undone.append((pk, version, status, restored))
+    change = RollupChange([pk for pk, *_ in undone])
+    for restored in {status for *_, status in undone}:
+        Trajectory.objects.filter(pk__in=[pk for pk, *_, s in undone if s == restored]).update(
+            status=restored, version=F("version") + 1, updated_at=now
         )
-        outcome, undone = BulkUndoOutcome(0, 0, 0), []
-        for pk, version, status, violation_count, judge_passed, held in rows:
-            review = standing.get(pk)
-            if review is None or review.trajectory_version != version:
-                outcome.moved_on += 1
-            elif held:
-                outcome.held += 1
-            else:
-                restored = pipeline_status(violation_count=violation_count, judge_passed=judge_passed)
-                undone.append((pk, version, status, restored))
-        change = RollupChange([pk for pk, *_ in undone])
-        for restored in {status for *_, status in undone}:
-            Trajectory.objects.filter(pk__in=[pk for pk, *_, s in undone if s == restored]).update(
-                status=restored, version=F("version") + 1, updated_at=now
-            )
-        TrajectoryChange.objects.bulk_create(
-            TrajectoryChange(trajectory_id=pk, version=version + 1, action=Change.UNDO, actor=actor, detail="bulk")
-            for pk, version, _, _ in undone
-        )
-        Review.objects.filter(pk__in=[standing[pk].pk for pk, *_ in undone]).update(undone_at=now, undone_by=actor)
-        audit_bulk(actor, "trajectory.undo", [(pk, previous, status) for pk, _, previous, status in undone])
-        change.record()
-        outcome.undone = len(undone)
+    TrajectoryChange.objects.bulk_create(
+        TrajectoryChange(trajectory_id=pk, version=version + 1, action=Change.UNDO, actor=actor, detail="bulk")
+        for pk, version, _, _ in undone
+    )
+    Review.objects.filter(pk__in=[standing[pk].pk for pk, *_ in undone]).update(undone_at=now, undone_by=actor)
+    audit_bulk(actor, "trajectory.undo", [(pk, previous, status) for pk, _, previous, status in undone])
+    change.record()
+    outcome.undone = len(undone)
     return outcome
+
+
+def reviews_bulk_undo_queue(*, batch: uuid.UUID, actor, workspace_ids: Iterable[int]) -> Job:
+    """Queue the undo of a bulk decision of any size made in the workspaces `workspace_ids`, as a job of its
+    workspace: ranges of its items that any worker takes, each undone as reviews_bulk_undo undoes one (items changed
+    since, or held by someone else, are left and counted). Refused while another undo of it runs."""
+    first = _batch_reviews(batch, workspace_ids).select_related("trajectory__domain").order_by("pk").first()
+    if first is None:
+        raise ReviewError("There is no such bulk decision.", field="batch")
+    _undo_allowed(first, actor)
+    undoing = Job.objects.filter(kind=BULK_UNDO_JOB_KIND, params__batch=str(batch), status__in=ACTIVE_JOB_STATUSES)
+    running = undoing.first()
+    if running is not None:
+        raise ReviewError(f"Job {running.pk} is undoing this bulk decision already.")
+    return job_create(
+        kind=BULK_UNDO_JOB_KIND,
+        params={"batch": str(batch), "actor": actor.pk},
+        actor=actor,
+        workspace_id=first.trajectory.domain.workspace_id,
+    )
 
 
 @dataclass

@@ -22,10 +22,12 @@ from simia_web.curation.selectors.queue import (
 )
 from simia_web.curation.services import (
     BULK_UNDO_MAX,
+    BulkUndoTooLarge,
     ReviewError,
     reviews_bulk,
     reviews_bulk_queue,
     reviews_bulk_undo,
+    reviews_bulk_undo_queue,
     reviews_send_back,
     trajectories_assign,
 )
@@ -81,7 +83,7 @@ def review_bulk(request):
         except ReviewError as exc:
             messages.error(request, str(exc))
             return redirect(back)
-        if outcome.batch and outcome.changed <= BULK_UNDO_MAX:
+        if outcome.batch:  # its toast's Undo takes it back, within the request or, past BULK_UNDO_MAX, in a job
             request.session["undo_bulk"] = {"batch": str(outcome.batch), "summary": bulk_summary(outcome, action)}
         else:
             messages.success(request, bulk_summary(outcome, action))
@@ -147,18 +149,33 @@ def bulk_summary(outcome, action: str) -> str:
     return " ".join(parts)
 
 
+def _bulk_undo_job(request, batch, workspace_ids: list[int], back: str):
+    """Queue the undo of a bulk decision too large for the request, and show its job."""
+    try:
+        job = reviews_bulk_undo_queue(batch=batch, actor=request.user, workspace_ids=workspace_ids)
+    except ReviewError as exc:
+        messages.error(request, f"Not undone: {exc}")
+        return redirect(back)
+    messages.success(request, f"Job {job.pk} queued: it undoes the bulk decision in ranges of its items.")
+    return redirect("job-detail", job.pk)
+
+
 @role_required("curator")
 @require_POST
 def review_bulk_undo(request):
-    """Take back the bulk decision just made (its toast's Undo), item by item where nothing changed since."""
+    """Take back a bulk decision (the toast's Undo, or a bulk-decision job page's), item by item where nothing
+    changed since: within the request up to BULK_UNDO_MAX items, a larger one by a job."""
     back = local_next(request, with_query(reverse("review-queue"), request.POST.get("query", "")))
     try:
         batch = uuid.UUID(request.POST.get("batch", ""))
     except ValueError:
         messages.error(request, "Not undone: that is not a bulk decision.")
         return redirect(back)
+    workspace_ids = page_workspace_ids(request.user)
     try:
-        outcome = reviews_bulk_undo(batch=batch, actor=request.user, workspace_ids=page_workspace_ids(request.user))
+        outcome = reviews_bulk_undo(batch=batch, actor=request.user, workspace_ids=workspace_ids)
+    except BulkUndoTooLarge:
+        return _bulk_undo_job(request, batch, workspace_ids, back)
     except ReviewError as exc:
         messages.error(request, f"Not undone: {exc}")
         return redirect(back)

@@ -10,7 +10,7 @@ from django.views.decorators.http import require_POST
 from simia_web.accounts.permissions import role_required
 from simia_web.accounts.scoping import page_workspace_ids
 from simia_web.curation.duplicates import KEEP_LABELS, cluster_detail, cluster_of_workspace, clusters_page
-from simia_web.curation.services import BULK_UNDO_MAX, ReviewError, cluster_keep_one
+from simia_web.curation.services import ReviewError, cluster_keep_one
 
 from .bulk import bulk_summary
 from .common import int_or_none, local_next
@@ -72,7 +72,7 @@ def cluster_keep(request, head: int):
         messages.error(request, f"Nothing changed: {exc}")
         return redirect(back)
     summary = f"Kept trajectory {keep}. {bulk_summary(outcome, 'reject')}"
-    if outcome.batch and outcome.changed <= BULK_UNDO_MAX:
+    if outcome.batch:  # its toast's Undo takes it back (past BULK_UNDO_MAX items, in a job)
         request.session["undo_bulk"] = {"batch": str(outcome.batch), "summary": summary}
     else:
         messages.success(request, summary)
