@@ -41,6 +41,23 @@ class UnitPlan:
     params: dict = field(default_factory=dict)
 
 
+def id_range_units(stage: str, ids: Iterable[int], per_unit: int) -> list[UnitPlan]:
+    """Units of `stage` over `ids` (ascending), about `per_unit` of them each, as ranges [`from`, `to`) of ids that
+    meet, the last to just past the last id: an item that comes between two ids read falls in one of them, and none
+    past the end. No units of no ids."""
+    starts, last = [], None
+    for count, pk in enumerate(ids):
+        if count % per_unit == 0:
+            starts.append(pk)
+        last = pk
+    if last is None:
+        return []
+    ends = [*starts[1:], last + 1]
+    return [
+        UnitPlan(stage, f"ids:{start}", {"from": start, "to": end}) for start, end in zip(starts, ends, strict=True)
+    ]
+
+
 @dataclass(frozen=True)
 class Shortfalls:
     """What a job made that falls short, beyond its units' own failures and errors (see jobs.selectors.job_outcome).

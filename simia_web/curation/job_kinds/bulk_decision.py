@@ -20,7 +20,7 @@ from simia_web.accounts.models import User
 from simia_web.accounts.scoping import scoped
 from simia_web.curation.selectors.queue import queue_filterset, queue_selection
 from simia_web.curation.services import BULK_JOB_KIND, BULK_SELECTIONS, reviews_bulk
-from simia_web.jobs.kinds import JobKind, UnitPlan, job_kind_register
+from simia_web.jobs.kinds import JobKind, id_range_units, job_kind_register
 from simia_web.jobs.selectors import units_results_summed
 
 DECIDE = "decide"
@@ -74,20 +74,8 @@ class BulkDecisionKind(JobKind):
     def plan(self, job, stage):
         if stage is not None:
             return None
-        # Ranges [from, to) of IDS_PER_UNIT of the items, the last to just past the last one: they meet, so an item
-        # that comes to match between two ids read is decided too.
-        starts, last = [], None
-        for count, pk in enumerate(_ids(job)):
-            if count % IDS_PER_UNIT == 0:
-                starts.append(pk)
-            last = pk
-        if last is None:
-            return None
-        ends = [*starts[1:], last + 1]
-        return DECIDE, [
-            UnitPlan(DECIDE, f"ids:{start}", {"from": start, "to": end})
-            for start, end in zip(starts, ends, strict=True)
-        ]
+        # Ranges of IDS_PER_UNIT of the items that meet: an item that comes to match between two ids read is decided.
+        return (DECIDE, units) if (units := id_range_units(DECIDE, _ids(job), IDS_PER_UNIT)) else None
 
     def run(self, job, unit):
         def write():

@@ -13,7 +13,7 @@ from uuid import UUID
 from simia_web.accounts.models import User
 from simia_web.curation.models import Review
 from simia_web.curation.services import BULK_UNDO_JOB_KIND, reviews_bulk_undo_range
-from simia_web.jobs.kinds import JobKind, UnitPlan, job_kind_register
+from simia_web.jobs.kinds import JobKind, id_range_units, job_kind_register
 from simia_web.jobs.selectors import units_results_summed
 
 from .bulk_decision import IDS_READ
@@ -34,17 +34,8 @@ class BulkUndoKind(JobKind):
         if stage is not None:
             return None
         items = Review.objects.filter(batch=UUID(job.params["batch"])).order_by("trajectory_id")
-        starts, last = [], None
-        for count, pk in enumerate(items.values_list("trajectory_id", flat=True).iterator(chunk_size=IDS_READ)):
-            if count % IDS_PER_UNIT == 0:
-                starts.append(pk)
-            last = pk
-        if last is None:
-            return None
-        ends = [*starts[1:], last + 1]
-        return UNDO, [
-            UnitPlan(UNDO, f"ids:{start}", {"from": start, "to": end}) for start, end in zip(starts, ends, strict=True)
-        ]
+        ids = items.values_list("trajectory_id", flat=True).iterator(chunk_size=IDS_READ)
+        return (UNDO, units) if (units := id_range_units(UNDO, ids, IDS_PER_UNIT)) else None
 
     def run(self, job, unit):
         def write():
