@@ -41,6 +41,21 @@ ROW_FIELDS = (
     "reward",
     "model",
 )
+# What an OpenAI record's line, its manifest line and the dataset card read of its row (fewer columns for the
+# database to put in each row's JSON and for the part to parse).
+OPENAI_ROW_FIELDS = (
+    "id",
+    "domain_id",
+    "messages",
+    "tools",
+    "status",
+    "version",
+    "decision",
+    "verdict",
+    "kind",
+    "seed_id",
+    "provenance",
+)
 
 
 def refusal_kind(reason: str) -> str:

@@ -70,6 +70,7 @@ from simia_web.formats.tau2 import (
 
 from .files import Shards
 from .records import (
+    OPENAI_ROW_FIELDS,
     ROW_FIELDS,
     ExportStats,
     Lines,
@@ -92,7 +93,7 @@ MANIFEST_ENTRY = "manifest.jsonl"  # the manifest's name inside the sharegpt zip
 
 
 def write_openai(stream, queryset, stats: ExportStats, label: str, manifest: Manifest) -> None:
-    for row in record_rows(queryset, conversation_text=True):
+    for row in record_rows(queryset, OPENAI_ROW_FIELDS, conversation_text=True):
         gated = gated_openai_record(row, stats, "openai")
         if gated is None:
             continue
