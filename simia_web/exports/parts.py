@@ -57,9 +57,9 @@ def export_ranges(queryset, per_range: int, *, leaving: frozenset[int] = frozens
         if pk in leaving:
             left_out[-1].append(pk)
             continue
-        if kept % per_range == 0 and starts:
-            left_out.append([])
         if kept % per_range == 0:
+            if starts:  # a new range: the ids left out from here on are its own
+                left_out.append([])
             starts.append(pk)
         kept += 1
         last = pk

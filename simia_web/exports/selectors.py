@@ -197,8 +197,9 @@ def _trajectory_rows(queryset, names, chunk_size: int, conversation_text: bool =
     texts = [Cast(name, TextField()) for name in as_text]
     names = [name for name in names if name not in as_text]
     if connections[queryset.db].vendor != "postgresql":
+        keys = [*names, *as_text]
         for values in ordered.values_list(*names, *texts).iterator(chunk_size=chunk_size):
-            yield dict(zip([*names, *as_text], values, strict=True))
+            yield dict(zip(keys, values, strict=True))
         return
     conversions = _parsed_as_values(names)
     for text, *conversation in ordered.values_list(RowJson(names), *texts).iterator(chunk_size=chunk_size):

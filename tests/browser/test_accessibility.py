@@ -30,6 +30,7 @@ from simia_web.jobs.models import Job, JobStatus, JobUnit, UnitStatus
 from simia_web.llm.models import EndpointProfile, LLMCall
 from simia_web.operations.models import WebhookDelivery, WebhookSubscription
 from simia_web.simulation.judge import CRITERIA
+from tests.browser.conftest import bulk_over_the_filter
 from tests.conftest import PASSWORD
 from tests.support.factories import make_job, make_trajectory, verdict
 
@@ -411,10 +412,7 @@ def test_no_serious_or_critical_axe_violation_on_any_page(browser, live_server, 
     page.wait_for_selector("#upload-errors")
     check(page, "curator seed upload refused")
     page.goto("/review/?status=all")
-    page.select_option("#bulk-action", "reject")
-    page.select_option("#bulk-scope", "all")
-    page.fill(".bulkbar input[name=reason]", "off-policy")
-    page.click(".bulkbar button[type=submit]")
+    bulk_over_the_filter(page, "reject", "off-policy")
     page.wait_for_selector("#bulk-confirm")
     check(page, "curator bulk confirmation")
     page.context.close()

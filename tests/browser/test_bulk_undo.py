@@ -4,20 +4,16 @@ Undo on a bulk-decision job's page: the curator lands on the undo job's page, wh
 import uuid
 
 import pytest
-from axe_playwright_python.sync_playwright import Axe
 from playwright.sync_api import expect
 
 from simia_web.curation.models import Decision, Review, TrajectoryStatus
 from simia_web.curation.services import BULK_UNDO_JOB_KIND, reviews_bulk_queue
 from simia_web.jobs.models import Job
+from tests.browser.conftest import bulk_over_the_filter
+from tests.browser.test_accessibility import blocking_violations
 from tests.support.factories import make_trajectory, verdict
 
 pytestmark = pytest.mark.browser
-AXE = Axe()
-
-
-def _serious(page) -> list[str]:
-    return [v["id"] for v in AXE.run(page).response["violations"] if v["impact"] in ("serious", "critical")]
 
 
 @pytest.fixture
@@ -29,10 +25,7 @@ def failed(db):
 def test_the_notice_of_a_large_bulk_decision_undoes_it_in_a_job(eager, login, failed):
     page = login("curator")
     page.goto("/review/?verdict=fail&status=all")
-    page.select_option("#bulk-action", "reject")
-    page.select_option("#bulk-scope", "all")
-    page.fill(".bulkbar input[name=reason]", "off-policy")
-    page.click(".bulkbar button[type=submit]")
+    bulk_over_the_filter(page, "reject", "off-policy")
     expect(page.locator("#bulk-confirm")).to_contain_text("in a job")
     page.click("#confirm-bulk")
     expect(page.locator("#bulk-toast")).to_contain_text("60")
@@ -55,7 +48,7 @@ def test_a_bulk_decision_job_page_offers_its_undo_to_curators(eager, login, user
     page = login("curator")
     page.goto(f"/jobs/{decided.pk}/")
     expect(page.locator("#job-bulk-undo")).to_contain_text("60 decisions")
-    assert _serious(page) == []
+    assert blocking_violations(page) == []
 
     page.click("#bulk-job-undo")
 

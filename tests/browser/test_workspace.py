@@ -12,6 +12,7 @@ from playwright.sync_api import expect
 from simia_web.curation.models import Review, Trajectory, TrajectoryStatus
 from simia_web.curation.services import trajectory_edit
 from simia_web.jobs.models import JobStatus, JobUnit, UnitStatus
+from tests.browser.conftest import bulk_over_the_filter
 from tests.support.factories import make_job, make_trajectory, verdict
 
 pytestmark = pytest.mark.browser
@@ -246,10 +247,7 @@ def test_bulk_accept_asks_for_confirmation_naming_the_count(login, users):
     page.click(".bulkbar button[type=submit]")
     expect(page.locator("#bulk-toast")).to_contain_text("2 trajectories accepted")
     page.goto("/review/?status=all")
-    page.select_option("#bulk-action", "reject")
-    page.select_option("#bulk-scope", "all")
-    page.fill(".bulkbar input[name=reason]", "batch off-policy")
-    page.click(".bulkbar button[type=submit]")
+    bulk_over_the_filter(page, "reject", "batch off-policy")
     expect(page.locator("#bulk-confirm h1")).to_have_text("Reject 3 trajectories?")
     shot(page, "bulk-confirm")
     page.click("#confirm-bulk")

@@ -101,8 +101,9 @@ def stages_hidden_from(user) -> tuple[str, ...]:
     """The stages of other people's reviews `user` may not read on an item: their answers on a gold item would tell it
     is gold, so only curators read them (everyone reads their own, given once they have decided); other annotators'
     votes under a consensus rule would sway the reader's own, so only reviewers and above read them."""
-    if getattr(user, "has_role", None) and user.has_role("curator"):
+    has_role = getattr(user, "has_role", None)  # an anonymous user has no role
+    if has_role and has_role("curator"):
         return ()
-    if getattr(user, "has_role", None) and user.has_role("reviewer"):
+    if has_role and has_role("reviewer"):
         return (ReviewStage.GOLD,)
     return (ReviewStage.GOLD, ReviewStage.VOTE)
